@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import click
+
+from patchkit.actions import Action, Options
+from patchkit.commands.options import patch_command_options, run_patch_command
+
+
+@click.command("apply")
+@patch_command_options
+@click.option("--dry-run", is_flag=True, help="Check and show what would be written; write nothing.")
+@click.option("--complete", is_flag=True, help="On a partially patched tree, apply the missing hunks.")
+def command(
+    patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    dry_run: bool, complete: bool,
+) -> None:
+    """Apply PATCH's filtered hunk set to the tree at --root. A rerun is a no-op.
+
+    Unapplied: writes every hunk (all checked before the first byte is written), exit 0. Already applied:
+    writes nothing, exit 0. Partial, conflict or ambiguous: writes nothing, exit 1, with a per-hunk report.
+
+    \b
+    Example:
+      patchkit apply atom-pr2106 --root /opt/ATOM
+    """
+    options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout)
+    run_patch_command(Action.APPLY, patch, root, patches_dir, as_json, verbose, options)

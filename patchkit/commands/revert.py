@@ -1,0 +1,27 @@
+from __future__ import annotations
+
+import click
+
+from patchkit.actions import Action, Options
+from patchkit.commands.options import patch_command_options, run_patch_command
+
+
+@click.command("revert")
+@patch_command_options
+@click.option("--dry-run", is_flag=True, help="Check and show what would be written; write nothing.")
+@click.option("--complete", is_flag=True, help="On a partially patched tree, revert the applied hunks.")
+def command(
+    patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    dry_run: bool, complete: bool,
+) -> None:
+    """Take PATCH's filtered hunk set back out of the tree at --root. The mirror image of apply.
+
+    Applied: restores the pre-image, exit 0. Not applied: writes nothing, exit 0. Partial, conflict or
+    ambiguous: writes nothing, exit 1.
+
+    \b
+    Example:
+      patchkit revert atom-pr2106 --root /opt/ATOM
+    """
+    options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout)
+    run_patch_command(Action.REVERT, patch, root, patches_dir, as_json, verbose, options)

@@ -1,0 +1,604 @@
+"""The diff, parsed once from bytes and filtered: the only module that imports unidiff.
+
+`parse_diff` turns diff bytes into frozen records (FilePatch, Hunk) whose lines are raw bytes, so line
+endings and encodings survive untouched. unidiff is the parser of record; around it this module adds what
+unidiff does not check: hunk counts that are too small (unidiff silently drops the extra lines), headers that
+contradict each other, git-quoted paths, strip, and unsafe paths. `filter_diff` removes the manifest's excluded
+files and produces the HunkSet: the single source of truth for every check and every write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from patchkit.errors import DiffError, ManifestError, UnsafePathError
+
+if TYPE_CHECKING:
+    from patchkit.manifest import Exclude, PatchSpec
+
+RE_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@( .*)?$")
+RE_GIT_HEADER = re.compile(rb"^diff --git (.+)$")
+RE_OLD_FILE = re.compile(rb"^--- (.*?)(?:\t.*)?$")
+RE_NEW_FILE = re.compile(rb"^\+\+\+ (.*?)(?:\t.*)?$")
+RE_MODE_LINE = re.compile(rb"^(old mode|new mode|new file mode|deleted file mode) ([0-7]{6})$")
+RE_INDEX_MODE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+ ([0-7]{6})$")
+RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
+NO_NEWLINE = b"\\"
+SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
+DEV_NULL = "/dev/null"
+
+MODE_FILE = 0o100644
+MODE_EXEC = 0o100755
+MODE_SYMLINK = 0o120000
+MODE_GITLINK = 0o160000
+
+_FORBIDDEN_PARTS = {".git", ".patchkit"}
+_C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
+
+
+class FileOp(Enum):
+    MODIFY = "modify"
+    CREATE = "create"
+    DELETE = "delete"
+    RENAME = "rename"
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk. Images are raw lines with their endings; a side that ends without a newline lacks it."""
+
+    index: int  # 1-based, within its FilePatch
+    diff_line: int  # line of the @@ header in the diff file
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    old_lines: tuple[bytes, ...]
+    new_lines: tuple[bytes, ...]
+    leading: int  # context lines before the first change
+    trailing: int  # context lines after the last change
+
+    @property
+    def header(self) -> str:
+        return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
+
+    @property
+    def old_index(self) -> int:
+        """0-based position of the pre-image in the file it was made from."""
+        return self.old_start if self.old_len == 0 else self.old_start - 1
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """One file section of a diff (a file touched twice has two sections)."""
+
+    old_path: str | None  # None when the file is created
+    new_path: str | None  # None when the file is deleted
+    old_mode: int | None
+    new_mode: int | None
+    hunks: tuple[Hunk, ...]
+    diff_line: int
+    binary: bool
+
+    @property
+    def path(self) -> str:
+        """The path users know the file by: the new one, or the old one for a deletion."""
+        path = self.new_path or self.old_path
+        assert path is not None  # parse_diff never builds a section without a path
+        return path
+
+    @property
+    def op(self) -> FileOp:
+        if self.old_path is None:
+            return FileOp.CREATE
+        if self.new_path is None:
+            return FileOp.DELETE
+        if self.old_path != self.new_path:
+            return FileOp.RENAME
+        return FileOp.MODIFY
+
+    @property
+    def mode_change(self) -> tuple[int, int] | None:
+        """(old, new) when an existing file's mode changes."""
+        old, new = self.old_mode, self.new_mode
+        if self.op in (FileOp.MODIFY, FileOp.RENAME) and old and new and old != new:
+            return old, new
+        return None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(p for p in dict.fromkeys((self.old_path, self.new_path)) if p is not None)
+
+
+@dataclass(frozen=True)
+class Diff:
+    source: str  # the diff's file name, for messages
+    files: tuple[FilePatch, ...]
+
+
+@dataclass(frozen=True)
+class HunkSet:
+    """The diff minus the excluded files: what patchkit checks, applies and reverts. Nothing else."""
+
+    source: str
+    files: tuple[FilePatch, ...]
+    excluded: tuple[str, ...]  # paths of the diff removed by the manifest's excludes
+
+    @property
+    def digest(self) -> str:
+        """sha256 of a canonical form: paths, modes and hunk bodies; no timestamps, index lines or headings."""
+        h = hashlib.sha256()
+        for f in self.files:
+            h.update(f"F\0{f.old_path}\0{f.new_path}\0{f.old_mode}\0{f.new_mode}\0{f.binary}\n".encode())
+            for hunk in f.hunks:
+                h.update(f"H\0{hunk.header}\n".encode())
+                for line in hunk.old_lines:
+                    h.update(b"-" + line + b"\0")
+                for line in hunk.new_lines:
+                    h.update(b"+" + line + b"\0")
+        return h.hexdigest()
+
+    @property
+    def hunk_count(self) -> int:
+        return sum(len(f.hunks) for f in self.files)
+
+
+# --------------------------------------------------------------------------------------------------- parsing
+
+
+def parse_diff(data: bytes, strip: int, source: str) -> Diff:
+    """Parse unified/git diff bytes. Raises DiffError naming the diff line at fault."""
+    if not data.strip():
+        raise DiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
+    lines = _split_lines(data)
+    _check_structure(lines, source)
+    patched = _unidiff_parse(lines, source)
+    files = tuple(_convert_file(pf, strip, source) for pf in patched)
+    if not files:
+        raise DiffError(
+            "no file changes found in the diff", where=source,
+            hint="is this a unified diff (`git diff`, a pull request's .diff)?",
+        )
+    return Diff(source, files)
+
+
+def _split_lines(data: bytes) -> list[bytes]:
+    # Split on LF only: CR belongs to the content of CRLF files and must survive.
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    return [line + b"\n" for line in lines]
+
+
+def _check_structure(lines: Sequence[bytes], source: str) -> None:
+    """Walk the diff once, independently of unidiff, to catch what unidiff would silently accept."""
+    seen_file_header = False
+    old_left = new_left = 0
+    hunk_line = 0
+    hunk_header = b""
+    just_closed = False
+    in_signature = False
+    git_names: bytes | None = None
+    git_split: tuple[bytes, bytes] | None = None
+    git_flags: set[bytes] = set()
+    for number, raw in enumerate(lines, 1):
+        line = raw[:-1]
+        where = f"{source}:{number}"
+        if b"\0" in line:
+            raise DiffError("NUL byte in the diff", where=where, hint="binary content cannot be patched as text")
+        if old_left or new_left:
+            kind = line[:1]
+            if kind == b" " or line in (b"", b"\r"):
+                old_left -= 1
+                new_left -= 1
+            elif kind == b"-":
+                old_left -= 1
+            elif kind == b"+":
+                new_left -= 1
+            elif kind == NO_NEWLINE:
+                continue
+            else:
+                raise DiffError(
+                    f"hunk {_show(hunk_header)} (line {hunk_line}) ends early: its header promises "
+                    f"{max(old_left, 0)} more old and {max(new_left, 0)} more new lines",
+                    where=where, hint="the diff is truncated or its hunk header counts are wrong",
+                )
+            if old_left < 0 or new_left < 0:
+                raise DiffError(
+                    f"hunk {_show(hunk_header)} (line {hunk_line}) has more lines than its header counts",
+                    where=where, hint="the hunk header counts are wrong; regenerate the diff",
+                )
+            just_closed = not (old_left or new_left)
+            continue
+        if just_closed and line[:1] == NO_NEWLINE:
+            continue
+        if line == SIGNATURE:  # a mail signature runs to the next patch of a series
+            in_signature, just_closed = True, False
+            continue
+        if in_signature and not (line.startswith((b"From ", b"diff --git "))):
+            continue
+        in_signature = False
+        if line.startswith(b"@@"):
+            match = RE_HUNK_HEADER.match(line)
+            if not match:
+                raise DiffError(f"malformed hunk header {_show(line)}", where=where)
+            if not seen_file_header:
+                raise DiffError("hunk before any file header", where=where, hint="the diff lost its ---/+++ lines")
+            old_left = 1 if match.group(2) is None else int(match.group(2))
+            new_left = 1 if match.group(4) is None else int(match.group(4))
+            hunk_line, hunk_header = number, line
+            just_closed = not (old_left or new_left)
+            continue
+        is_header = _is_file_header(lines, number - 1)
+        if just_closed and line[:1] in (b"+", b"-", b" ") and not is_header:
+            raise DiffError(
+                f"line after hunk {_show(hunk_header)} (line {hunk_line}) looks like hunk content, "
+                "but the hunk's header counts are already used up",
+                where=where, hint="the hunk header counts are too small; regenerate the diff",
+            )
+        just_closed = False
+        if (line.startswith(b"diff --git ") or is_header) and line.endswith(b"\r"):
+            raise DiffError(
+                "the diff's own header lines end in CRLF", where=where,
+                hint="the diff file was converted to CRLF (an editor or core.autocrlf); restore the original",
+            )
+        if line.startswith(b"diff --git "):
+            git_names = line
+            git_split = _split_git_header(line[len(b"diff --git "):], where)
+            git_flags = set()
+            seen_file_header = True
+        elif git_names is not None and (m := RE_MODE_LINE.match(line)):
+            git_flags.add(m.group(1))
+        elif is_header:
+            seen_file_header = True
+            if git_names is not None and git_split is not None:
+                _check_git_names(git_split, git_flags, lines[number - 1], lines[number], where)
+            git_names = None
+
+
+def _check_git_names(
+    git_names: tuple[bytes, bytes], flags: set[bytes], old_line: bytes, new_line: bytes, where: str
+) -> None:
+    """The ---/+++ lines of a git section must agree with its `diff --git` line and mode lines."""
+    old_m = RE_OLD_FILE.match(old_line.rstrip(b"\n"))
+    new_m = RE_NEW_FILE.match(new_line.rstrip(b"\n"))
+    assert old_m and new_m  # _is_file_header checked the prefixes
+    null = DEV_NULL.encode()
+    for side, named, git, flag in (
+        ("old (---)", old_m.group(1), git_names[0], b"new file mode"),
+        ("new (+++)", new_m.group(1), git_names[1], b"deleted file mode"),
+    ):
+        expected = null if flag in flags else git
+        if _unquote(named, where) != _unquote(expected, where):
+            raise DiffError(
+                f"conflicting headers: the {side} line names {_show(named)}, "
+                f"`diff --git` and its mode lines say {_show(expected)}",
+                where=where, hint="the diff was edited by hand or spliced; regenerate it",
+            )
+
+
+def _is_file_header(lines: Sequence[bytes], i: int) -> bool:
+    return lines[i].startswith(b"--- ") and i + 1 < len(lines) and lines[i + 1].startswith(b"+++ ")
+
+
+def _unidiff_parse(lines: Sequence[bytes], source: str) -> Any:
+    from unidiff.errors import UnidiffParseError
+    from unidiff.patch import PatchSet  # deferred: keeps `patchkit --version` and `list` cheap
+
+    try:
+        # latin-1 maps every byte to one code point, so `.encode("latin-1")` gives back the exact bytes.
+        return PatchSet([line.decode("latin-1") for line in lines])
+    except UnidiffParseError as exc:
+        raise DiffError(f"cannot parse the diff: {exc}", where=source) from None
+
+
+def _convert_file(pf: Any, strip: int, source: str) -> FilePatch:
+    header_line = int(getattr(pf, "diff_line_no", 0) or 0)
+    where = f"{source}:{header_line}" if header_line else source
+    info = [str(line).encode("latin-1").rstrip(b"\n") for line in (pf.patch_info or [])]
+    git_line = next((line for line in info if line.startswith(b"diff --git ")), None)
+
+    modes: dict[bytes, int] = {}
+    renames: dict[tuple[bytes, bytes], bytes] = {}
+    index_mode: int | None = None
+    for line in info:
+        if m := RE_MODE_LINE.match(line):
+            modes[m.group(1)] = int(m.group(2), 8)
+        elif m := RE_INDEX_MODE.match(line):
+            index_mode = int(m.group(1), 8)
+        elif m := RE_RENAME.match(line):
+            renames[(m.group(1), m.group(2))] = m.group(3)
+    if renames.keys() & {(b"copy", b"from"), (b"copy", b"to")}:
+        raise DiffError(
+            "copied files are not supported", where=where,
+            hint="regenerate the diff with `git diff --no-renames` so the copy becomes a plain new file",
+        )
+
+    if git_line is not None:
+        if (b"rename", b"from") in renames and (b"rename", b"to") in renames:
+            # rename lines carry repository paths without the a/ b/ prefix
+            old_path = _clean_path(renames[(b"rename", b"from")], max(strip - 1, 0), where)
+            new_path = _clean_path(renames[(b"rename", b"to")], max(strip - 1, 0), where)
+        else:
+            split = _split_git_header(git_line[len(b"diff --git "):], where)
+            if split is None:
+                raise DiffError(f"cannot tell the file names apart in `{_show(git_line)}`", where=where)
+            old_path = _clean_path(split[0], strip, where)
+            new_path = _clean_path(split[1], strip, where)
+        if b"new file mode" in modes:
+            old_path = None
+        if b"deleted file mode" in modes:
+            new_path = None
+    else:
+        old_path = _clean_path(str(pf.source_file).encode("latin-1"), strip, where)
+        new_path = _clean_path(str(pf.target_file).encode("latin-1"), strip, where)
+    if old_path is None and new_path is None:
+        raise DiffError("a file section names no file", where=where)
+
+    old_mode = modes.get(b"old mode", modes.get(b"deleted file mode", index_mode))
+    new_mode = modes.get(b"new mode", modes.get(b"new file mode", index_mode))
+    if old_path is None:
+        old_mode = None
+    if new_path is None:
+        new_mode = None
+    for mode in (old_mode, new_mode):
+        if mode is not None and mode not in (MODE_FILE, MODE_EXEC, MODE_SYMLINK, MODE_GITLINK):
+            raise DiffError(f"unsupported file mode {mode:o}", where=where)
+
+    hunks = tuple(_convert_hunk(h, i, source) for i, h in enumerate(pf, 1))
+    return FilePatch(
+        old_path=old_path,
+        new_path=new_path,
+        old_mode=old_mode,
+        new_mode=new_mode,
+        hunks=hunks,
+        diff_line=header_line,
+        binary=bool(pf.is_binary_file),
+    )
+
+
+def _convert_hunk(h: Any, index: int, source: str) -> Hunk:
+    old: list[bytes] = []
+    new: list[bytes] = []
+    kinds: list[str] = []
+    first_line = 0
+    for line in h:
+        kind = line.line_type
+        if kind == "":  # a blank separator line unidiff attaches after a complete hunk
+            continue
+        value = str(line.value).encode("latin-1")
+        if not first_line and line.diff_line_no:
+            first_line = int(line.diff_line_no)
+        if kind == NO_NEWLINE.decode():
+            # The marker belongs to the line before it: that line has no newline on its side(s).
+            prev = kinds[-1] if kinds else None
+            if prev in (" ", "-") and old:
+                old[-1] = old[-1][:-1] if old[-1].endswith(b"\n") else old[-1]
+            if prev in (" ", "+") and new:
+                new[-1] = new[-1][:-1] if new[-1].endswith(b"\n") else new[-1]
+            continue
+        kinds.append(kind)
+        if kind in (" ", "-"):
+            old.append(value)
+        if kind in (" ", "+"):
+            new.append(value)
+    header_line = first_line - 1 if first_line else 0
+    if len(old) != h.source_length or len(new) != h.target_length:
+        raise DiffError(
+            f"hunk {index} has {len(old)} old and {len(new)} new lines, its header says "
+            f"{h.source_length} and {h.target_length}",
+            where=f"{source}:{header_line}",
+        )
+    changes = [i for i, k in enumerate(kinds) if k != " "]
+    leading = changes[0] if changes else len(kinds)
+    trailing = len(kinds) - 1 - changes[-1] if changes else len(kinds)
+    return Hunk(
+        index=index,
+        diff_line=header_line,
+        old_start=int(h.source_start),
+        old_len=int(h.source_length),
+        new_start=int(h.target_start),
+        new_len=int(h.target_length),
+        old_lines=tuple(old),
+        new_lines=tuple(new),
+        leading=leading,
+        trailing=trailing,
+    )
+
+
+def _split_git_header(rest: bytes, where: str) -> tuple[bytes, bytes] | None:
+    """Split `a/x b/x` (names may be quoted, or contain spaces when both names are equal, as git writes)."""
+    if rest.startswith(b'"'):
+        first, tail = _take_quoted(rest, where)
+        return first, tail.lstrip(b" ")
+    if rest.endswith(b'"'):
+        start = rest.rfind(b' "')
+        if start > 0:
+            return rest[:start], rest[start + 1:]
+    # Unquoted, both names equal up to their prefix: `<p>NAME <q>NAME`.
+    if len(rest) % 2 == 1:
+        mid = len(rest) // 2
+        left, right = rest[:mid], rest[mid + 1:]
+        if rest[mid:mid + 1] == b" " and left.partition(b"/")[2] == right.partition(b"/")[2]:
+            return left, right
+    parts = rest.split(b" ")
+    if len(parts) == 2:
+        return parts[0], parts[1]
+    if rest.startswith(b"a/") and rest.count(b" b/") == 1:
+        left, _, right = rest.partition(b" b/")
+        return left, b"b/" + right
+    return None  # ambiguous (a rename with spaces): the rename lines name the files
+
+
+def _take_quoted(text: bytes, where: str) -> tuple[bytes, bytes]:
+    """Read one C-quoted token from the start of text; return (quoted token, rest)."""
+    i = 1
+    while i < len(text):
+        if text[i:i + 1] == b"\\":
+            i += 2
+            continue
+        if text[i:i + 1] == b'"':
+            return text[:i + 1], text[i + 1:]
+        i += 1
+    raise DiffError(f"unterminated quoted path {_show(text)}", where=where)
+
+
+def _unquote(name: bytes, where: str) -> bytes:
+    """Undo git's C-style quoting (octal escapes are raw bytes, e.g. UTF-8 of a non-ASCII name)."""
+    if not (name.startswith(b'"') and name.endswith(b'"') and len(name) >= 2):
+        return name
+    body = name[1:-1]
+    out = bytearray()
+    i = 0
+    while i < len(body):
+        c = body[i:i + 1]
+        if c != b"\\":
+            out += c
+            i += 1
+            continue
+        nxt = body[i + 1:i + 2]
+        if nxt in _C_ESCAPES:
+            out.append(_C_ESCAPES[nxt])
+            i += 2
+        elif re.fullmatch(rb"[0-7]{3}", body[i + 1:i + 4]):
+            out.append(int(body[i + 1:i + 4], 8))
+            i += 4
+        else:
+            raise DiffError(f"bad escape in quoted path {_show(name)}", where=where)
+    return bytes(out)
+
+
+def _clean_path(raw: bytes | None, strip: int, where: str) -> str | None:
+    """Unquote, strip leading components and validate; None for /dev/null."""
+    if raw is None:
+        return None
+    name = _unquote(raw, where)
+    if name == DEV_NULL.encode():
+        return None
+    if b"\0" in name:
+        raise UnsafePathError("NUL byte in a path", where=where)
+    parts = [p for p in name.split(b"/") if p != b""]
+    if name.startswith(b"/") and strip == 0:
+        raise UnsafePathError(f"absolute path {_show(name)}", where=where, hint="paths must be relative to --root")
+    if len(parts) <= strip:
+        raise DiffError(
+            f"path {_show(name)} has too few components for strip = {strip}", where=where,
+            hint="set `strip` in the manifest to match how the diff was made (git diffs use 1)",
+        )
+    kept = parts[strip:]
+    text = os.fsdecode(b"/".join(kept))
+    bad = [p for p in kept if p in (b".", b"..")]
+    if bad:
+        raise UnsafePathError(f"path {text!r} leaves the tree (`{bad[0].decode()}` component)", where=where)
+    if _FORBIDDEN_PARTS & {os.fsdecode(p) for p in kept}:
+        raise UnsafePathError(f"path {text!r} is inside .git or .patchkit; patchkit never writes there", where=where)
+    if "\\" in text:
+        raise UnsafePathError(f"path {text!r} contains a backslash", where=where)
+    return text
+
+
+def _show(raw: bytes) -> str:
+    return raw.decode("utf-8", "replace")[:120]
+
+
+# ------------------------------------------------------------------------------------------------- filtering
+
+
+def filter_diff(diff: Diff, excludes: Sequence[Exclude]) -> HunkSet:
+    """Drop excluded files; refuse dead excludes, binary patches, symlinks and gitlinks in what remains."""
+    kept: list[FilePatch] = []
+    excluded: list[str] = []
+    used: set[str] = set()
+    for f in diff.files:
+        hits = [e.pattern for e in excludes if any(match_exclude(e.pattern, p) for p in f.paths)]
+        if hits:
+            used.update(hits)
+            excluded.extend(p for p in f.paths if p not in excluded)
+            continue
+        kept.append(f)
+    dead = [e.pattern for e in excludes if e.pattern not in used]
+    if dead:
+        raise ManifestError(
+            f"exclude {dead[0]!r} matches no file of the diff {diff.source}",
+            hint="fix the path (a typo here would silently apply the file you meant to exclude) or remove it",
+        )
+    if not kept:
+        raise ManifestError(
+            "every file of the diff is excluded: the filtered hunk set is empty",
+            hint="remove an exclude, or retire this patch",
+        )
+    for f in kept:
+        _check_supported(f, diff.source)
+    return HunkSet(diff.source, tuple(kept), tuple(excluded))
+
+
+def _check_supported(f: FilePatch, source: str) -> None:
+    where = f"{source}:{f.diff_line}"
+    hint = f'exclude it in the manifest: [exclude] "{f.path}" = "why", and ship that file another way'
+    if f.binary:
+        raise DiffError(f"{f.path}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
+    for mode in (f.old_mode, f.new_mode):
+        if mode == MODE_SYMLINK:
+            raise DiffError(f"{f.path}: symbolic link change; patchkit does not create or edit links",
+                            where=where, hint=hint)
+        if mode == MODE_GITLINK:
+            raise DiffError(f"{f.path}: submodule change; patchkit does not move submodules",
+                            where=where, hint=hint)
+
+
+def match_exclude(pattern: str, path: str) -> bool:
+    """A pattern matches a path exactly, as a folder prefix, or as a glob (`*` within one component, `**` any)."""
+    if not any(c in pattern for c in "*?["):
+        stem = pattern.rstrip("/")
+        return path == stem or path.startswith(stem + "/")
+    return _glob_regex(pattern).fullmatch(path) is not None
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    i = 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        elif pattern[i] == "[":
+            end = pattern.find("]", i + 1)
+            if end < 0:
+                out.append(re.escape("["))
+                i += 1
+            else:
+                out.append("[" + pattern[i + 1:end].replace("!", "^", 1) + "]")
+                i = end + 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out))
+
+
+def load_hunk_set(spec: PatchSpec) -> HunkSet:
+    """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
+    data = spec.read_diff()
+    diff = parse_diff(data, spec.strip, str(spec.diff_path))
+    try:
+        return filter_diff(diff, spec.excludes)
+    except ManifestError as exc:
+        raise ManifestError(exc.message, where=str(spec.manifest_path), hint=exc.hint) from None
+
+
+def paths_of(files: Iterable[FilePatch]) -> list[str]:
+    return list(dict.fromkeys(p for f in files for p in f.paths))

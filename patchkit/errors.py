@@ -1,0 +1,92 @@
+"""Exit codes and the one error hierarchy.
+
+Every failure patchkit raises is a PatchkitError; each subclass owns its exit code. Core code raises, only the
+CLI turns an error into a message and an exit code (see cli.py), so a bad input never prints a traceback.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """Process exit codes. Stable: scripts and entrypoints branch on them."""
+
+    OK = 0  # success; for `status`: the patch is applied
+    REFUSED = 1  # apply/revert refused (partial, conflict, ambiguous tree); lint: findings
+    BAD_INPUT = 2  # manifest, diff, path, option or registry problem; nothing was written
+    UNAPPLIED = 3  # status: the patch is not applied
+    PARTIAL = 4  # status: some hunks applied, the others cleanly applicable
+    CONFLICT = 5  # status: at least one hunk is neither applied nor applicable (or undecidable)
+    LOCK_TIMEOUT = 6  # another patchkit process holds the root's lock
+    WRITE_FAILED = 7  # an I/O error during the write phase; the tree was restored
+    RECOVERY_FAILED = 8  # an interrupted transaction could not be rolled back; manual action needed
+
+
+class PatchkitError(Exception):
+    """Root of every error patchkit raises on purpose.
+
+    `where` names the file (and line or hunk) at fault; `hint` says what to do next.
+    """
+
+    exit_code: ExitCode = ExitCode.BAD_INPUT
+
+    def __init__(self, message: str, *, where: str | None = None, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.where = where
+        self.hint = hint
+
+    def __str__(self) -> str:
+        text = f"{self.where}: {self.message}" if self.where else self.message
+        if self.hint:
+            text += f"\n  hint: {self.hint}"
+        return text
+
+
+class BadInputError(PatchkitError):
+    """Input that patchkit refuses to act on; nothing was written."""
+
+
+class ManifestError(BadInputError):
+    """manifest.toml is missing, malformed or inconsistent."""
+
+
+class RegistryError(BadInputError):
+    """A patch id or folder cannot be found, or a registry setting is wrong."""
+
+
+class DiffError(BadInputError):
+    """The diff is malformed, unsupported, or contradicts itself."""
+
+
+class UnsafePathError(BadInputError):
+    """A path would leave the root, cross a symlink out of it, or is otherwise unsafe to touch."""
+
+
+class PendingPatchError(BadInputError):
+    """The patch entry has no vendored diff yet."""
+
+
+class LockTimeoutError(PatchkitError):
+    """Another process held the root's lock for longer than --lock-timeout."""
+
+    exit_code = ExitCode.LOCK_TIMEOUT
+
+
+class WriteFailedError(PatchkitError):
+    """Writing the engine tree failed; the transaction was rolled back."""
+
+    exit_code = ExitCode.WRITE_FAILED
+
+
+class RecoveryFailedError(PatchkitError):
+    """An interrupted transaction could not be rolled back automatically."""
+
+    exit_code = ExitCode.RECOVERY_FAILED
+
+
+class RefusedError(PatchkitError):
+    """The tree is not in a state the requested action may change; nothing was written."""
+
+    exit_code = ExitCode.REFUSED

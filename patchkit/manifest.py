@@ -1,0 +1,286 @@
+"""Load and validate `manifest.toml` into a frozen PatchSpec.
+
+Every key is documented in the README ("The manifest"). Unknown keys, wrong types and missing reasons are
+errors that name the manifest file and the line of the key, so a typo can never silently change behaviour.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from patchkit.errors import ManifestError, PendingPatchError
+
+MANIFEST_NAME = "manifest.toml"
+
+_HEX64 = re.compile(r"^[0-9a-f]{64}$")
+_HEX40 = re.compile(r"^[0-9a-f]{40}$")
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+
+# key -> (python type, required). Nested tables are listed separately.
+_TOP_KEYS: dict[str, tuple[type, bool]] = {
+    "id": (str, True),
+    "title": (str, True),
+    "diff": (str, True),
+    "sha256": (str, False),
+    "hunkset_sha256": (str, False),
+    "strip": (int, False),
+    "after": (list, False),
+    "upstream": (dict, True),
+    "target": (dict, True),
+    "exclude": (dict, False),
+    "waiver": (dict, False),
+    "base": (dict, False),
+}
+_UPSTREAM_KEYS: dict[str, tuple[type, bool]] = {
+    "repo": (str, True),
+    "pr": (int, True),
+    "url": (str, False),
+    "diff_url": (str, False),
+}
+_TARGET_KEYS: dict[str, tuple[type, bool]] = {
+    "name": (str, True),
+    "pinned_commit": (str, False),
+}
+_WAIVER_KEYS: dict[str, tuple[type, bool]] = {
+    "introduced_by": (int, True),
+}
+
+UNKNOWN_COMMIT = "unknown"
+
+
+@dataclass(frozen=True)
+class Upstream:
+    repo: str
+    pr: int
+    url: str
+    diff_url: str | None
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    pinned_commit: str | None  # None: not known yet (recorded as "unknown" or omitted)
+
+
+@dataclass(frozen=True)
+class Exclude:
+    pattern: str  # a path or a glob, after strip
+    reason: str
+
+
+@dataclass(frozen=True)
+class PatchSpec:
+    """One patch entry: what the manifest promises, with every path resolved."""
+
+    id: str
+    title: str
+    folder: Path
+    diff_name: str
+    sha256: str | None
+    hunkset_sha256: str | None
+    strip: int
+    upstream: Upstream
+    target: Target
+    excludes: tuple[Exclude, ...]
+    introduced_by: int | None
+    after: tuple[str, ...]
+    base_files: tuple[tuple[str, str], ...]  # (path, sha256 of its pinned pre-image)
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.folder / MANIFEST_NAME
+
+    @property
+    def diff_path(self) -> Path:
+        return self.folder / self.diff_name
+
+    @property
+    def pending(self) -> bool:
+        """True until a diff body has been vendored into the patch folder."""
+        return not self.diff_path.is_file()
+
+    def vendor_command(self) -> str:
+        source = self.upstream.diff_url or f"https://github.com/{self.upstream.repo}/pull/{self.upstream.pr}.diff"
+        return f"patchkit vendor {self.id} --patches {self.folder.parent} --from {source}"
+
+    def read_diff(self) -> bytes:
+        """The diff's bytes, refused unless they match the recorded sha256."""
+        if self.pending:
+            raise PendingPatchError(
+                f"patch {self.id} is pending: its diff {self.diff_name} has not been vendored yet",
+                where=str(self.manifest_path),
+                hint=f"vendor it first: {self.vendor_command()}",
+            )
+        data = self.diff_path.read_bytes()
+        actual = hashlib.sha256(data).hexdigest()
+        if self.sha256 is None:
+            raise ManifestError(
+                f"no sha256 recorded for {self.diff_name}",
+                where=_where(self.manifest_path, None),
+                hint=f'add sha256 = "{actual}" after reviewing the diff, or run `{self.vendor_command()}`',
+            )
+        if actual != self.sha256:
+            raise ManifestError(
+                f"{self.diff_name} has sha256 {actual}, the manifest records {self.sha256}",
+                where=_where(self.manifest_path, _line_of_key(self.manifest_path, "sha256")),
+                hint="the diff changed since it was reviewed; re-vendor it or restore the reviewed file",
+            )
+        return data
+
+
+def load_manifest(folder: Path) -> PatchSpec:
+    """Read `<folder>/manifest.toml` and validate every key."""
+    path = folder / MANIFEST_NAME
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ManifestError("no manifest.toml in this patch folder", where=str(folder)) from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ManifestError(f"cannot read the manifest: {exc}", where=str(path)) from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ManifestError(f"not valid TOML: {exc}", where=str(path)) from None
+    return _build_spec(folder, path, text, data)
+
+
+def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> PatchSpec:
+    def fail(message: str, key: str | None = None, hint: str | None = None) -> ManifestError:
+        line = _find_key_line(text, key) if key else None
+        return ManifestError(message, where=_where(path, line), hint=hint)
+
+    _check_table(data, _TOP_KEYS, "", fail)
+    upstream = data["upstream"]
+    target = data["target"]
+    _check_table(upstream, _UPSTREAM_KEYS, "upstream.", fail)
+    _check_table(target, _TARGET_KEYS, "target.", fail)
+    waiver = data.get("waiver", {})
+    _check_table(waiver, _WAIVER_KEYS, "waiver.", fail)
+
+    patch_id: str = data["id"]
+    if not _ID.match(patch_id):
+        raise fail(f"id {patch_id!r} must be letters, digits, '.', '_' or '-'", "id")
+    if patch_id != folder.name:
+        raise fail(
+            f"id {patch_id!r} does not match the folder name {folder.name!r}",
+            "id",
+            hint=f"rename the folder to {patch_id} or set id = \"{folder.name}\"",
+        )
+    diff_name: str = data["diff"]
+    diff_rel = PurePosixPath(diff_name)
+    if not diff_name or diff_rel.is_absolute() or ".." in diff_rel.parts or "\\" in diff_name:
+        raise fail(
+            f"diff {diff_name!r} must be a relative path inside the patch folder", "diff",
+            hint='use a plain file name such as diff = "pr1234.diff"',
+        )
+    for key in ("sha256", "hunkset_sha256"):
+        value = data.get(key)
+        if value is not None and not _HEX64.match(value):
+            raise fail(f"{key} must be 64 lowercase hex digits, got {value!r}", key)
+    strip = data.get("strip", 1)
+    if isinstance(strip, bool) or strip < 0 or strip > 16:
+        raise fail(f"strip must be an integer from 0 to 16, got {strip!r}", "strip")
+
+    if not _REPO.match(upstream["repo"]):
+        raise fail(f"upstream.repo must look like owner/name, got {upstream['repo']!r}", "repo")
+    if upstream["pr"] <= 0:
+        raise fail(f"upstream.pr must be a positive PR number, got {upstream['pr']}", "pr")
+    url = upstream.get("url") or f"https://github.com/{upstream['repo']}/pull/{upstream['pr']}"
+
+    pinned = target.get("pinned_commit", UNKNOWN_COMMIT)
+    if pinned != UNKNOWN_COMMIT and not _HEX40.match(pinned):
+        raise fail(
+            f"target.pinned_commit must be a full 40-hex commit id or \"{UNKNOWN_COMMIT}\", got {pinned!r}",
+            "pinned_commit",
+        )
+
+    excludes = []
+    for pattern, reason in data.get("exclude", {}).items():
+        if not isinstance(reason, str) or not reason.strip():
+            raise fail(
+                f"exclude {pattern!r} needs a reason (a non-empty string)", pattern,
+                hint=f'write it as "{pattern}" = "why this file is not ported"',
+            )
+        if not pattern or pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
+            raise fail(f"exclude {pattern!r} must be a relative path or glob inside the tree", pattern)
+        excludes.append(Exclude(pattern, reason.strip()))
+
+    after = data.get("after", [])
+    if not all(isinstance(a, str) and _ID.match(a) for a in after):
+        raise fail("after must be a list of patch ids", "after")
+    if patch_id in after:
+        raise fail("a patch cannot come after itself", "after")
+
+    base_files = []
+    for base_path, digest in data.get("base", {}).items():
+        if not isinstance(digest, str) or not _HEX64.match(digest):
+            raise fail(f"base fingerprint of {base_path!r} must be a sha256 hex string", base_path)
+        base_files.append((base_path, digest))
+
+    introduced_by = waiver.get("introduced_by")
+    if introduced_by is not None and introduced_by <= 0:
+        raise fail(f"waiver.introduced_by must be a positive PR number, got {introduced_by}", "introduced_by")
+
+    return PatchSpec(
+        id=patch_id,
+        title=data["title"],
+        folder=folder,
+        diff_name=diff_name,
+        sha256=data.get("sha256"),
+        hunkset_sha256=data.get("hunkset_sha256"),
+        strip=strip,
+        upstream=Upstream(upstream["repo"], upstream["pr"], url, upstream.get("diff_url")),
+        target=Target(target["name"], None if pinned == UNKNOWN_COMMIT else pinned),
+        excludes=tuple(excludes),
+        introduced_by=introduced_by,
+        after=tuple(after),
+        base_files=tuple(base_files),
+    )
+
+
+def _check_table(
+    table: Mapping[str, Any], schema: dict[str, tuple[type, bool]], prefix: str, fail: Any
+) -> None:
+    for key, value in table.items():
+        if key not in schema:
+            known = ", ".join(prefix + k for k in schema)
+            raise fail(f"unknown key {prefix}{key}", key, hint=f"known keys here: {known}")
+        expected, _ = schema[key]
+        if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
+            raise fail(
+                f"{prefix}{key} must be a {_TYPE_NAMES[expected]}, got {type(value).__name__}", key
+            )
+    for key, (_, required) in schema.items():
+        if required and key not in table:
+            raise fail(f"missing required key {prefix}{key}", hint=f"add {prefix}{key} to the manifest")
+
+
+_TYPE_NAMES = {str: "string", int: "integer", list: "list", dict: "table"}
+
+
+def _find_key_line(text: str, key: str) -> int | None:
+    """1-based line of the first `key = ...` or `[key]` in the manifest text (for error messages)."""
+    key_re = re.compile(r'^\s*(?:"' + re.escape(key) + r'"|' + re.escape(key) + r')\s*=')
+    table_re = re.compile(r"^\s*\[+\s*(?:[\w.-]+\.)?" + re.escape(key) + r"\s*\]+")
+    for number, line in enumerate(text.splitlines(), 1):
+        if key_re.match(line) or table_re.match(line):
+            return number
+    return None
+
+
+def _line_of_key(path: Path, key: str) -> int | None:
+    try:
+        return _find_key_line(path.read_text(encoding="utf-8"), key)
+    except OSError:
+        return None
+
+
+def _where(path: Path, line: int | None) -> str:
+    return f"{path}:{line}" if line else str(path)

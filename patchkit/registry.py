@@ -1,0 +1,98 @@
+"""Where patch folders and waivers live, and how a PATCH argument becomes a PatchSpec.
+
+Precedence for the patches folder: `--patches DIR`, then env PATCHKIT_PATCHES, then `[tool.patchkit] patches`
+in the nearest pyproject.toml (walking up from the current directory), then `./patches`. The waivers folder
+follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] waivers`, default `./waivers`.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit.errors import RegistryError
+from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+
+
+@dataclass(frozen=True)
+class Locations:
+    patches: Path
+    waivers: Path
+
+
+def find_locations(patches: str | None = None, waivers: str | None = None, cwd: Path | None = None) -> Locations:
+    """Resolve the registry folders from options, environment and pyproject.toml, in that order."""
+    here = cwd or Path.cwd()
+    config, config_dir = _project_config(here)
+
+    def pick(option: str | None, env: str, key: str, default: str) -> Path:
+        if option:
+            return Path(option)
+        if os.environ.get(env):
+            return Path(os.environ[env])
+        value = config.get(key)
+        if value is not None:
+            if not isinstance(value, str):
+                raise RegistryError(
+                    f"[tool.patchkit] {key} must be a string path", where=str(config_dir / "pyproject.toml")
+                )
+            return config_dir / value
+        return here / default
+
+    return Locations(
+        patches=pick(patches, "PATCHKIT_PATCHES", "patches", "patches"),
+        waivers=pick(waivers, "PATCHKIT_WAIVERS", "waivers", "waivers"),
+    )
+
+
+def _project_config(start: Path) -> tuple[dict[str, object], Path]:
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
+            section = data.get("tool", {}).get("patchkit", {})
+            if not isinstance(section, dict):
+                raise RegistryError("[tool.patchkit] must be a table", where=str(candidate))
+            return section, folder
+    return {}, start
+
+
+def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
+    """PATCH is a folder holding manifest.toml, a manifest.toml path, or an id inside the registry."""
+    as_path = Path(arg)
+    if as_path.name == MANIFEST_NAME and as_path.is_file():
+        return load_manifest(as_path.parent.resolve())
+    if (as_path / MANIFEST_NAME).is_file() and (os.sep in arg or arg.startswith(".")):
+        return load_manifest(as_path.resolve())
+    if "/" in arg or os.sep in arg or arg in ("", ".", ".."):
+        raise RegistryError(f"{arg!r} is not a patch folder (no {MANIFEST_NAME} in it)", where=arg)
+    folder = patches_dir / arg
+    if (folder / MANIFEST_NAME).is_file():
+        return load_manifest(folder.resolve())
+    known = ", ".join(list_patch_ids(patches_dir)) or "none"
+    raise RegistryError(
+        f"no patch {arg!r} in the registry {patches_dir}",
+        hint=f"known patches: {known}; pass --patches DIR or set PATCHKIT_PATCHES to use another registry",
+    )
+
+
+def list_patch_ids(patches_dir: Path) -> list[str]:
+    if not patches_dir.is_dir():
+        return []
+    return sorted(p.name for p in patches_dir.iterdir() if (p / MANIFEST_NAME).is_file())
+
+
+def load_registry(patches_dir: Path) -> list[PatchSpec]:
+    """Every patch in the registry, sorted by id. A missing folder is an error: it is usually a typo."""
+    if not patches_dir.is_dir():
+        raise RegistryError(
+            "the patches folder does not exist",
+            where=str(patches_dir),
+            hint="pass --patches DIR, set PATCHKIT_PATCHES, or set [tool.patchkit] patches in pyproject.toml",
+        )
+    return [load_manifest((patches_dir / pid).resolve()) for pid in list_patch_ids(patches_dir)]

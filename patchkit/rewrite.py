@@ -1,0 +1,70 @@
+"""Pure: turn one judged file section into its new content, forward (apply) or in reverse (revert).
+
+Only hunks in the state the direction starts from move: forward rewrites `unapplied` hunks to their
+post-image and leaves `applied` ones alone (that is what makes `apply --complete` safe); reverse does the
+mirror image. Lines are bytes, so endings and encodings are carried over exactly; a file's mode changes only
+when the diff changes it.
+"""
+
+from __future__ import annotations
+
+import os
+
+from patchkit.diffs import FileOp
+from patchkit.matching import HunkState, split_lines
+from patchkit.state import FileVerdict
+from patchkit.tree import Snapshot
+
+
+def rewrite_section(verdict: FileVerdict, *, forward: bool) -> dict[str, Snapshot]:
+    """New snapshots (absent = deleted) for every path of the section."""
+    section = verdict.section
+    moving = HunkState.UNAPPLIED if forward else HunkState.APPLIED
+    op = section.op
+    if op in (FileOp.CREATE, FileOp.DELETE):
+        created = op is FileOp.CREATE
+        if verdict.presence is not moving:
+            return {}
+        appears = created == forward
+        if not appears:
+            return {section.path: Snapshot(section.path, None, None)}
+        data = b"".join(line for h in section.hunks for line in (h.new_lines if forward else h.old_lines))
+        mode = section.new_mode if forward else section.old_mode
+        return {section.path: Snapshot(section.path, data, new_file_mode(bool(mode and mode & 0o100)))}
+
+    source = verdict.source_path
+    assert source is not None
+    before = verdict.judged_on[source]
+    assert before.data is not None and before.mode is not None
+    lines = split_lines(before.data)
+    # Replace from the bottom up so earlier positions stay valid.
+    for hv in sorted(verdict.hunks, key=lambda v: v.located.pos or 0, reverse=True):
+        if hv.state is not moving or hv.located.pos is None:
+            continue
+        image = hv.hunk.new_lines if forward else hv.hunk.old_lines
+        lines[hv.located.pos:hv.located.pos + hv.located.span] = image
+    mode = before.mode
+    change = section.mode_change
+    if change is not None and verdict.mode is moving:
+        mode = with_exec(mode, bool((change[1] if forward else change[0]) & 0o100))
+    data = b"".join(lines)
+
+    if op is FileOp.RENAME and verdict.presence is moving:
+        target = section.new_path if forward else section.old_path
+        assert target is not None
+        return {source: Snapshot(source, None, None), target: Snapshot(target, data, mode)}
+    return {source: Snapshot(source, data, mode)}
+
+
+def with_exec(mode: int, executable: bool) -> int:
+    """Set or clear the exec bits, giving execute to exactly those who may read (as git does)."""
+    if executable:
+        return mode | ((mode & 0o444) >> 2)
+    return mode & ~0o111
+
+
+def new_file_mode(executable: bool) -> int:
+    """Mode of a created file: 0666/0777 minus the process umask, like git apply and patch."""
+    umask = os.umask(0)
+    os.umask(umask)
+    return (0o777 if executable else 0o666) & ~umask
