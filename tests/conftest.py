@@ -1,0 +1,144 @@
+"""Shared test helpers: real trees on disk, diffs made by real git, patch folders, and the CLI."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from patchkit.cli import main
+
+# A file in a tree spec: bytes (mode 644), (bytes, executable), or None (absent).
+FileSpec = bytes | tuple[bytes, bool] | None
+
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
+
+
+def git(cwd: Path, *args: str, check: bool = True, input: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
+    env = {**os.environ, **GIT_ENV, "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=check, input=input)
+
+
+def write_tree(root: Path, files: Mapping[str, FileSpec]) -> None:
+    for rel, spec in files.items():
+        path = root / rel
+        if spec is None:
+            if path.exists():
+                path.unlink()
+            continue
+        data, executable = spec if isinstance(spec, tuple) else (spec, False)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(0o755 if executable else 0o644)
+
+
+def read_tree(root: Path) -> dict[str, tuple[bytes, bool]]:
+    """Every regular file below root (except .git and .patchkit) with its exec bit."""
+    out: dict[str, tuple[bytes, bool]] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if d not in (".git", ".patchkit")]
+        for name in filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            if stat.S_ISREG(st.st_mode):
+                out[path.relative_to(root).as_posix()] = (path.read_bytes(), bool(st.st_mode & 0o100))
+    return out
+
+
+def git_diff(tmp: Path, before: Mapping[str, FileSpec], after: Mapping[str, FileSpec], renames: bool = True) -> bytes:
+    """The diff real git makes from tree `before` to `before` updated with `after`."""
+    repo = tmp / f"gitdiff-{len(list(tmp.glob('gitdiff-*')))}"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_tree(repo, before)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "--allow-empty", "-m", "before")
+    write_tree(repo, after)
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "--no-color", "-M" if renames else "--no-renames").stdout
+
+
+@dataclass
+class Registry:
+    path: Path
+
+    def add(
+        self,
+        patch_id: str,
+        diff: bytes,
+        exclude: Mapping[str, str] | None = None,
+        strip: int = 1,
+        extra: str = "",
+    ) -> Path:
+        folder = self.path / patch_id
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "change.diff").write_bytes(diff)
+        lines = [
+            f'id = "{patch_id}"',
+            'title = "test patch"',
+            'diff = "change.diff"',
+            f'sha256 = "{hashlib.sha256(diff).hexdigest()}"',
+            f"strip = {strip}",
+            extra,
+            "[upstream]",
+            'repo = "example/engine"',
+            "pr = 2106",
+            "[target]",
+            'name = "engine"',
+            "[waiver]",
+            "introduced_by = 2816",
+            "[exclude]",
+        ]
+        lines += [f"{json.dumps(k)} = {json.dumps(v)}" for k, v in (exclude or {}).items()]
+        (folder / "manifest.toml").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return folder
+
+
+@dataclass(frozen=True)
+class CliResult:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def cli(*args: str | Path) -> CliResult:
+    result = CliRunner().invoke(main, [str(a) for a in args], catch_exceptions=False)
+    return CliResult(result.exit_code, result.stdout, result.stderr)
+
+
+@pytest.fixture
+def registry(tmp_path: Path) -> Registry:
+    path = tmp_path / "patches"
+    path.mkdir()
+    return Registry(path)
+
+
+@pytest.fixture
+def engine(tmp_path: Path) -> Path:
+    root = tmp_path / "engine"
+    root.mkdir()
+    return root
+
+
+def copy_tree(src: Path, dst: Path) -> None:
+    shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
