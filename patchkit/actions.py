@@ -14,9 +14,19 @@ from patchkit.diffs import HunkSet, load_hunk_set
 from patchkit.errors import ExitCode
 from patchkit.manifest import PatchSpec
 from patchkit.plan import Plan, plan_changes
+from patchkit.provenance import (
+    BaseState,
+    Provenance,
+    RecordState,
+    assess,
+    check_hunkset_pin,
+    read_record,
+    record_files,
+    record_removal,
+)
 from patchkit.state import PatchState, TreeState, scan_tree
 from patchkit.tree import check_root
-from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, commit_changes, locked
+from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, commit_changes, locked
 
 
 class Action(Enum):
@@ -48,6 +58,7 @@ class Options:
     dry_run: bool = False
     complete: bool = False
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
 
 
 @dataclass(frozen=True)
@@ -58,6 +69,9 @@ class Outcome:
     result: Result | None  # None for status
     plan: Plan | None  # what was (or, with --dry-run, would be) written
     reason: str | None  # why the action was refused
+    recovered: Recovery | None = None  # an interrupted transaction this run rolled back first
+    provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
+    strict_base: bool = False
 
     @property
     def hunk_set(self) -> HunkSet:
@@ -65,6 +79,8 @@ class Outcome:
 
     @property
     def exit_code(self) -> ExitCode:
+        if self.strict_base and self.provenance is not None and self.provenance.base.state is not BaseState.PINNED:
+            return ExitCode.BASE_MISMATCH
         if self.action is Action.STATUS:
             return STATUS_EXIT[self.tree.state]
         return ExitCode.REFUSED if self.result is Result.REFUSED else ExitCode.OK
@@ -72,20 +88,61 @@ class Outcome:
 
 def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options()) -> Outcome:
     hunk_set = load_hunk_set(spec)
+    check_hunkset_pin(spec, hunk_set)
     real_root = check_root(root)
     shared = action is Action.STATUS or options.dry_run
-    with locked(real_root, options.lock_timeout, shared=shared):
-        tree = scan_tree(real_root, hunk_set)
+    label = f"{action.value} of {spec.id}"
+    with locked(real_root, options.lock_timeout, shared=shared) as recovered:
+        record = read_record(real_root, spec.id, hunk_set.digest)
+        # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
+        stored = record.stored if action is Action.REVERT else None
+        tree = scan_tree(real_root, stored or hunk_set)
+        facts = assess(spec, tree, record, used_stored_copy=stored is not None)
+
+        def outcome(result: Result | None, plan: Plan | None, reason: str | None) -> Outcome:
+            return Outcome(spec, action, tree, result, plan, reason, recovered, facts, options.strict_base)
+
         if action is Action.STATUS:
-            return Outcome(spec, action, tree, None, None, None)
+            return outcome(None, None, None)
+        refusal = _refuse_provenance(spec, action, facts, options.strict_base)
+        if refusal is not None:
+            return outcome(Result.REFUSED, None, refusal)
         result, reason, forward = _decide(action, tree.state, options.complete)
         if forward is None:
-            return Outcome(spec, action, tree, result, None, reason)
+            if result is Result.NOT_APPLIED and record.state is not RecordState.NONE and not options.dry_run:
+                # The record claims a change the tree does not have: drop it, or apply would call it stale.
+                commit_changes(real_root, (), state_files=record_removal(spec.id), label=label)
+            return outcome(result, None, reason)
         plan = plan_changes(tree, forward=forward)
         if options.dry_run:
-            return Outcome(spec, action, tree, Result.DRY_RUN, plan, None)
-        commit_changes(real_root, plan.changes)
-        return Outcome(spec, action, tree, result, plan, None)
+            return outcome(Result.DRY_RUN, plan, None)
+        state_files = record_files(spec, hunk_set) if forward else record_removal(spec.id)
+        commit_changes(real_root, plan.changes, state_files=state_files, label=label)
+        return outcome(result, plan, None)
+
+
+def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, strict_base: bool) -> str | None:
+    """Why provenance forbids the action (before any hunk-level decision), or None."""
+    base = facts.base
+    if strict_base and base.state is not BaseState.PINNED:
+        what = f"drifted ({', '.join(base.drifted)})" if base.drifted else base.state.value
+        return f"--strict-base: the base is {what}, not verifiably the pinned base; nothing written"
+    record = facts.record
+    if record.state is not RecordState.STALE or record.record is None:
+        return None
+    applied = record.record
+    holds = (
+        f"the tree holds another version of this patch (hunk set {applied.hunkset_sha256[:12]}, "
+        f"applied {applied.applied_at} by patchkit {applied.tool_version})"
+    )
+    if record.stored is None:
+        return (
+            f"{holds}, and {record.detail}; restore the pristine engine tree, delete "
+            f"{record.path} and apply again"
+        )
+    if action is Action.APPLY:
+        return f"{holds}; `patchkit revert {spec.id}` takes it out with its stored copy, then apply again"
+    return None
 
 
 def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, str | None, bool | None]:

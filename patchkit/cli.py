@@ -6,6 +6,7 @@ nothing below here prints or exits.
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -14,8 +15,37 @@ import click
 from patchkit import __version__
 from patchkit.errors import ExitCode, PatchkitError
 
+# The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
+# imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
+# than click, and a command does not pay for the others' imports.
+COMMAND_MODULES = ("status", "apply", "revert", "list_", "demo", "lint", "vendor")
+
+
+def command_name(module: str) -> str:
+    """The command a module is expected to define: `list_` -> `list`, `foo_bar` -> `foo-bar`."""
+    return module.rstrip("_").replace("_", "-")
+
 
 class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        for module in COMMAND_MODULES:
+            self._load(module)
+        return super().list_commands(ctx)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands:
+            for module in COMMAND_MODULES:
+                if command_name(module) == cmd_name:
+                    self._load(module)
+        if cmd_name not in self.commands:  # a module whose command is named otherwise: load them all
+            self.list_commands(ctx)
+        return super().get_command(ctx, cmd_name)
+
+    def _load(self, module: str) -> None:
+        command = importlib.import_module(f"patchkit.commands.{module}").command
+        if command.name not in self.commands:  # one added by hand (add_command) wins
+            self.add_command(command)
+
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
@@ -42,18 +72,6 @@ def main() -> None:
       patchkit apply  atom-pr2106 --root /opt/ATOM      # a rerun is a no-op, exit 0
       patchkit revert atom-pr2106 --root /opt/ATOM
     """
-
-
-def _register() -> None:
-    # Imported here so `patchkit --version` stays cheap; every command module is small and imports its heavy
-    # dependencies lazily.
-    from patchkit.commands import apply, demo, list_, revert, status
-
-    for module in (status, apply, revert, list_, demo):
-        main.add_command(module.command)
-
-
-_register()
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -9,11 +9,12 @@ files and produces the HunkSet: the single source of truth for every check and e
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +30,7 @@ RE_NEW_FILE = re.compile(rb"^\+\+\+ (.*?)(?:\t.*)?$")
 RE_MODE_LINE = re.compile(rb"^(old mode|new mode|new file mode|deleted file mode) ([0-7]{6})$")
 RE_INDEX_MODE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+ ([0-7]{6})$")
 RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
+RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
 DEV_NULL = "/dev/null"
@@ -63,6 +65,9 @@ class Hunk:
     new_lines: tuple[bytes, ...]
     leading: int  # context lines before the first change
     trailing: int  # context lines after the last change
+    # Fewer trailing context lines than the diff's context size mean the file ends there, on both sides:
+    # such a hunk must match at the end of the file (git only infers this when trailing context is zero).
+    at_end: bool = False
 
     @property
     def header(self) -> str:
@@ -130,18 +135,19 @@ class HunkSet:
     files: tuple[FilePatch, ...]
     excluded: tuple[str, ...]  # paths of the diff removed by the manifest's excludes
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
         """sha256 of a canonical form: paths, modes and hunk bodies; no timestamps, index lines or headings."""
+        # Computed once (several callers ask) and fed per hunk, not per line: same bytes, far fewer calls.
         h = hashlib.sha256()
         for f in self.files:
             h.update(f"F\0{f.old_path}\0{f.new_path}\0{f.old_mode}\0{f.new_mode}\0{f.binary}\n".encode())
             for hunk in f.hunks:
                 h.update(f"H\0{hunk.header}\n".encode())
-                for line in hunk.old_lines:
-                    h.update(b"-" + line + b"\0")
-                for line in hunk.new_lines:
-                    h.update(b"+" + line + b"\0")
+                if hunk.old_lines:
+                    h.update(b"-" + b"\0-".join(hunk.old_lines) + b"\0")
+                if hunk.new_lines:
+                    h.update(b"+" + b"\0+".join(hunk.new_lines) + b"\0")
         return h.hexdigest()
 
     @property
@@ -157,15 +163,24 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
     if not data.strip():
         raise DiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
     lines = _split_lines(data)
-    _check_structure(lines, source)
-    patched = _unidiff_parse(lines, source)
-    files = tuple(_convert_file(pf, strip, source) for pf in patched)
+    sanitized, headers = _scan(lines, source)
+    patched = _unidiff_parse(sanitized, source)
+    files = _anchor_ends(tuple(_convert_file(pf, headers, strip, source) for pf in patched))
     if not files:
         raise DiffError(
             "no file changes found in the diff", where=source,
             hint="is this a unified diff (`git diff`, a pull request's .diff)?",
         )
     return Diff(source, files)
+
+
+def _anchor_ends(files: tuple[FilePatch, ...]) -> tuple[FilePatch, ...]:
+    """Mark hunks whose trailing context is cut short by the end of the file (see Hunk.at_end)."""
+    context = max((max(h.leading, h.trailing) for f in files for h in f.hunks), default=0)
+    return tuple(
+        replace(f, hunks=tuple(replace(h, at_end=h.trailing < context or h.trailing == 0) for h in f.hunks))
+        for f in files
+    )
 
 
 def _split_lines(data: bytes) -> list[bytes]:
@@ -176,17 +191,36 @@ def _split_lines(data: bytes) -> list[bytes]:
     return [line + b"\n" for line in lines]
 
 
-def _check_structure(lines: Sequence[bytes], source: str) -> None:
-    """Walk the diff once, independently of unidiff, to catch what unidiff would silently accept."""
-    seen_file_header = False
+@dataclass
+class _Header:
+    """File names of one section as written in the diff (raw, possibly quoted), found by _scan."""
+
+    line: int
+    git: bytes | None = None  # the rest of a `diff --git` line
+    old: bytes | None = None  # name on the --- line
+    new: bytes | None = None  # name on the +++ line
+    old_line: int = 0  # line number of the --- line
+    flags: set[bytes] = field(default_factory=set)  # new file mode / deleted file mode seen
+
+
+def _placeholder(index: int) -> bytes:
+    return b"pk%d" % index
+
+
+def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Header]]:
+    """Walk the diff once, independently of unidiff, to catch what unidiff would silently accept.
+
+    Returns the lines to give unidiff, with every file name replaced by a placeholder `pkN` (N indexes the
+    returned headers): unidiff then never has to split names with spaces, and names come from one place.
+    """
+    out: list[bytes] = []
+    headers: list[_Header] = []
     old_left = new_left = 0
     hunk_line = 0
     hunk_header = b""
     just_closed = False
     in_signature = False
-    git_names: bytes | None = None
-    git_split: tuple[bytes, bytes] | None = None
-    git_flags: set[bytes] = set()
+    git: _Header | None = None  # the open `diff --git` section, until its ---/+++ pair or next section
     for number, raw in enumerate(lines, 1):
         line = raw[:-1]
         where = f"{source}:{number}"
@@ -201,9 +235,7 @@ def _check_structure(lines: Sequence[bytes], source: str) -> None:
                 old_left -= 1
             elif kind == b"+":
                 new_left -= 1
-            elif kind == NO_NEWLINE:
-                continue
-            else:
+            elif kind != NO_NEWLINE:
                 raise DiffError(
                     f"hunk {_show(hunk_header)} (line {hunk_line}) ends early: its header promises "
                     f"{max(old_left, 0)} more old and {max(new_left, 0)} more new lines",
@@ -215,71 +247,108 @@ def _check_structure(lines: Sequence[bytes], source: str) -> None:
                     where=where, hint="the hunk header counts are wrong; regenerate the diff",
                 )
             just_closed = not (old_left or new_left)
+            out.append(raw)
             continue
         if just_closed and line[:1] == NO_NEWLINE:
+            out.append(raw)
             continue
         if line == SIGNATURE:  # a mail signature runs to the next patch of a series
             in_signature, just_closed = True, False
+            out.append(b"\n")
             continue
-        if in_signature and not (line.startswith((b"From ", b"diff --git "))):
+        if in_signature and not line.startswith((b"From ", b"diff --git ")):
+            out.append(b"\n")
             continue
         in_signature = False
         if line.startswith(b"@@"):
             match = RE_HUNK_HEADER.match(line)
             if not match:
                 raise DiffError(f"malformed hunk header {_show(line)}", where=where)
-            if not seen_file_header:
+            if not headers:
                 raise DiffError("hunk before any file header", where=where, hint="the diff lost its ---/+++ lines")
             old_left = 1 if match.group(2) is None else int(match.group(2))
             new_left = 1 if match.group(4) is None else int(match.group(4))
             hunk_line, hunk_header = number, line
             just_closed = not (old_left or new_left)
+            git = None
+            out.append(raw)
             continue
-        is_header = _is_file_header(lines, number - 1)
-        if just_closed and line[:1] in (b"+", b"-", b" ") and not is_header:
+        is_pair = _is_file_header(lines, number - 1)
+        if just_closed and line[:1] in (b"+", b"-", b" ") and not is_pair:
             raise DiffError(
                 f"line after hunk {_show(hunk_header)} (line {hunk_line}) looks like hunk content, "
                 "but the hunk's header counts are already used up",
                 where=where, hint="the hunk header counts are too small; regenerate the diff",
             )
         just_closed = False
-        if (line.startswith(b"diff --git ") or is_header) and line.endswith(b"\r"):
+        if (line.startswith(b"diff --git ") or is_pair) and line.endswith(b"\r"):
             raise DiffError(
                 "the diff's own header lines end in CRLF", where=where,
                 hint="the diff file was converted to CRLF (an editor or core.autocrlf); restore the original",
             )
         if line.startswith(b"diff --git "):
-            git_names = line
-            git_split = _split_git_header(line[len(b"diff --git "):], where)
-            git_flags = set()
-            seen_file_header = True
-        elif git_names is not None and (m := RE_MODE_LINE.match(line)):
-            git_flags.add(m.group(1))
-        elif is_header:
-            seen_file_header = True
-            if git_names is not None and git_split is not None:
-                _check_git_names(git_split, git_flags, lines[number - 1], lines[number], where)
-            git_names = None
+            git = _Header(number, git=line[len(b"diff --git "):])
+            headers.append(git)
+            name = _placeholder(len(headers) - 1)
+            out.append(b"diff --git a/" + name + b" b/" + name + b"\n")
+        elif git is not None and (m := RE_MODE_LINE.match(line)):
+            git.flags.add(m.group(1))
+            out.append(raw)
+        elif is_pair or (line.startswith(b"+++ ") and number >= 2 and _is_file_header(lines, number - 2)):
+            if line.startswith(b"--- "):
+                if git is None:
+                    headers.append(_Header(number))
+                header = git or headers[-1]
+                matched = RE_OLD_FILE.match(line)
+                assert matched is not None
+                header.old, header.old_line = matched.group(1), number
+                prefix, named = b"--- ", header.old
+            else:
+                header = git or headers[-1]
+                matched = RE_NEW_FILE.match(line)
+                assert matched is not None
+                header.new = matched.group(1)
+                prefix, named = b"+++ ", header.new
+                if git is not None:
+                    _check_git_names(git, source)
+                git = None
+            keep = named == DEV_NULL.encode()
+            side = b"a/" if prefix == b"--- " else b"b/"
+            # `header` is always the last one appended; headers.index() made the scan quadratic in files
+            out.append(prefix + (named if keep else side + _placeholder(len(headers) - 1)) + b"\n")
+        elif (m := RE_BINARY_LINE.match(line)) and git is None:
+            headers.append(_Header(number, old=m.group(1), new=m.group(2)))
+            name = _placeholder(len(headers) - 1)
+            out.append(b"Binary files a/" + name + b" and b/" + name + b" differ\n")
+        else:
+            out.append(raw)
+    if old_left > 0 or new_left > 0:
+        raise DiffError(
+            f"hunk {_show(hunk_header)} (line {hunk_line}) ends early: the diff stops with "
+            f"{old_left} old and {new_left} new lines still to come",
+            where=f"{source}:{len(lines)}", hint="the diff is truncated; download or export it again",
+        )
+    return out, headers
 
 
-def _check_git_names(
-    git_names: tuple[bytes, bytes], flags: set[bytes], old_line: bytes, new_line: bytes, where: str
-) -> None:
+def _check_git_names(header: _Header, source: str) -> None:
     """The ---/+++ lines of a git section must agree with its `diff --git` line and mode lines."""
-    old_m = RE_OLD_FILE.match(old_line.rstrip(b"\n"))
-    new_m = RE_NEW_FILE.match(new_line.rstrip(b"\n"))
-    assert old_m and new_m  # _is_file_header checked the prefixes
+    assert header.git is not None
+    where = f"{source}:{header.line}"
+    split = _split_git_header(header.git, where)
+    if split is None:
+        return  # names with spaces that only the rename lines can tell apart
     null = DEV_NULL.encode()
-    for side, named, git, flag in (
-        ("old (---)", old_m.group(1), git_names[0], b"new file mode"),
-        ("new (+++)", new_m.group(1), git_names[1], b"deleted file mode"),
+    for side, named, git_name, flag, line in (
+        ("old (---)", header.old, split[0], b"new file mode", header.old_line),
+        ("new (+++)", header.new, split[1], b"deleted file mode", header.old_line + 1),
     ):
-        expected = null if flag in flags else git
-        if _unquote(named, where) != _unquote(expected, where):
+        expected = null if flag in header.flags else git_name
+        if named is None or _unquote(named, where) != _unquote(expected, where):
             raise DiffError(
-                f"conflicting headers: the {side} line names {_show(named)}, "
-                f"`diff --git` and its mode lines say {_show(expected)}",
-                where=where, hint="the diff was edited by hand or spliced; regenerate it",
+                f"conflicting headers: the {side} line names {_show(named or b'')}, "
+                f"`diff --git` (line {header.line}) and its mode lines say {_show(expected)}",
+                where=f"{source}:{line}", hint="the diff was edited by hand or spliced; regenerate it",
             )
 
 
@@ -298,11 +367,17 @@ def _unidiff_parse(lines: Sequence[bytes], source: str) -> Any:
         raise DiffError(f"cannot parse the diff: {exc}", where=source) from None
 
 
-def _convert_file(pf: Any, strip: int, source: str) -> FilePatch:
-    header_line = int(getattr(pf, "diff_line_no", 0) or 0)
-    where = f"{source}:{header_line}" if header_line else source
+def _header_of(pf: Any, headers: Sequence[_Header], source: str) -> _Header:
+    for name in (pf.source_file, pf.target_file):
+        if name and str(name)[2:4] == "pk":
+            return headers[int(str(name)[4:])]
+    raise DiffError("a file section names no file", where=source)
+
+
+def _convert_file(pf: Any, headers: Sequence[_Header], strip: int, source: str) -> FilePatch:
+    header = _header_of(pf, headers, source)
+    where = f"{source}:{header.line}"
     info = [str(line).encode("latin-1").rstrip(b"\n") for line in (pf.patch_info or [])]
-    git_line = next((line for line in info if line.startswith(b"diff --git ")), None)
 
     modes: dict[bytes, int] = {}
     renames: dict[tuple[bytes, bytes], bytes] = {}
@@ -320,15 +395,15 @@ def _convert_file(pf: Any, strip: int, source: str) -> FilePatch:
             hint="regenerate the diff with `git diff --no-renames` so the copy becomes a plain new file",
         )
 
-    if git_line is not None:
+    if header.git is not None:
         if (b"rename", b"from") in renames and (b"rename", b"to") in renames:
             # rename lines carry repository paths without the a/ b/ prefix
             old_path = _clean_path(renames[(b"rename", b"from")], max(strip - 1, 0), where)
             new_path = _clean_path(renames[(b"rename", b"to")], max(strip - 1, 0), where)
         else:
-            split = _split_git_header(git_line[len(b"diff --git "):], where)
+            split = _split_git_header(header.git, where)
             if split is None:
-                raise DiffError(f"cannot tell the file names apart in `{_show(git_line)}`", where=where)
+                raise DiffError(f"cannot tell the file names apart in `diff --git {_show(header.git)}`", where=where)
             old_path = _clean_path(split[0], strip, where)
             new_path = _clean_path(split[1], strip, where)
         if b"new file mode" in modes:
@@ -336,8 +411,8 @@ def _convert_file(pf: Any, strip: int, source: str) -> FilePatch:
         if b"deleted file mode" in modes:
             new_path = None
     else:
-        old_path = _clean_path(str(pf.source_file).encode("latin-1"), strip, where)
-        new_path = _clean_path(str(pf.target_file).encode("latin-1"), strip, where)
+        old_path = _clean_path(header.old, strip, where)
+        new_path = _clean_path(header.new, strip, where)
     if old_path is None and new_path is None:
         raise DiffError("a file section names no file", where=where)
 
@@ -358,7 +433,7 @@ def _convert_file(pf: Any, strip: int, source: str) -> FilePatch:
         old_mode=old_mode,
         new_mode=new_mode,
         hunks=hunks,
-        diff_line=header_line,
+        diff_line=header.line,
         binary=bool(pf.is_binary_file),
     )
 
@@ -593,7 +668,12 @@ def _glob_regex(pattern: str) -> re.Pattern[str]:
 def load_hunk_set(spec: PatchSpec) -> HunkSet:
     """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
     data = spec.read_diff()
-    diff = parse_diff(data, spec.strip, str(spec.diff_path))
+    if spec.sha256 is None:  # read_diff refuses this; no verified hash, no cache
+        diff = parse_diff(data, spec.strip, str(spec.diff_path))
+    else:
+        from patchkit.cache import parse_diff_cached  # deferred: cache imports this module
+
+        diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
     try:
         return filter_diff(diff, spec.excludes)
     except ManifestError as exc:

@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     LOCK_TIMEOUT = 6  # another patchkit process holds the root's lock
     WRITE_FAILED = 7  # an I/O error during the write phase; the tree was restored
     RECOVERY_FAILED = 8  # an interrupted transaction could not be rolled back; manual action needed
+    BASE_MISMATCH = 9  # --strict-base: the tree is not verifiably the pinned base; nothing was written
 
 
 class PatchkitError(Exception):

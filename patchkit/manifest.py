@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -107,8 +108,9 @@ class PatchSpec:
         return not self.diff_path.is_file()
 
     def vendor_command(self) -> str:
+        """A `patchkit vendor` command line that fetches and pins this entry's diff (shell-quoted)."""
         source = self.upstream.diff_url or f"https://github.com/{self.upstream.repo}/pull/{self.upstream.pr}.diff"
-        return f"patchkit vendor {self.id} --patches {self.folder.parent} --from {source}"
+        return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 
     def read_diff(self) -> bytes:
         """The diff's bytes, refused unless they match the recorded sha256."""
@@ -129,7 +131,7 @@ class PatchSpec:
         if actual != self.sha256:
             raise ManifestError(
                 f"{self.diff_name} has sha256 {actual}, the manifest records {self.sha256}",
-                where=_where(self.manifest_path, _line_of_key(self.manifest_path, "sha256")),
+                where=_where(self.manifest_path, line_of_key(self.manifest_path, "sha256")),
                 hint="the diff changed since it was reviewed; re-vendor it or restore the reviewed file",
             )
         return data
@@ -153,7 +155,7 @@ def load_manifest(folder: Path) -> PatchSpec:
 
 def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> PatchSpec:
     def fail(message: str, key: str | None = None, hint: str | None = None) -> ManifestError:
-        line = _find_key_line(text, key) if key else None
+        line = find_key_line(text, key) if key else None
         return ManifestError(message, where=_where(path, line), hint=hint)
 
     _check_table(data, _TOP_KEYS, "", fail)
@@ -162,7 +164,8 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
     _check_table(upstream, _UPSTREAM_KEYS, "upstream.", fail)
     _check_table(target, _TARGET_KEYS, "target.", fail)
     waiver = data.get("waiver", {})
-    _check_table(waiver, _WAIVER_KEYS, "waiver.", fail)
+    if "waiver" in data:  # optional as a whole (lint's PK201 asks for it); complete when present
+        _check_table(waiver, _WAIVER_KEYS, "waiver.", fail)
 
     patch_id: str = data["id"]
     if not _ID.match(patch_id):
@@ -255,19 +258,19 @@ def _check_table(
         expected, _ = schema[key]
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise fail(
-                f"{prefix}{key} must be a {_TYPE_NAMES[expected]}, got {type(value).__name__}", key
+                f"{prefix}{key} must be {_TYPE_NAMES[expected]}, got {type(value).__name__}", key
             )
     for key, (_, required) in schema.items():
         if required and key not in table:
             raise fail(f"missing required key {prefix}{key}", hint=f"add {prefix}{key} to the manifest")
 
 
-_TYPE_NAMES = {str: "string", int: "integer", list: "list", dict: "table"}
+_TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
 
-def _find_key_line(text: str, key: str) -> int | None:
+def find_key_line(text: str, key: str) -> int | None:
     """1-based line of the first `key = ...` or `[key]` in the manifest text (for error messages)."""
-    key_re = re.compile(r'^\s*(?:"' + re.escape(key) + r'"|' + re.escape(key) + r')\s*=')
+    key_re = re.compile(r"""^\s*(?:"{0}"|'{0}'|{0})\s*=""".format(re.escape(key)))
     table_re = re.compile(r"^\s*\[+\s*(?:[\w.-]+\.)?" + re.escape(key) + r"\s*\]+")
     for number, line in enumerate(text.splitlines(), 1):
         if key_re.match(line) or table_re.match(line):
@@ -275,10 +278,11 @@ def _find_key_line(text: str, key: str) -> int | None:
     return None
 
 
-def _line_of_key(path: Path, key: str) -> int | None:
+def line_of_key(path: Path, key: str) -> int | None:
+    """1-based line of `key = ...` or `[key]` in a TOML file, for pointing errors and findings at it."""
     try:
-        return _find_key_line(path.read_text(encoding="utf-8"), key)
-    except OSError:
+        return find_key_line(path.read_text(encoding="utf-8"), key)
+    except (OSError, UnicodeDecodeError):
         return None
 
 

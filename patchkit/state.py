@@ -173,22 +173,17 @@ def _judge_content(
 ) -> FileVerdict:
     assert snap.data is not None
     content = FileLines.from_bytes(snap.data)
-    verdicts: list[HunkVerdict] = []
-    low = 0
-    after_previous = 0  # current position just past the previous hunk
-    previous: Hunk | None = None
-    for hunk in section.hunks:
-        if previous is None:
-            expected = hunk.old_index
-        else:  # keep the gap of unchanged lines the diff had between the two hunks
-            expected = after_previous + hunk.old_index - (previous.old_index + previous.old_len)
-        located = judge_hunk(content, hunk, expected, low)
-        verdicts.append(HunkVerdict(hunk, located, expected))
-        if located.pos is not None:
-            after_previous = low = located.pos + located.span
-        else:
-            after_previous = expected + hunk.old_len
-        previous = hunk
+    verdicts = _locate_hunks(section.hunks, content, None)
+    if any(v.state is HunkState.AMBIGUOUS for v in verdicts):
+        # A hunk whose two images both occur can often be settled by the rest of the file: read the whole
+        # file once as "unapplied" and once as "applied"; exactly one consistent reading wins.
+        readings = [
+            r for r in (_locate_hunks(section.hunks, content, prefer) for prefer in (HunkState.UNAPPLIED,
+                                                                                    HunkState.APPLIED))
+            if len({v.state for v in r}) == 1 and r[0].state in (HunkState.UNAPPLIED, HunkState.APPLIED)
+        ]
+        if len(readings) == 1:
+            verdicts = readings[0]
     mode = _judge_mode(section, snap)
     units: list[HunkState] = [v.state for v in verdicts]
     units += [u for u in (presence, mode) if u is not None]
@@ -197,6 +192,26 @@ def _judge_content(
     if mode is HunkState.CONFLICT:
         detail = detail or f"file mode is {snap.mode:o}, neither the old nor the new mode of the diff"
     return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots))
+
+
+def _locate_hunks(hunks: Sequence[Hunk], content: FileLines, prefer: HunkState | None) -> list[HunkVerdict]:
+    verdicts: list[HunkVerdict] = []
+    low = 0
+    after_previous = 0  # current position just past the previous hunk
+    previous: Hunk | None = None
+    for hunk in hunks:
+        if previous is None:
+            expected = hunk.old_index
+        else:  # keep the gap of unchanged lines the diff had between the two hunks
+            expected = after_previous + hunk.old_index - (previous.old_index + previous.old_len)
+        located = judge_hunk(content, hunk, expected, low, prefer)
+        verdicts.append(HunkVerdict(hunk, located, expected))
+        if located.pos is not None:
+            after_previous = low = located.pos + located.span
+        else:
+            after_previous = expected + hunk.old_len
+        previous = hunk
+    return verdicts
 
 
 def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:

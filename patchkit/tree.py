@@ -1,20 +1,27 @@
 """Read-only access to the engine tree: safe path resolution and byte-exact snapshots.
 
-Every path patchkit touches goes through `resolve_inside`, which refuses anything that would leave --root:
-`..` components, absolute paths, and symlinks (a link inside the tree is never followed, wherever it points,
-because writing through it would change a file patchkit was not asked to change).
+Every path patchkit touches is checked by `split_relative` (no `..`, no absolute path, no NUL) and then walked
+one component at a time through directory file descriptors opened with O_NOFOLLOW, so a symlink anywhere on
+the way is refused, wherever it points: writing through it would change a file patchkit was not asked to
+change. Walking by descriptor (rather than checking a path and then opening it) also means a link swapped in
+between the check and the open is refused instead of followed.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from patchkit.errors import BadInputError, UnsafePathError
 
 STATE_DIR = ".patchkit"
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# O_NONBLOCK: opening a FIFO swapped in after the lstat must not hang.
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 
 @dataclass(frozen=True)
@@ -43,13 +50,19 @@ def check_root(root: Path) -> Path:
     return Path(os.path.realpath(root))
 
 
-def resolve_inside(root: Path, rel: str) -> Path:
-    """`root/rel`, refusing any path that could leave root or pass through a symlink."""
-    pure = PurePosixPath(rel)
-    if pure.is_absolute() or not pure.parts or any(p in ("..", ".", "") for p in pure.parts) or "\0" in rel:
+def split_relative(rel: str) -> tuple[str, ...]:
+    """The components of a plain relative path, or UnsafePathError for anything that could leave the root."""
+    parts = tuple(rel.split("/"))
+    if "\0" in rel or rel.startswith("/") or any(p in ("..", ".", "") for p in parts):
         raise UnsafePathError(f"path {rel!r} is not a plain relative path inside the root")
+    return parts
+
+
+def resolve_inside(root: Path, rel: str) -> Path:
+    """`root/rel`, refusing any path that could leave root or pass through a symlink (checked now, by lstat)."""
+    parts = split_relative(rel)
     current = root
-    for part in pure.parts:
+    for part in parts:
         current = current / part
         try:
             st = os.lstat(current)
@@ -58,25 +71,96 @@ def resolve_inside(root: Path, rel: str) -> Path:
         except NotADirectoryError:
             raise UnsafePathError(f"a parent of {rel!r} is not a directory", where=str(current)) from None
         if stat.S_ISLNK(st.st_mode):
-            raise UnsafePathError(
-                f"{rel!r} goes through a symbolic link ({current} -> {os.readlink(current)})",
-                where=str(current),
-                hint="patchkit never writes through links; replace the link with the real file or folder",
-            )
-    return root / Path(*pure.parts)
+            raise _link_error(rel, str(current), os.readlink(current))
+    return root.joinpath(*parts)
+
+
+def open_root(root: Path) -> int:
+    """A descriptor of the (already symlink-free) root directory."""
+    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+
+
+def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | None:
+    """Open folder `name` under `parent_fd` without following a link; None if it does not exist.
+
+    `rel` is the path being resolved and `shown` the folder's full path, both for messages.
+    """
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent_fd)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+            raise
+        if stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
+            raise _link_error(rel, shown, os.readlink(name, dir_fd=parent_fd)) from None
+        raise UnsafePathError(f"a parent of {rel!r} is not a directory", where=shown) from None
+
+
+def open_folder(root_fd: int, root: Path, parts: tuple[str, ...], rel: str) -> int | None:
+    """Descriptor of root/parts walked link-free, or None if some component is missing. Caller closes it."""
+    fd = os.dup(root_fd)
+    shown = root
+    for part in parts:
+        shown = shown / part
+        try:
+            child = open_child_dir(fd, part, rel, str(shown))
+        finally:
+            os.close(fd)
+        if child is None:
+            return None
+        fd = child
+    return fd
+
+
+def read_entry(dir_fd: int, name: str, rel: str, shown: str) -> Snapshot:
+    """Snapshot of `name` in an open folder: lstat, then open with O_NOFOLLOW and check it is the same file."""
+    try:
+        before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return Snapshot(rel, None, None)
+    if stat.S_ISLNK(before.st_mode):
+        raise _link_error(rel, shown, os.readlink(name, dir_fd=dir_fd))
+    if not stat.S_ISREG(before.st_mode):
+        raise UnsafePathError(f"{rel!r} is not a regular file", where=shown)
+    try:
+        fd = os.open(name, _READ_FLAGS, dir_fd=dir_fd)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise UnsafePathError(f"{rel!r} became a symbolic link while being read", where=shown) from None
+        raise BadInputError(f"cannot read {rel!r}: {exc.strerror}", where=shown) from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
+            raise UnsafePathError(f"{rel!r} was replaced while being read", where=shown, hint="rerun")
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    except OSError as exc:
+        raise BadInputError(f"cannot read {rel!r}: {exc.strerror}", where=shown) from None
+    finally:
+        os.close(fd)
+    return Snapshot(rel, b"".join(chunks), stat.S_IMODE(st.st_mode))
 
 
 def read_snapshot(root: Path, rel: str) -> Snapshot:
-    path = resolve_inside(root, rel)
+    parts = split_relative(rel)
+    root_fd = open_root(root)
     try:
-        st = os.lstat(path)
-    except (FileNotFoundError, NotADirectoryError):
+        folder = open_folder(root_fd, root, parts[:-1], rel)
+    finally:
+        os.close(root_fd)
+    if folder is None:
         return Snapshot(rel, None, None)
-    if not stat.S_ISREG(st.st_mode):
-        raise UnsafePathError(f"{rel!r} is not a regular file", where=str(path))
     try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except OSError as exc:
-        raise BadInputError(f"cannot read {rel!r}: {exc.strerror}", where=str(path)) from None
-    return Snapshot(rel, data, stat.S_IMODE(st.st_mode))
+        return read_entry(folder, parts[-1], rel, str(root.joinpath(*parts)))
+    finally:
+        os.close(folder)
+
+
+def _link_error(rel: str, shown: str, target: str) -> UnsafePathError:
+    return UnsafePathError(
+        f"{rel!r} goes through a symbolic link ({shown} -> {target})",
+        where=shown,
+        hint="patchkit never reads or writes through links; replace the link with the real file or folder",
+    )

@@ -3,25 +3,28 @@ from __future__ import annotations
 import click
 
 from patchkit.actions import Action, Options
-from patchkit.commands.options import patch_command_options, run_patch_command
+from patchkit.commands.options import patch_command_options, run_patch_command, strict_base_option
 
 
 @click.command("apply")
 @patch_command_options
 @click.option("--dry-run", is_flag=True, help="Check and show what would be written; write nothing.")
 @click.option("--complete", is_flag=True, help="On a partially patched tree, apply the missing hunks.")
+@strict_base_option
 def command(
     patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
-    dry_run: bool, complete: bool,
+    dry_run: bool, complete: bool, strict_base: bool,
 ) -> None:
     """Apply PATCH's filtered hunk set to the tree at --root. A rerun is a no-op.
 
     Unapplied: writes every hunk (all checked before the first byte is written), exit 0. Already applied:
     writes nothing, exit 0. Partial, conflict or ambiguous: writes nothing, exit 1, with a per-hunk report.
+    A tree holding another version of the patch (a stale record) is refused, exit 1: revert it first.
+    With --strict-base, a tree that is not verifiably the pinned base is refused, exit 9.
 
     \b
     Example:
       patchkit apply atom-pr2106 --root /opt/ATOM
     """
-    options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout)
+    options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base)
     run_patch_command(Action.APPLY, patch, root, patches_dir, as_json, verbose, options)

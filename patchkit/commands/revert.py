@@ -17,7 +17,9 @@ def command(
     """Take PATCH's filtered hunk set back out of the tree at --root. The mirror image of apply.
 
     Applied: restores the pre-image, exit 0. Not applied: writes nothing, exit 0. Partial, conflict or
-    ambiguous: writes nothing, exit 1.
+    ambiguous: writes nothing, exit 1. When the tree holds another version of the patch (its applied record
+    names another hunk set), revert takes out that version, using the copy of the diff stored when it was
+    applied; then the new version can be applied. A successful revert removes the record.
 
     \b
     Example:

@@ -3,18 +3,25 @@ from __future__ import annotations
 import click
 
 from patchkit.actions import Action, Options
-from patchkit.commands.options import patch_command_options, run_patch_command
+from patchkit.commands.options import patch_command_options, run_patch_command, strict_base_option
 
 
 @click.command("status")
 @patch_command_options
-def command(patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float) -> None:
+@strict_base_option
+def command(
+    patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    strict_base: bool,
+) -> None:
     """Report whether PATCH is applied to the tree at --root. Writes nothing.
 
-    Exit codes: 0 applied, 3 unapplied, 4 partial, 5 conflict (or ambiguous), 2 bad input.
+    Exit codes: 0 applied, 3 unapplied, 4 partial, 5 conflict (or ambiguous), 2 bad input; with --strict-base,
+    9 when the tree is not verifiably the pinned base. An applied tree with no patchkit record reads as
+    upstream-contains (exit 0): the engine already ships the change and the patch can be retired.
 
     \b
     Example:
       patchkit status atom-pr2106 --root /opt/ATOM -v
     """
-    run_patch_command(Action.STATUS, patch, root, patches_dir, as_json, verbose, Options(lock_timeout=lock_timeout))
+    options = Options(lock_timeout=lock_timeout, strict_base=strict_base)
+    run_patch_command(Action.STATUS, patch, root, patches_dir, as_json, verbose, options)

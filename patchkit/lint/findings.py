@@ -16,14 +16,22 @@ class Severity(Enum):
 class Rule(Enum):
     """Every check lint makes. Codes are stable: CI configs, docs and people refer to them."""
 
-    MANIFEST_INVALID = ("PK101", Severity.ERROR, "manifest does not load (schema, id = folder, reasons)")
+    MANIFEST_INVALID = (
+        "PK101",
+        Severity.ERROR,
+        "manifest does not load (schema, id = folder name, exclude reasons)",
+    )
     PATCH_PENDING = ("PK102", Severity.WARNING, "diff not vendored yet (pending entry)")
     DIFF_HASH = ("PK103", Severity.ERROR, "vendored diff has no sha256 or does not match it")
     DIFF_EXCLUDES = ("PK104", Severity.ERROR, "diff cannot be parsed or an exclude matches no file of it")
     WAIVER_UNDECLARED = ("PK201", Severity.ERROR, "manifest has no [waiver] introduced_by")
     WAIVER_MISSING = ("PK202", Severity.ERROR, "waiver <waivers>/<introduced_by>.md does not exist")
     WAIVER_BAD_NAME = ("PK203", Severity.ERROR, "waiver file not named <digits>.md")
-    WAIVER_NAMED_UPSTREAM = ("PK204", Severity.ERROR, "waiver named after the upstream PR, not its own")
+    WAIVER_NAMED_UPSTREAM = (
+        "PK204",
+        Severity.ERROR,
+        "waiver named after a patch's upstream PR instead of the PR introducing it",
+    )
     WAIVER_SECTIONS = ("PK205", Severity.ERROR, "required waiver section missing or empty")
     WAIVER_UPSTREAM_UNCITED = ("PK206", Severity.ERROR, "waiver does not cite a patch's upstream PR")
     WAIVER_ID_UNNAMED = ("PK207", Severity.ERROR, "waiver does not name a patch's id")

@@ -13,8 +13,8 @@ from pathlib import Path, PurePosixPath
 from patchkit.errors import BadInputError
 from patchkit.lint.ci import PullRequest
 from patchkit.lint.findings import Finding, Rule
-from patchkit.lint.inputs import LintInput, key_line
-from patchkit.manifest import MANIFEST_NAME
+from patchkit.lint.inputs import LintInput
+from patchkit.manifest import MANIFEST_NAME, line_of_key
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def check_history(
         number = spec.introduced_by
         if number is None:
             continue  # PK201 already asks for it
-        line = key_line(spec.manifest_path, "introduced_by")
+        line = line_of_key(spec.manifest_path, "introduced_by")
         waiver = lint_input.waiver_path(number)
         if changes.relative(waiver) not in changes.changed or not waiver.is_file():
             verb, fix = ("added", "add") if is_new else ("changed", "update")

@@ -15,18 +15,27 @@ from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
 
 # A waiver is `<PR number>.md`; no leading zero, so one PR maps to exactly one file name.
 WAIVER_NAME = re.compile(r"^([1-9][0-9]*)\.md$")
+_TOML_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
 
 
 @dataclass(frozen=True)
 class BrokenManifest:
     """A patch folder whose manifest failed to load: reported, never a crash."""
 
-    folder: Path
-    path: Path
+    path: Path  # the file (or folder) at fault
     line: int | None
     message: str
     hint: str | None
-    claimed_waiver: int | None  # [waiver] introduced_by, if the TOML is readable at all
+
+
+@dataclass(frozen=True)
+class WaiverClaim:
+    """What a manifest's TOML says about its waiver, read without validation, so the waiver policy is checked
+    (and a waiver is not called an orphan) even when the manifest is broken in some other way."""
+
+    manifest: Path
+    declared: bool  # the key [waiver] introduced_by is present
+    number: int | None  # its value, when it is an integer
 
 
 @dataclass(frozen=True)
@@ -42,6 +51,7 @@ class LintInput:
     waivers_dir: Path
     specs: tuple[PatchSpec, ...]
     broken: tuple[BrokenManifest, ...]
+    claims: tuple[WaiverClaim, ...]  # one per manifest.toml that parses as TOML
     waivers: tuple[WaiverFile, ...]
 
     def waiver_path(self, number: int) -> Path:
@@ -52,9 +62,7 @@ class LintInput:
 
     def is_claimed(self, number: int) -> bool:
         """Some manifest, loadable or not, points at waiver `number`."""
-        return any(s.introduced_by == number for s in self.specs) or any(
-            b.claimed_waiver == number for b in self.broken
-        )
+        return any(claim.number == number for claim in self.claims)
 
 
 def read_lint_input(patches_dir: Path, waivers_dir: Path) -> LintInput:
@@ -68,29 +76,42 @@ def read_lint_input(patches_dir: Path, waivers_dir: Path) -> LintInput:
         raise RegistryError("the waivers path is not a folder", where=str(waivers_dir))
     specs: list[PatchSpec] = []
     broken: list[BrokenManifest] = []
+    claims: list[WaiverClaim] = []
     # Every visible sub-folder is a patch: one without manifest.toml is reported rather than skipped.
     for folder in sorted(p for p in patches_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        manifest = folder / MANIFEST_NAME
+        if not manifest.is_file():
+            broken.append(
+                BrokenManifest(folder, None, f"patch folder has no {MANIFEST_NAME}", "add one or remove the folder")
+            )
+            continue
+        claim = _read_claim(manifest)
+        if claim is not None:
+            claims.append(claim)
         try:
             specs.append(load_manifest(folder))
         except ManifestError as exc:
-            broken.append(_broken(folder, exc))
-    return LintInput(patches_dir, waivers_dir, tuple(specs), tuple(broken), tuple(_read_waivers(waivers_dir)))
+            path, line = split_where(exc.where, manifest)
+            if line is None:
+                # tomllib puts the place of a syntax error in its message only.
+                found = _TOML_ERROR_LINE.search(exc.message)
+                line = int(found.group(1)) if found else None
+            broken.append(BrokenManifest(path, line, exc.message, exc.hint))
+    return LintInput(
+        patches_dir, waivers_dir, tuple(specs), tuple(broken), tuple(claims), tuple(_read_waivers(waivers_dir))
+    )
 
 
-def _broken(folder: Path, exc: ManifestError) -> BrokenManifest:
-    path, line = split_where(exc.where, folder / MANIFEST_NAME)
-    return BrokenManifest(folder, path, line, exc.message, exc.hint, _claimed_waiver(folder / MANIFEST_NAME))
-
-
-def _claimed_waiver(manifest: Path) -> int | None:
-    """introduced_by read without validation, so a broken manifest's waiver is not also called an orphan."""
+def _read_claim(manifest: Path) -> WaiverClaim | None:
     try:
         data = tomllib.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
-        return None
+        return None  # PK101 reports it
     waiver = data.get("waiver")
+    declared = isinstance(waiver, dict) and "introduced_by" in waiver
     number = waiver.get("introduced_by") if isinstance(waiver, dict) else None
-    return number if isinstance(number, int) and not isinstance(number, bool) else None
+    valid = isinstance(number, int) and not isinstance(number, bool)
+    return WaiverClaim(manifest, declared, number if valid else None)
 
 
 def _read_waivers(waivers_dir: Path) -> list[WaiverFile]:
@@ -106,14 +127,3 @@ def _read_waivers(waivers_dir: Path) -> list[WaiverFile]:
         waivers.append(WaiverFile(path, int(match.group(1)) if match and path.is_file() else None, doc))
     return waivers
 
-
-def key_line(path: Path, key: str) -> int | None:
-    """1-based line of `key = ...` (bare or quoted) or `[key]` in a TOML file, for pointing findings at it."""
-    pattern = re.compile(
-        r"""^\s*(?:"{0}"|'{0}'|{0})\s*=|^\s*\[+\s*(?:[\w.-]+\.)?{0}\s*\]+""".format(re.escape(key))
-    )
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return next((n for n, line in enumerate(lines, 1) if pattern.match(line)), None)

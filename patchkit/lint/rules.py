@@ -12,9 +12,9 @@ from pathlib import Path
 
 from patchkit.errors import PatchkitError
 from patchkit.lint.findings import Finding, Rule, split_where
-from patchkit.lint.inputs import LintInput, WaiverFile, key_line
+from patchkit.lint.inputs import LintInput, WaiverFile
 from patchkit.lint.waivers import Topic, WaiverDoc
-from patchkit.manifest import PatchSpec, Upstream
+from patchkit.manifest import PatchSpec, Upstream, line_of_key
 
 RuleCheck = Callable[[LintInput], Iterator[Finding]]
 
@@ -30,7 +30,7 @@ _TOPIC_FIX = {
 def check_manifests_load(lint_input: LintInput) -> Iterator[Finding]:
     """PK101: a manifest that fails to load is a finding with its file:line, not a crash."""
     for broken in lint_input.broken:
-        fix = broken.hint or "fix the manifest (see 'The manifest' in the README)"
+        fix = broken.hint or "see 'The manifest' in the README"
         yield Finding.of(Rule.MANIFEST_INVALID, broken.path, broken.line, f"{broken.message}; {fix}")
 
 
@@ -41,7 +41,7 @@ def check_pending(lint_input: LintInput) -> Iterator[Finding]:
             yield Finding.of(
                 Rule.PATCH_PENDING,
                 spec.manifest_path,
-                key_line(spec.manifest_path, "diff"),
+                line_of_key(spec.manifest_path, "diff"),
                 f"patch {spec.id} is pending: {spec.diff_name} is not vendored, so its hash and excludes are "
                 f"unchecked; vendor it with `{spec.vendor_command()}`",
             )
@@ -84,7 +84,7 @@ def check_diff_excludes(lint_input: LintInput) -> Iterator[Finding]:
             yield Finding.of(
                 Rule.DIFF_EXCLUDES,
                 spec.manifest_path,
-                key_line(spec.manifest_path, exclude.pattern),
+                line_of_key(spec.manifest_path, exclude.pattern),
                 f"exclude {exclude.pattern!r} matches no file of {spec.diff_name}; fix the path (a typo "
                 f"would silently apply the file you meant to leave out) or remove the exclude",
             )
@@ -98,15 +98,15 @@ def check_diff_excludes(lint_input: LintInput) -> Iterator[Finding]:
 
 def check_waiver_declared(lint_input: LintInput) -> Iterator[Finding]:
     """PK201: every manifest names the pull request that introduced it, whose number names the waiver."""
-    for spec in lint_input.specs:
-        if spec.introduced_by is None:
+    for claim in lint_input.claims:
+        if not claim.declared:
             yield Finding.of(
                 Rule.WAIVER_UNDECLARED,
-                spec.manifest_path,
-                key_line(spec.manifest_path, "waiver") or 1,
-                f"patch {spec.id} names no waiver; add `[waiver]` with `introduced_by = N`, N the number of "
-                f"the pull request of this repository that introduces the patch, and file "
-                f"{lint_input.waivers_dir}/N.md in that pull request",
+                claim.manifest,
+                line_of_key(claim.manifest, "waiver") or 1,
+                "no waiver named; add `[waiver]` with `introduced_by = N`, N the number of the pull request "
+                f"of this repository that introduces the patch, and file {lint_input.waivers_dir}/N.md in "
+                "that pull request",
             )
 
 
@@ -126,7 +126,7 @@ def check_waiver_exists(lint_input: LintInput) -> Iterator[Finding]:
         if misnamed is not None and _upstream_namesakes(lint_input, misnamed):
             message += f", or rename {misnamed.path}, which is named after the upstream PR"
         yield Finding.of(
-            Rule.WAIVER_MISSING, spec.manifest_path, key_line(spec.manifest_path, "introduced_by"), message
+            Rule.WAIVER_MISSING, spec.manifest_path, line_of_key(spec.manifest_path, "introduced_by"), message
         )
 
 
@@ -136,16 +136,16 @@ def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
         if waiver.number is not None or waiver.path.name.lower() == "readme.md":
             continue
         if waiver.path.is_dir():
-            fix = "waivers are flat files named <PR number>.md: move its files up and remove the folder"
+            fix = "waivers are flat files: move its files up and remove the folder"
         else:
             digits = re.findall(r"\d+", waiver.path.stem)
             target = f"{int(digits[0])}.md" if len(digits) == 1 and int(digits[0]) > 0 else "<PR number>.md"
-            fix = (
-                f"rename it to {target}, the number of the pull request that introduces the patch, "
-                f"or move it out of the waivers folder"
-            )
+            fix = f"rename it to {target} after the pull request that introduces its patch, or move it elsewhere"
         yield Finding.of(
-            Rule.WAIVER_BAD_NAME, waiver.path, None, f"{waiver.path.name} is not named <digits>.md; {fix}"
+            Rule.WAIVER_BAD_NAME,
+            waiver.path,
+            None,
+            f"{waiver.path.name} is not a waiver name (<PR number>.md, digits without a leading zero); {fix}",
         )
 
 
@@ -272,8 +272,8 @@ def cites_upstream(text: str, upstream: Upstream) -> bool:
 
 
 def _mentions(text: str, name: str) -> bool:
-    # Bounded: `atom-pr2106` is not found inside `atom-pr2106-v2`, yet a sentence's full stop may follow it.
-    return re.search(r"(?<![\w./-])" + re.escape(name) + r"(?![\w/-]|\.\w)", text) is not None
+    # Bounded: `atom-pr2106` is not found inside `atom-pr2106-v2`, yet a full stop or a `/` may follow it.
+    return re.search(r"(?<![\w.-])" + re.escape(name) + r"(?![\w-]|\.\w)", text) is not None
 
 
 def _upstream_namesakes(lint_input: LintInput, waiver: WaiverFile) -> list[tuple[PatchSpec, int]]:

@@ -1,0 +1,673 @@
+#!/usr/bin/env python3
+"""Benchmark patchkit against `git apply` and GNU `patch` on synthetic engine trees, and check they agree.
+
+For each size it generates, in a temp folder, an engine-like tree (deterministic seed, made-up content under
+atom/...), the pull request's version of it, and the diff between them made by git (creations, deletions,
+renames and mode changes included from `large` on). Then it times, on identical inputs:
+
+  status   patchkit status        vs git apply --check            vs patch --dry-run          (unapplied tree)
+  status   patchkit status        vs git apply --reverse --check  vs patch -R --dry-run       (applied tree)
+  apply    patchkit apply         vs git apply                    vs patch -p1                (fresh copy each run)
+  rerun    patchkit apply on an already applied tree (must cost no more than a status)
+  revert   patchkit revert        vs git apply --reverse          vs patch -R -p1             (fresh copy each run)
+  start    patchkit --version     vs python -c pass
+
+Times are wall-clock medians of --runs runs (copying a tree is never timed); memory is the child's peak RSS
+in an untimed warm-up run (/usr/bin/time -f %M; wait4's ru_maxrss when that is missing). After every write,
+the tree each tool left is compared with the expected one (bytes and exec bits); any difference, or a tool's
+unexpected exit status, makes the benchmark exit 1.
+
+Usage: python benchmarks/run.py [--sizes small,large,xlarge] [--runs 5] [--check-only] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import random
+import shlex
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+SEED = 2106
+PATCH_ID = "bench-engine-series"
+SKIP_DIRS = {".git", ".patchkit"}
+TIME = "/usr/bin/time"
+
+DIRS = (
+    "atom/model_ops",
+    "atom/model_ops/attentions",
+    "atom/model_ops/moe",
+    "atom/model_ops/quantization",
+    "atom/model_engine",
+    "atom/model_loader",
+    "atom/spec_decode",
+    "atom/sampling",
+    "atom/distributed",
+    "atom/kernels/triton",
+    "atom/utils",
+    "atom/entrypoints/openai",
+)
+WORDS = (
+    "hidden", "kv_cache", "block", "seq_len", "draft", "token", "layout", "head_dim", "num_heads", "scale",
+    "weight", "bias", "stride", "offset", "page", "slot", "expert", "router", "logits", "rank", "world",
+    "quant", "dtype", "device", "stream", "graph", "prefill", "decode", "rope", "norm", "gate", "proj",
+)
+
+
+# ------------------------------------------------------------------------------------------- synthetic trees
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How many files of each kind the diff touches, and how big the modified files are."""
+
+    modified: int
+    created: int
+    deleted: int
+    renamed: int
+    untouched: int
+    lines: tuple[int, int]  # min, max lines of a file
+    edits_per_line: float  # edits per line of a modified file
+    special: bool  # mode changes, a pure rename, a file without a final newline
+
+
+SHAPES = {
+    "small": Shape(modified=2, created=1, deleted=0, renamed=0, untouched=3, lines=(30, 45),
+                   edits_per_line=1 / 12, special=False),
+    "large": Shape(modified=470, created=10, deleted=10, renamed=10, untouched=100, lines=(600, 1400),
+                   edits_per_line=1 / 44, special=True),
+}
+SHAPES["xlarge"] = Shape(
+    modified=4 * 470, created=40, deleted=40, renamed=40, untouched=400, lines=(600, 1400),
+    edits_per_line=1 / 44, special=True,
+)
+
+
+class Writer:
+    """Deterministic made-up Python-like source: mostly unique lines, with the blank and stock lines real
+    code repeats (so hunk matching meets the look-alikes it meets in a real engine)."""
+
+    def __init__(self, rng: random.Random) -> None:
+        self.rng = rng
+
+    def word(self) -> str:
+        return self.rng.choice(WORDS)
+
+    def line(self) -> str:
+        r, w, n = self.rng.random(), self.word, self.rng.randrange(100000)
+        indent = " " * (4 * self.rng.randrange(0, 4))
+        if r < 0.12:
+            return "\n"
+        if r < 0.18:
+            return self.rng.choice(("        return out\n", "    pass\n", "        )\n", "    @torch.no_grad()\n"))
+        if r < 0.30:
+            return f"{indent}# {w()} {w()} follows the {w()} of {w()}_{n}\n"
+        if r < 0.40:
+            return f"def {w()}_{w()}_{n}(self, {w()}: int, {w()}: torch.Tensor) -> torch.Tensor:\n"
+        if r < 0.50:
+            return f"{indent}if {w()}_{n} > {self.rng.randrange(64)}:\n"
+        return f"{indent}{w()}_{n} = {w()}_{w()}({w()}, {w()}={w()}_{self.rng.randrange(1000)})\n"
+
+    def lines(self, count: int) -> list[str]:
+        return [self.line() for _ in range(count)]
+
+    def edit(self, lines: list[str], edits: int) -> list[str]:
+        """Replace, insert or delete a few lines at `edits` places spread over the file."""
+        out = list(lines)
+        segment = max(len(lines) // max(edits, 1), 8)
+        starts = [i * segment + self.rng.randrange(segment - 6)
+                  for i in range(edits) if (i + 1) * segment <= len(lines)]
+        for start in reversed(starts):
+            old = self.rng.choice((0, 1, 1, 2, 2, 3, 4))
+            new = self.rng.choice((0, 1, 2, 2, 3, 4, 5)) if old else self.rng.randrange(1, 5)
+            out[start:start + old] = self.lines(new)
+        return out
+
+
+@dataclass
+class Corpus:
+    size: str
+    base: Path  # the tree before the diff
+    expected: Path  # the tree after it
+    diff: Path
+    registry: Path
+    files_in_diff: int
+    diff_lines: int
+    diff_bytes: int
+    touched_bytes: int  # sum over the diff's paths of the larger of the before and after size
+    notes: list[str] = field(default_factory=list)
+
+
+def _write(root: Path, rel: str, lines: Sequence[str], executable: bool = False, final_newline: bool = True) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = "".join(lines)
+    if not final_newline:
+        text = text.rstrip("\n")
+    path.write_bytes(text.encode())
+    path.chmod(0o755 if executable else 0o644)
+
+
+def generate(size: str, workdir: Path, seed: int = SEED) -> Corpus:
+    shape = SHAPES[size]
+    rng = random.Random(f"{seed}:{size}")
+    writer = Writer(rng)
+    base, expected = workdir / "base", workdir / "expected"
+    used: set[str] = set()
+
+    def new_path() -> str:
+        while True:
+            rel = f"{rng.choice(DIRS)}/{writer.word()}_{writer.word()}_{rng.randrange(10000)}.py"
+            if rel not in used:
+                used.add(rel)
+                return rel
+
+    def body() -> list[str]:
+        return writer.lines(rng.randrange(*shape.lines))
+
+    for _ in range(shape.untouched):
+        lines = body()
+        _write(base, rel := new_path(), lines)
+        _write(expected, rel, lines)
+    for i in range(shape.modified):
+        rel, lines = new_path(), body()
+        edited = writer.edit(lines, max(1, round(len(lines) * shape.edits_per_line)))
+        tail = not (shape.special and i == 0)  # one file without a final newline, edited at its end
+        if not tail:
+            edited[-1] = f"    return {writer.word()}_{i}  # no newline at end of file\n"
+        _write(base, rel, lines, final_newline=tail)
+        _write(expected, rel, edited, executable=shape.special and i == 1, final_newline=tail)
+    if shape.special:  # a pure mode change, and a script that becomes executable with an edit (above)
+        lines = body()
+        _write(base, rel := new_path(), lines)
+        _write(expected, rel, lines, executable=True)
+    for i in range(shape.created):
+        _write(expected, new_path(), body(), executable=shape.special and i == 0)
+    for _ in range(shape.deleted):
+        _write(base, new_path(), body())
+    for i in range(shape.renamed):
+        old, new, lines = new_path(), new_path(), body()
+        _write(base, old, lines)
+        _write(expected, new, lines if i == 0 else writer.edit(lines, 3))  # the first is a pure rename
+    base.mkdir(parents=True, exist_ok=True)
+    expected.mkdir(parents=True, exist_ok=True)
+
+    diff = _git_diff(base, expected, workdir / "repo.git")
+    registry = workdir / "patches"
+    folder = registry / PATCH_ID
+    folder.mkdir(parents=True)
+    diff_path = folder / "series.diff"
+    diff_path.write_bytes(diff)
+    (folder / "manifest.toml").write_text(
+        f'id = "{PATCH_ID}"\ntitle = "Synthetic carried series ({size})"\ndiff = "series.diff"\n'
+        f'sha256 = "{hashlib.sha256(diff).hexdigest()}"\nstrip = 1\n\n'
+        '[upstream]\nrepo = "example/bench-engine"\npr = 1\n\n'
+        '[target]\nname = "bench-engine"\npinned_commit = "unknown"\n\n'
+        '[waiver]\nintroduced_by = 1\n',
+        encoding="utf-8",
+    )
+    before, after = scan(base), scan(expected)
+    paths = {p for p in before.keys() | after.keys() if before.get(p) != after.get(p)}
+    touched = sum(max((base / p).stat().st_size if p in before else 0,
+                      (expected / p).stat().st_size if p in after else 0) for p in paths)
+    return Corpus(size, base, expected, diff_path, registry, len(paths), diff.count(b"\n"), len(diff), touched)
+
+
+def _git_env() -> dict[str, str]:
+    # No user or system config (no diff drivers, no autocrlf), and never a repository above the temp dir.
+    return {
+        **os.environ,
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CEILING_DIRECTORIES": tempfile.gettempdir(),
+        "GIT_AUTHOR_NAME": "bench", "GIT_AUTHOR_EMAIL": "bench@example.invalid",
+        "GIT_COMMITTER_NAME": "bench", "GIT_COMMITTER_EMAIL": "bench@example.invalid",
+    }
+
+
+def _git_diff(base: Path, expected: Path, git_dir: Path) -> bytes:
+    env = _git_env()
+
+    def git(work_tree: Path, *args: str) -> bytes:
+        argv = ["git", f"--git-dir={git_dir}", f"--work-tree={work_tree}", *args]
+        return subprocess.run(argv, env=env, check=True, capture_output=True).stdout
+
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], env=env, check=True)
+    git(base, "add", "-A")
+    git(base, "commit", "-q", "--allow-empty", "-m", "pinned")
+    git(expected, "add", "-A")
+    return git(expected, "diff", "--cached", "-M", "--no-color", "--no-ext-diff")
+
+
+# ----------------------------------------------------------------------------------------------- comparison
+
+
+def scan(root: Path) -> dict[str, tuple[str, bool]]:
+    """path -> (sha256 of bytes, executable) for every file, ignoring .git and patchkit's own state folder."""
+    out: dict[str, tuple[str, bool]] = {}
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        for name in files:
+            path = Path(folder, name)
+            out[path.relative_to(root).as_posix()] = (
+                hashlib.sha256(path.read_bytes()).hexdigest(), bool(path.stat().st_mode & 0o100),
+            )
+    return out
+
+
+def empty_dirs(root: Path) -> set[str]:
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIP_DIRS]
+        if not dirs and not files and Path(folder) != root:
+            found.add(Path(folder).relative_to(root).as_posix())
+    return found
+
+
+def compare(tool: str, got: Path, want: Path) -> list[str]:
+    """Differences between two trees, one line each (empty when byte-identical with the same exec bits)."""
+    have, need = scan(got), scan(want)
+    problems = []
+    for path in sorted(have.keys() | need.keys()):
+        a, b = have.get(path), need.get(path)
+        if a == b:
+            continue
+        if a is None:
+            problems.append(f"{tool}: {path} is missing")
+        elif b is None:
+            problems.append(f"{tool}: {path} should not exist")
+        elif a[0] != b[0]:
+            problems.append(f"{tool}: {path} has different content")
+        else:
+            problems.append(f"{tool}: {path} exec bit is {a[1]}, expected {b[1]}")
+    return problems
+
+
+# ---------------------------------------------------------------------------------------------- measurement
+
+
+@dataclass
+class Sample:
+    seconds: float
+    rss_kb: int
+    code: int
+    stderr: str
+
+
+def run_once(argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None, memory: bool = False) -> Sample:
+    """Time one child process. With `memory`, run it under /usr/bin/time for its peak RSS instead: wait4's
+    ru_maxrss of a child forked from this (20 MB) Python starts from this process's RSS, so it is only the
+    fallback when /usr/bin/time is missing. The extra process makes that run's time unfit to report."""
+    wrap = memory and os.access(TIME, os.X_OK)
+    with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as rss:
+        full = [TIME, "-f", "%M", "-o", rss.name, *argv] if wrap else list(argv)
+        start = time.perf_counter()
+        proc = subprocess.Popen(full, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        elapsed = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; stop Popen from waiting again
+        err.seek(0)
+        message = err.read().decode(errors="replace")
+        peak = usage.ru_maxrss
+        if wrap:
+            text = Path(rss.name).read_text().split()
+            peak = int(text[-1]) if text and text[-1].isdigit() else peak
+            message = message.replace("Command exited with non-zero status", "").strip()
+    return Sample(elapsed, peak, proc.returncode, message)
+
+
+@dataclass
+class Cell:
+    tool: str
+    seconds: float  # median
+    rss_mb: float  # peak RSS of the warm-up run
+    runs: int
+
+
+@dataclass
+class Row:
+    size: str
+    operation: str
+    cells: dict[str, Cell]
+
+
+class Bench:
+    def __init__(self, patchkit: list[str], runs: int, workdir: Path, check_only: bool) -> None:
+        self.patchkit = patchkit
+        self.runs = runs
+        self.workdir = workdir
+        self.check_only = check_only
+        self.problems: list[str] = []
+        self.notes: list[str] = []
+        # Run patchkit as an installed package runs: with its bytecode cached (kept in the temp dir, not the
+        # source tree) and with its parse cache in the temp dir, so the user's cache is neither used nor filled.
+        self.env = _git_env()
+        self.env.pop("PYTHONDONTWRITEBYTECODE", None)
+        self.env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
+        self.env["PATCHKIT_CACHE_DIR"] = str(workdir / "cache")
+        self.patch = shutil.which("patch")
+        self.copies = iter(range(1_000_000))
+
+    def measure(
+        self, label: str, argv: Sequence[str], expect: int, tree: Path | None = None,
+        prepare: Callable[[], Path] | None = None, verify: Path | None = None, env: dict[str, str] | None = None,
+    ) -> Cell:
+        """Median over the runs; `prepare` makes a fresh tree (untimed) and `verify` is the tree to expect."""
+        samples = []
+        peak = 0
+        # The first run is a warm-up that also gives the peak memory; the timed runs follow.
+        for i in range(self.runs + 1):
+            cwd = prepare() if prepare else tree
+            assert cwd is not None
+            sample = run_once([a.replace("{root}", str(cwd)) for a in argv], cwd, {**self.env, **(env or {})},
+                              memory=i == 0)
+            if sample.code != expect:
+                self.problems.append(f"{label}: exit {sample.code}, expected {expect}: {sample.stderr.strip()[:300]}")
+            if verify is not None:
+                self.problems.extend(compare(label, cwd, verify))
+            if prepare:
+                shutil.rmtree(cwd)
+            if i == 0:
+                peak = sample.rss_kb
+            else:
+                samples.append(sample)
+        return Cell(label, statistics.median(s.seconds for s in samples), peak / 1024, len(samples))
+
+    def fresh(self, source: Path) -> Callable[[], Path]:
+        def make() -> Path:
+            dest = self.workdir / f"run-{next(self.copies)}"
+            shutil.copytree(source, dest, symlinks=True)
+            return dest
+
+        return make
+
+    def size_rows(self, corpus: Corpus) -> list[Row]:
+        pk = [*self.patchkit]
+        reg = ["--patches", str(corpus.registry)]
+        diff = str(corpus.diff)
+        patch_flags = ["-p1", "--no-backup-if-mismatch", "-f", "-s", "-i", diff]
+        unapplied, applied = self.fresh(corpus.base)(), self.fresh(corpus.expected)()
+        rows = []
+
+        def row(operation: str, cells: list[Cell | None]) -> None:
+            rows.append(Row(corpus.size, operation, {c.tool: c for c in cells if c is not None}))
+
+        row("status, unapplied tree", [
+            self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 3, unapplied),
+            self.measure("git apply", ["git", "apply", "--check", diff], 0, unapplied),
+            self.patch and self.measure("patch", [self.patch, "--dry-run", *patch_flags], 0, unapplied),
+        ])
+        row("status, applied tree", [
+            self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 0, applied),
+            self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, applied),
+            self.patch and self.measure("patch", [self.patch, "-R", "--dry-run", *patch_flags], 0, applied),
+        ])
+        row("apply (fresh copy)", [
+            self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0,
+                         prepare=self.fresh(corpus.base), verify=corpus.expected),
+            self.measure("git apply", ["git", "apply", diff], 0,
+                         prepare=self.fresh(corpus.base), verify=corpus.expected),
+            self.patch and self.measure("patch", [self.patch, *patch_flags], 0,
+                                        prepare=self.fresh(corpus.base), verify=corpus.expected),
+        ])
+        # The first run on a machine (or a diff it has not seen) has no parse cache: shown apart.
+        cold = {"PATCHKIT_NO_CACHE": "1"}
+        row("status, unapplied, no parse cache", [
+            self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 3, unapplied, env=cold),
+        ])
+        row("apply, no parse cache", [
+            self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0,
+                         prepare=self.fresh(corpus.base), verify=corpus.expected, env=cold),
+        ])
+        row("apply rerun (applied)", [
+            self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0, applied,
+                         verify=corpus.expected),
+        ])
+        row("revert (fresh copy)", [
+            self.measure("patchkit", [*pk, "revert", PATCH_ID, "--root", "{root}", *reg], 0,
+                         prepare=self.fresh(corpus.expected), verify=corpus.base),
+            self.measure("git apply", ["git", "apply", "--reverse", diff], 0,
+                         prepare=self.fresh(corpus.expected), verify=corpus.base),
+            self.patch and self.measure("patch", [self.patch, "-R", *patch_flags], 0,
+                                        prepare=self.fresh(corpus.expected), verify=corpus.base),
+        ])
+        self._empty_dir_note(corpus)
+        self._gitpython_check(corpus, unapplied)
+        shutil.rmtree(unapplied)
+        shutil.rmtree(applied)
+        return rows
+
+    def startup_row(self) -> Row:
+        cwd = self.workdir
+        return Row("-", "cold start", {
+            "patchkit": self.measure("patchkit", [*self.patchkit, "--version"], 0, cwd),
+            "python": self.measure("python", [sys.executable, "-c", "pass"], 0, cwd),
+        })
+
+    def _empty_dir_note(self, corpus: Corpus) -> None:
+        """Deleting every file of a folder: which tools remove the folder (files alone are compared above)."""
+        if not any(p not in scan(corpus.expected) for p in scan(corpus.base)):
+            return
+        verdicts = []
+        for tool, argv in (
+            ("patchkit", [*self.patchkit, "apply", PATCH_ID, "--root", "{root}", "--patches", str(corpus.registry)]),
+            ("git apply", ["git", "apply", str(corpus.diff)]),
+            ("patch", [self.patch or "patch", "-p1", "--no-backup-if-mismatch", "-f", "-s", "-i", str(corpus.diff)]),
+        ):
+            tree = self.fresh(corpus.base)()
+            run_once([a.replace("{root}", str(tree)) for a in argv], tree, self.env)
+            left = empty_dirs(tree) - empty_dirs(corpus.expected)
+            verdicts.append(f"{tool}: {len(left)} emptied folders left" if left else f"{tool}: removes them")
+            shutil.rmtree(tree)
+        self.notes.append(f"{corpus.size}: folders emptied by deletions -- " + "; ".join(verdicts))
+
+    def _gitpython_check(self, corpus: Corpus, tree: Path) -> None:
+        """A status on a tree that is not a git checkout must never import GitPython (~140 ms)."""
+        env = {**self.env, "PYTHONPROFILEIMPORTTIME": "1"}
+        argv = [*self.patchkit, "status", PATCH_ID, "--root", str(tree), "--patches", str(corpus.registry)]
+        sample = run_once(argv, tree, env)
+        modules = {line.rsplit("|", 1)[-1].strip() for line in sample.stderr.splitlines() if "|" in line}
+        git_modules = sorted(m for m in modules if m == "git" or m.startswith("git."))
+        if git_modules:
+            self.problems.append(f"{corpus.size}: `patchkit status` imported GitPython ({git_modules[0]}, ...)")
+        else:
+            self.notes.append(f"{corpus.size}: `patchkit status` on a non-git tree imports no GitPython module")
+
+
+# ------------------------------------------------------------------------------------------------- reporting
+
+
+def machine() -> dict[str, str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+
+    def version(argv: list[str]) -> str:
+        try:
+            return subprocess.run(argv, capture_output=True, text=True).stdout.splitlines()[0].strip()
+        except (OSError, IndexError):
+            return "not found"
+
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "os": f"{platform.system()} {platform.release()}",
+        "git": version(["git", "--version"]),
+        "patch": version(["patch", "--version"]),
+    }
+
+
+def _ratio(a: Cell | None, b: Cell | None) -> str:
+    return f"{a.seconds / b.seconds:.2f}x" if a and b and b.seconds > 0 else "-"
+
+
+def _secs(c: Cell | None) -> str:
+    return f"{c.seconds:.3f}" if c else "-"
+
+
+def _mb(c: Cell | None) -> str:
+    return f"{c.rss_mb:.0f}" if c else "-"
+
+
+def render_table(rows: Sequence[Row]) -> list[str]:
+    head = ("size", "operation", "patchkit s", "git apply s", "pk/git", "patch s", "pk/patch",
+            "pk MB", "git MB", "patch MB")
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join("---" for _ in head) + "|"]
+    for r in rows:
+        pk, git, patch = r.cells.get("patchkit"), r.cells.get("git apply"), r.cells.get("patch")
+        if r.operation == "cold start":
+            py = r.cells.get("python")
+            cells = [r.size, "cold start (vs python -c pass)", _secs(pk), _secs(py), _ratio(pk, py), "-", "-",
+                     _mb(pk), _mb(py), "-"]
+        else:
+            cells = [r.size, r.operation, _secs(pk), _secs(git), _ratio(pk, git), _secs(patch), _ratio(pk, patch),
+                     _mb(pk), _mb(git), _mb(patch)]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def judge_targets(rows: Sequence[Row], corpora: dict[str, Corpus]) -> list[tuple[str, str, bool]]:
+    """(target, measured, met) for each target of issue #7 that this run has the sizes for."""
+    def cell(size: str, op: str, tool: str) -> Cell | None:
+        for r in rows:
+            if r.size == size and r.operation == op:
+                return r.cells.get(tool)
+        return None
+
+    out: list[tuple[str, str, bool]] = []
+    for op, other in (("status, unapplied tree", "git apply --check"),
+                      ("status, applied tree", "git apply -R --check"),
+                      ("apply (fresh copy)", "git apply")):
+        pk, git = cell("large", op, "patchkit"), cell("large", op, "git apply")
+        if pk and git:
+            ratio = pk.seconds / git.seconds
+            out.append((f"large {op}: <= 3x {other}", f"{ratio:.2f}x", ratio <= 3))
+    for op, base_op in (("status, unapplied, no parse cache", "status, unapplied tree"),
+                        ("apply, no parse cache", "apply (fresh copy)")):
+        pk, git = cell("large", op, "patchkit"), cell("large", base_op, "git apply")
+        if pk and git:
+            ratio = pk.seconds / git.seconds
+            out.append((f"large {op} (first run): <= 3x git apply", f"{ratio:.2f}x", ratio <= 3))
+    for op in ("status, unapplied tree", "apply (fresh copy)", "status, unapplied, no parse cache"):
+        big, huge = cell("large", op, "patchkit"), cell("xlarge", op, "patchkit")
+        if big and huge:
+            ratio = huge.seconds / big.seconds
+            out.append((f"{op}: xlarge <= 4.5x large", f"{ratio:.2f}x", ratio <= 4.5))
+    if "large" in corpora:
+        c = corpora["large"]
+        budget = 4 * (c.diff_bytes + c.touched_bytes) / 2**20
+        peak = max((r.cells["patchkit"].rss_mb for r in rows if r.size == "large" and "patchkit" in r.cells),
+                   default=0.0)
+        out.append(("large peak RSS <= 4 x (diff + touched files)", f"{peak:.0f} MB of {budget:.0f} MB",
+                    peak <= budget))
+    for size in corpora:
+        rerun, status = cell(size, "apply rerun (applied)", "patchkit"), cell(size, "status, applied tree", "patchkit")
+        if rerun and status and size != "small":
+            ratio = rerun.seconds / status.seconds
+            # same code path as status (plus an exclusive lock); allow timing noise, not extra work
+            out.append((f"{size} rerun (already applied) <= status", f"{ratio:.2f}x", ratio <= 1.10))
+    pk, py = cell("-", "cold start", "patchkit"), cell("-", "cold start", "python")
+    if pk and py:
+        ratio = pk.seconds / py.seconds
+        out.append(("`patchkit --version` <= 3x `python -c pass`", f"{ratio:.2f}x", ratio <= 3))
+    return out
+
+
+# ------------------------------------------------------------------------------------------------------ main
+
+
+def default_patchkit() -> list[str]:
+    beside = Path(sys.executable).parent / "patchkit"
+    return [str(beside)] if beside.exists() else [sys.executable, "-m", "patchkit"]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sizes", default="small,large,xlarge", help="comma-separated: small, large, xlarge")
+    parser.add_argument("--runs", type=int, default=5, help="runs per measurement; the median is reported")
+    parser.add_argument("--check-only", action="store_true",
+                        help="CI smoke test: one run of each tool, compare the trees, judge no timing target")
+    parser.add_argument("--patchkit", default=None,
+                        help="command to run patchkit (default: the patchkit script beside this python)")
+    parser.add_argument("--seed", type=int, default=SEED)
+    parser.add_argument("--json", dest="json_path", help="also write the raw results to this file")
+    parser.add_argument("--keep", action="store_true", help="keep the generated trees and print where")
+    args = parser.parse_args(argv)
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    unknown = [s for s in sizes if s not in SHAPES]
+    if unknown:
+        parser.error(f"unknown size {unknown[0]!r}; choose from {', '.join(SHAPES)}")
+    runs = 1 if args.check_only else max(args.runs, 1)
+    patchkit = shlex.split(args.patchkit) if args.patchkit else default_patchkit()
+
+    info = machine()
+    print("machine: " + "; ".join(f"{k} {v}" for k, v in info.items()))
+    print(f"patchkit: {shlex.join(patchkit)}; runs: {runs}; seed: {args.seed}")
+    workdir = Path(tempfile.mkdtemp(prefix="patchkit-bench-"))
+    try:
+        bench = Bench(patchkit, runs, workdir, args.check_only)
+        if bench.patch is None:
+            bench.notes.append("GNU patch not found: its columns are empty")
+        rows: list[Row] = []
+        corpora: dict[str, Corpus] = {}
+        for size in sizes:
+            started = time.perf_counter()
+            corpus = generate(size, workdir / size, args.seed)
+            corpora[size] = corpus
+            print(f"{size}: {corpus.files_in_diff} files, {corpus.diff_lines} diff lines, "
+                  f"{corpus.diff_bytes / 2**20:.1f} MB diff, {corpus.touched_bytes / 2**20:.1f} MB touched files "
+                  f"(generated in {time.perf_counter() - started:.1f} s)", flush=True)
+            rows.extend(bench.size_rows(corpus))
+        rows.append(bench.startup_row())
+
+        print()
+        print("\n".join(render_table(rows)))
+        targets = [] if args.check_only else judge_targets(rows, corpora)
+        if targets:
+            print("\ntargets:")
+            for name, measured, met in targets:
+                print(f"  [{'met' if met else 'MISSED'}] {name}: {measured}")
+        for note in bench.notes:
+            print(f"note: {note}")
+        if args.json_path:
+            Path(args.json_path).write_text(json.dumps({
+                "machine": info, "runs": runs, "seed": args.seed,
+                "corpora": {k: {**asdict(v), "base": None, "expected": None, "diff": None, "registry": None}
+                            for k, v in corpora.items()},
+                "rows": [asdict(r) for r in rows],
+                "targets": targets, "problems": bench.problems, "notes": bench.notes,
+            }, indent=2))
+        if bench.problems:
+            print(f"\nFAILED: {len(bench.problems)} problems (trees differ or a tool failed):", file=sys.stderr)
+            for problem in bench.problems[:50]:
+                print(f"  {problem}", file=sys.stderr)
+            return 1
+        print("\nall tools produced identical trees")
+        return 0
+    finally:
+        if args.keep:
+            print(f"kept: {workdir}")
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

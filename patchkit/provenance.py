@@ -1,0 +1,417 @@
+"""Provenance: is the tree the base the patch was made for, and which version of the patch is in it.
+
+A manifest promises "this exact diff, validated on this exact engine commit". Three facts check that promise
+on the tree as found (under the lock), each a frozen record:
+
+- BaseCheck: on a git checkout, HEAD against `target.pinned_commit`; on any tree, the files the hunk set reads
+  against the `[base]` fingerprint (sha256 of each pre-image, recorded by `patchkit vendor --base-tree`).
+- RecordCheck: `.patchkit/applied/<id>.json`, written by every successful apply next to a stored copy of the
+  diff it applied, against the hunk set the manifest names now.
+- Origin: who put the change into an applied tree: this version, another version (stale), or nobody we know
+  of (the tree already contained it: upstream-contains, the patch can be retired).
+
+Base drift never changes a hunk-level verdict; it explains it. gitpython is imported only for a git checkout
+with a known pinned commit, so status on a plain tree stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from patchkit import __version__
+from patchkit.diffs import HunkSet, filter_diff, parse_diff
+from patchkit.errors import BadInputError, ManifestError, PatchkitError
+from patchkit.manifest import Exclude, PatchSpec
+from patchkit.rewrite import rewrite_section
+from patchkit.state import FileVerdict, PatchState, TreeState
+from patchkit.tree import STATE_DIR, read_snapshot
+
+RECORD_DIR = "applied"  # under <root>/.patchkit
+RECORD_FORMAT = 1
+
+
+# ------------------------------------------------------------------------------------------------------ base
+
+
+class BaseState(Enum):
+    PINNED = "pinned"  # verified: HEAD is the pinned commit, or the fingerprinted files match
+    DRIFTED = "drifted"  # HEAD is another commit, or a fingerprinted file differs
+    UNKNOWN = "unknown"  # nothing to compare against (no pinned commit on a git checkout, no fingerprint)
+
+
+class Relation(Enum):
+    """HEAD of a git checkout compared with the pinned commit."""
+
+    SAME = "same"
+    DESCENDANT = "descendant"  # HEAD is newer: the image was bumped
+    ANCESTOR = "ancestor"  # HEAD is older than the pinned commit
+    UNRELATED = "unrelated"  # neither is an ancestor of the other
+    UNKNOWN_OBJECT = "unknown-object"  # the pinned commit is not in this repository (e.g. a shallow clone)
+
+
+@dataclass(frozen=True)
+class HeadCheck:
+    head: str | None
+    relation: Relation | None
+    detail: str | None  # why git could not answer
+
+
+@dataclass(frozen=True)
+class BaseCheck:
+    state: BaseState
+    pinned_commit: str | None
+    head: str | None  # None: not a git checkout, or no pinned commit to compare with
+    relation: Relation | None
+    fingerprinted: tuple[str, ...]  # paths of the [base] table
+    drifted: tuple[str, ...]  # fingerprinted files whose pre-image differs
+    unchecked: tuple[str, ...]  # fingerprinted files whose pre-image cannot be told from the tree
+    detail: str | None
+
+
+def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
+    pinned = spec.target.pinned_commit
+    head = HeadCheck(None, None, None)
+    if pinned is not None and (tree.root / ".git").exists():
+        head = compare_head(tree.root, pinned)
+    drifted: list[str] = []
+    unchecked: list[str] = []
+    matched = 0
+    for path, digest in spec.base_files:
+        verdict = _judge_base_file(path, digest, tree)
+        if verdict is None:
+            unchecked.append(path)
+        elif verdict:
+            matched += 1
+        else:
+            drifted.append(path)
+    moved = head.relation in (Relation.DESCENDANT, Relation.ANCESTOR, Relation.UNRELATED)
+    if drifted or moved:
+        state = BaseState.DRIFTED
+    elif head.relation is Relation.SAME or matched:
+        state = BaseState.PINNED
+    else:
+        state = BaseState.UNKNOWN
+    return BaseCheck(
+        state, pinned, head.head, head.relation, tuple(p for p, _ in spec.base_files),
+        tuple(drifted), tuple(unchecked), head.detail or _unknown_why(state, spec, tree.root),
+    )
+
+
+def _unknown_why(state: BaseState, spec: PatchSpec, root: Path) -> str | None:
+    if state is not BaseState.UNKNOWN:
+        return None
+    if spec.base_files:
+        return "no [base] file can be checked while its hunks are in this state"
+    if spec.target.pinned_commit is None:
+        return "target.pinned_commit is unknown and the manifest has no [base] fingerprint"
+    return "not a git checkout, and the manifest has no [base] fingerprint"
+
+
+def compare_head(root: Path, pinned: str) -> HeadCheck:
+    """HEAD of the git checkout at root against `pinned` (a full commit id, validated by the manifest)."""
+    try:
+        import git  # deferred: ~140 ms, and only git checkouts with a pinned commit need it
+    except ImportError as exc:  # gitpython refuses to import when no git executable is found
+        return HeadCheck(None, None, f"cannot run git: {exc}")
+    try:
+        repo = git.Repo(root)
+    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError) as exc:
+        return HeadCheck(None, None, f"not a usable git checkout: {exc}")
+    with repo:
+        try:
+            head_commit = repo.head.commit
+        except ValueError as exc:  # unborn branch: no commit yet
+            return HeadCheck(None, None, f"HEAD names no commit: {exc}")
+        head = head_commit.hexsha
+        if head == pinned:
+            return HeadCheck(head, Relation.SAME, None)
+        try:
+            repo.git.rev_parse("--verify", "--quiet", f"{pinned}^{{commit}}")
+        except git.exc.GitCommandError:
+            return HeadCheck(head, Relation.UNKNOWN_OBJECT, f"commit {pinned} is not in {root}")
+        pinned_commit = repo.commit(pinned)
+        if repo.is_ancestor(pinned_commit, head_commit):
+            return HeadCheck(head, Relation.DESCENDANT, None)
+        if repo.is_ancestor(head_commit, pinned_commit):
+            return HeadCheck(head, Relation.ANCESTOR, None)
+        return HeadCheck(head, Relation.UNRELATED, None)
+
+
+def read_paths(hunk_set: HunkSet) -> list[str]:
+    """The files whose existing content the hunk set reads: every section's old path, except for creations."""
+    return list(dict.fromkeys(f.old_path for f in hunk_set.files if f.old_path is not None))
+
+
+def fingerprint_tree(tree: TreeState) -> dict[str, str]:
+    """path -> sha256 of every file the hunk set reads, on a tree where the patch is not applied."""
+    if tree.state is not PatchState.UNAPPLIED:
+        raise BadInputError(
+            f"the base tree reads as {tree.state.value}, not unapplied", where=str(tree.root),
+            hint="fingerprint the pristine pinned tree, before any patch is applied to it",
+        )
+    out: dict[str, str] = {}
+    for path in read_paths(tree.hunk_set):
+        data = tree.snapshots[path].data
+        assert data is not None  # an unapplied section's old file exists
+        out[path] = _sha256(data)
+    return out
+
+
+def _judge_base_file(path: str, digest: str, tree: TreeState) -> bool | None:
+    """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell."""
+    snap = tree.snapshots.get(path)
+    sections = [v for v in tree.files if v.section.old_path == path]
+    if snap is None or not sections:
+        return None  # no longer read by this hunk set (its excludes changed)
+    if snap.data is not None and _sha256(snap.data) == digest:
+        return True
+    states = {v.state for v in sections}
+    if states == {PatchState.UNAPPLIED}:
+        return False  # the current content is the pre-image
+    if len(sections) > 1:
+        return None  # a file touched twice: its pre-image is only known when every section is unapplied
+    verdict = sections[0]
+    if verdict.state in (PatchState.APPLIED, PatchState.PARTIAL):
+        pre = _pre_image(verdict, path)
+        return None if pre is None else _sha256(pre) == digest
+    # Conflict or ambiguous: this patch alone cannot turn the fingerprinted content into what is there now.
+    return False
+
+
+def _pre_image(verdict: FileVerdict, path: str) -> bytes | None:
+    """The file's content with this section's applied hunks taken back out."""
+    snap = rewrite_section(verdict, forward=False).get(path)
+    return snap.data if snap is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------- record
+
+
+class RecordState(Enum):
+    CURRENT = "current"  # the record names the hunk set the manifest names now
+    STALE = "stale"  # the record names another version of the patch
+    NONE = "none"  # no record: patchkit never applied this patch here (or reverted it)
+    INVALID = "invalid"  # a record that cannot be read; reported, then overwritten or removed
+
+
+@dataclass(frozen=True)
+class AppliedRecord:
+    """What `.patchkit/applied/<id>.json` holds; `<id>.diff` holds the diff bytes it names."""
+
+    patch: str
+    hunkset_sha256: str
+    manifest_sha256: str
+    diff_sha256: str
+    strip: int
+    excludes: tuple[Exclude, ...]
+    tool_version: str
+    applied_at: str  # UTC, ISO 8601
+
+
+@dataclass(frozen=True)
+class RecordCheck:
+    state: RecordState
+    path: str  # relative to the root
+    record: AppliedRecord | None
+    stored: HunkSet | None  # the stored copy, rebuilt and verified: only for a stale record
+    detail: str | None  # why the record (or its stored copy) cannot be used
+
+
+def record_names(patch_id: str) -> tuple[str, str]:
+    """Names of the record and its stored diff, relative to `<root>/.patchkit`."""
+    return f"{RECORD_DIR}/{patch_id}.json", f"{RECORD_DIR}/{patch_id}.diff"
+
+
+def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None) -> dict[str, bytes | None]:
+    """The state files a successful apply writes: the record and the exact diff bytes it applied."""
+    diff = spec.read_diff()
+    record = {
+        "format": RECORD_FORMAT,
+        "patch": spec.id,
+        "hunkset_sha256": hunk_set.digest,
+        "manifest_sha256": _sha256(spec.manifest_path.read_bytes()),
+        "diff_sha256": _sha256(diff),
+        "strip": spec.strip,
+        "exclude": {e.pattern: e.reason for e in spec.excludes},
+        "tool_version": __version__,
+        "applied_at": (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+    }
+    json_name, diff_name = record_names(spec.id)
+    return {json_name: (json.dumps(record, indent=2) + "\n").encode(), diff_name: diff}
+
+
+def record_removal(patch_id: str) -> dict[str, bytes | None]:
+    return dict.fromkeys(record_names(patch_id))
+
+
+def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
+    """The applied record of patch_id under root, compared with the hunk-set digest the manifest gives now."""
+    json_name, diff_name = record_names(patch_id)
+    rel = f"{STATE_DIR}/{json_name}"
+    snap = read_snapshot(root, rel)
+    if snap.data is None:
+        return RecordCheck(RecordState.NONE, rel, None, None, None)
+    try:
+        record = _parse_record(snap.data)
+    except (ValueError, KeyError, TypeError) as exc:
+        return RecordCheck(RecordState.INVALID, rel, None, None, f"unreadable record: {exc}")
+    if record.patch != patch_id:
+        return RecordCheck(RecordState.INVALID, rel, None, None, f"the record is for patch {record.patch!r}")
+    if record.hunkset_sha256 == digest:
+        return RecordCheck(RecordState.CURRENT, rel, record, None, None)
+    try:
+        stored = _load_stored(root, f"{STATE_DIR}/{diff_name}", record)
+    except PatchkitError as exc:
+        return RecordCheck(RecordState.STALE, rel, record, None, f"the stored copy is unusable: {exc.message}")
+    return RecordCheck(RecordState.STALE, rel, record, stored, None)
+
+
+def _parse_record(data: bytes) -> AppliedRecord:
+    raw: dict[str, Any] = json.loads(data)
+    if raw.get("format") != RECORD_FORMAT:
+        raise ValueError(f"unknown record format {raw.get('format')!r}")
+    strings = ("patch", "hunkset_sha256", "manifest_sha256", "diff_sha256", "tool_version", "applied_at")
+    for key in strings:
+        if not isinstance(raw[key], str):
+            raise TypeError(f"{key} must be a string")
+    excludes = raw["exclude"]
+    if not isinstance(raw["strip"], int) or not isinstance(excludes, dict):
+        raise TypeError("strip must be an integer and exclude a table")
+    return AppliedRecord(
+        patch=raw["patch"],
+        hunkset_sha256=raw["hunkset_sha256"],
+        manifest_sha256=raw["manifest_sha256"],
+        diff_sha256=raw["diff_sha256"],
+        strip=raw["strip"],
+        excludes=tuple(Exclude(str(k), str(v)) for k, v in excludes.items()),
+        tool_version=raw["tool_version"],
+        applied_at=raw["applied_at"],
+    )
+
+
+def _load_stored(root: Path, rel: str, record: AppliedRecord) -> HunkSet:
+    """Rebuild the hunk set a record names from its stored diff, and prove it is the same one."""
+    data = read_snapshot(root, rel).data
+    if data is None:
+        raise BadInputError(f"{rel} is missing")
+    if _sha256(data) != record.diff_sha256:
+        raise BadInputError(f"{rel} does not have the sha256 its record names")
+    hunk_set = filter_diff(parse_diff(data, record.strip, rel), record.excludes)
+    if hunk_set.digest != record.hunkset_sha256:
+        raise BadInputError(f"{rel} does not give the hunk set its record names")
+    return hunk_set
+
+
+# ---------------------------------------------------------------------------------------------------- origin
+
+
+class Origin(Enum):
+    """Who put the change into a tree that has it."""
+
+    THIS_VERSION = "this-version"  # patchkit applied the hunk set the manifest names now
+    OTHER_VERSION = "other-version"  # patchkit applied another version of the patch (the record is stale)
+    UPSTREAM = "upstream-contains"  # applied, but not by patchkit: the engine already ships the change
+
+
+@dataclass(frozen=True)
+class Provenance:
+    base: BaseCheck
+    record: RecordCheck
+    origin: Origin | None  # None: the change is not (recognisably) in the tree
+    used_stored_copy: bool  # the action judged the tree with the stored copy, not the manifest's diff
+
+    @property
+    def can_retire(self) -> bool:
+        return self.origin is Origin.UPSTREAM
+
+
+def assess(spec: PatchSpec, tree: TreeState, record: RecordCheck, *, used_stored_copy: bool) -> Provenance:
+    return Provenance(check_base(spec, tree), record, origin_of(tree.state, record), used_stored_copy)
+
+
+def origin_of(state: PatchState, record: RecordCheck) -> Origin | None:
+    if record.state is RecordState.STALE:
+        return Origin.OTHER_VERSION
+    if state is not PatchState.APPLIED:
+        return None
+    return {RecordState.CURRENT: Origin.THIS_VERSION, RecordState.NONE: Origin.UPSTREAM}.get(record.state)
+
+
+def check_hunkset_pin(spec: PatchSpec, hunk_set: HunkSet) -> None:
+    """The manifest's hunkset_sha256, when recorded, must name the hunk set its diff and excludes give."""
+    if spec.hunkset_sha256 is not None and spec.hunkset_sha256 != hunk_set.digest:
+        raise ManifestError(
+            f"the filtered hunk set has sha256 {hunk_set.digest}, the manifest records {spec.hunkset_sha256}",
+            where=str(spec.manifest_path),
+            hint="the excludes or strip changed since the diff was vendored; review, then re-pin with "
+            f"`{spec.vendor_command()}`",
+        )
+
+
+# -------------------------------------------------------------------------------------------------- packages
+
+
+def locate_distribution_root(name: str) -> Path:
+    """The engine tree of an installed Python distribution, found from its metadata without importing it.
+
+    An editable install (direct_url.json says so) is its source checkout; any other install is the
+    site-packages folder that holds its top-level package, since diffs name paths like `pkg/module.py`.
+    """
+    from importlib import metadata  # deferred: only --root-from-package needs it
+
+    try:
+        dist = metadata.distribution(name)
+    except metadata.PackageNotFoundError:
+        raise BadInputError(
+            f"no installed Python distribution named {name!r}",
+            hint="check the name with `pip show NAME` in the engine's environment, or pass --root DIR",
+        ) from None
+    source = _editable_source(dist.read_text("direct_url.json"))
+    if source is not None:
+        return source
+    for top in _top_level_names(dist.read_text("top_level.txt"), dist.files or ()):
+        folder = Path(str(dist.locate_file(top)))
+        if folder.is_dir():
+            return folder.parent
+    raise BadInputError(
+        f"distribution {name!r} has no top-level package folder to locate",
+        hint="pass --root DIR with the folder the patch's paths are relative to",
+    )
+
+
+def _editable_source(direct_url: str | None) -> Path | None:
+    if not direct_url:
+        return None
+    from urllib.parse import unquote, urlparse
+
+    try:
+        info = json.loads(direct_url)
+    except ValueError:
+        return None
+    url = urlparse(str(info.get("url", "")))
+    editable = isinstance(info.get("dir_info"), dict) and info["dir_info"].get("editable") is True
+    if not editable or url.scheme != "file":
+        return None
+    folder = Path(unquote(url.path))
+    return folder if folder.is_dir() else None
+
+
+def _top_level_names(top_level: str | None, files: Sequence[Any]) -> list[str]:
+    """Top-level package names: from top_level.txt, else from the first component of the installed files."""
+    names = [line.strip() for line in (top_level or "").splitlines() if line.strip()]
+    for file in files:
+        parts = Path(str(file)).parts
+        if len(parts) > 1 and parts[0] != ".." and not parts[0].endswith((".dist-info", ".egg-info", ".data")):
+            names.append(parts[0])
+    return list(dict.fromkeys(names))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,324 @@
+"""Vendor a diff into a patch folder and pin it: `patchkit vendor`.
+
+The diff comes from a local file, an https URL (a pull request's `.diff`) or a commit range of a local git
+repository. Pinning records three things in manifest.toml: `sha256` of the exact bytes, `hunkset_sha256` of
+the filtered hunk set (stable across re-exports that differ only in `index` lines, timestamps or hunk
+headings), and optionally the `[base]` fingerprint: the sha256 of every file the hunk set reads, taken from
+the pinned tree. The manifest is edited in place with tomlkit, so the user's comments and layout survive; a
+rerun that would change nothing writes nothing. This module writes only inside the patch folder, never to an
+engine tree.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from patchkit import __version__
+from patchkit.diffs import HunkSet, filter_diff, parse_diff
+from patchkit.errors import BadInputError, ManifestError
+from patchkit.manifest import PatchSpec
+from patchkit.provenance import Relation, compare_head, fingerprint_tree, read_paths
+from patchkit.state import scan_tree
+from patchkit.tree import check_root
+
+MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
+FETCH_TIMEOUT = 30.0
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})  # plain http is allowed only here (tests)
+
+# git options that pin the output, whatever the user's git config says (prefixes decide `strip`, the diff
+# algorithm and context decide the hunks and so the digest).
+_GIT_DIFF_OPTIONS = (
+    "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/",
+    "--find-renames", "--diff-algorithm=myers", "--indent-heuristic", "--unified=3", "--inter-hunk-context=0",
+)
+_REV = re.compile(r"^[^-\s][^\s]*$")
+
+
+class SourceKind(Enum):
+    FILE = "file"
+    URL = "url"
+    GIT = "git"
+
+
+@dataclass(frozen=True)
+class Fetched:
+    kind: SourceKind
+    label: str  # where the bytes came from, for messages and the report
+    data: bytes
+
+
+@dataclass(frozen=True)
+class VendorResult:
+    patch: str
+    source: Fetched
+    diff_path: Path
+    manifest_path: Path
+    sha256: str
+    hunkset_sha256: str
+    previous_sha256: str | None  # what the manifest recorded before this run
+    previous_hunkset_sha256: str | None
+    hunk_set: HunkSet
+    base: tuple[tuple[str, str], ...]  # the [base] table after this run
+    base_tree: Path | None  # the tree the fingerprint was just taken from
+    changed: bool  # the diff or the manifest differs from what this run pins
+    written: tuple[Path, ...]  # empty for an identical rerun and for --dry-run
+
+    @property
+    def hunkset_changed(self) -> bool:
+        return self.previous_hunkset_sha256 is not None and self.previous_hunkset_sha256 != self.hunkset_sha256
+
+
+# -------------------------------------------------------------------------------------------------- sources
+
+
+def read_source(source: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_DIFF_BYTES) -> Fetched:
+    """`--from SOURCE`: an http(s) URL when it has a scheme, else a local file."""
+    if "://" in source:
+        return Fetched(SourceKind.URL, source, fetch_url(source, timeout=timeout, max_bytes=max_bytes))
+    return Fetched(SourceKind.FILE, source, read_file(Path(source), max_bytes=max_bytes))
+
+
+def read_file(path: Path, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read(max_bytes + 1)
+    except OSError as exc:
+        raise BadInputError(f"cannot read the diff: {exc.strerror}", where=str(path)) from None
+    _check_size(data, max_bytes, str(path))
+    return data
+
+
+def check_url(url: str) -> None:
+    """https anywhere; plain http only to the loopback interface; no other scheme."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    if parts.scheme == "https" and parts.hostname:
+        return
+    if parts.scheme == "http" and parts.hostname in LOOPBACK_HOSTS:
+        return
+    raise BadInputError(
+        f"refusing to fetch {url!r}: only https:// URLs are allowed (plain http only on 127.0.0.1)",
+        hint="use the https:// address, or download the diff and pass the file",
+    )
+
+
+def fetch_url(url: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
+    """GET url (following redirects, each one checked like the first) and return at most max_bytes."""
+    import urllib.error
+    import urllib.request
+    from urllib.parse import urlsplit
+
+    class _CheckedRedirect(urllib.request.HTTPRedirectHandler):
+        def redirect_request(
+            self, req: urllib.request.Request, fp: Any, code: int, msg: str, headers: Any, newurl: str
+        ) -> urllib.request.Request | None:
+            check_url(newurl)  # a forge may redirect; never to plain http elsewhere or another scheme
+            return super().redirect_request(req, fp, code, msg, headers, newurl)
+
+    check_url(url)
+    handlers: list[urllib.request.BaseHandler] = [_CheckedRedirect()]
+    if urlsplit(url).hostname in LOOPBACK_HOSTS:
+        handlers.append(urllib.request.ProxyHandler({}))  # no proxy can reach our own loopback
+    opener = urllib.request.build_opener(*handlers)
+    request = urllib.request.Request(
+        url, headers={"User-Agent": f"patchkit/{__version__}", "Accept": "text/x-diff, text/plain, */*"}
+    )
+    try:
+        with opener.open(request, timeout=timeout) as response:
+            length = response.headers.get("Content-Length")
+            if length and length.isdigit() and int(length) > max_bytes:
+                _check_size(b"", max_bytes, url, announced=int(length))
+            data: bytes = response.read(max_bytes + 1)
+    except urllib.error.HTTPError as exc:
+        raise BadInputError(
+            f"the server answered HTTP {exc.code} {exc.reason}", where=url,
+            hint="check the URL; a private repository's diff must be downloaded and passed as a file",
+        ) from None
+    except urllib.error.URLError as exc:
+        raise BadInputError(f"cannot fetch the diff: {exc.reason}", where=url) from None
+    except (TimeoutError, OSError) as exc:
+        raise BadInputError(f"cannot fetch the diff: {exc}", where=url, hint=f"timeout is {timeout:g}s") from None
+    _check_size(data, max_bytes, url)
+    return data
+
+
+def _check_size(data: bytes, max_bytes: int, where: str, announced: int | None = None) -> None:
+    size = announced if announced is not None else len(data)
+    if size > max_bytes:
+        raise BadInputError(
+            f"the diff is larger than {max_bytes} bytes", where=where,
+            hint="this is not the diff of one pull request; check the source",
+        )
+
+
+def export_git_range(repo_dir: Path, rev_range: str) -> Fetched:
+    """`git diff BASE HEAD` for `BASE..HEAD`, or from their merge base for `BASE...HEAD` (what a PR shows)."""
+    base, three_dots, head = _split_range(rev_range)
+    import git  # deferred: ~140 ms, only this path needs it
+
+    try:
+        repo = git.Repo(repo_dir)
+    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError):
+        raise BadInputError(
+            "not a git repository", where=str(repo_dir), hint="--from-git takes the folder of a local clone"
+        ) from None
+    with repo:
+        base_sha = _resolve_commit(repo, base, repo_dir)
+        head_sha = _resolve_commit(repo, head, repo_dir)
+        try:
+            if three_dots:
+                base_sha = repo.git.merge_base(base_sha, head_sha)
+            data = repo.git.diff(
+                *_GIT_DIFF_OPTIONS, base_sha, head_sha, "--", stdout_as_string=False, strip_newline_in_stdout=False
+            )
+        except git.exc.GitCommandError as exc:
+            raise BadInputError(f"git failed: {exc.stderr.strip()}", where=str(repo_dir)) from None
+    assert isinstance(data, bytes)
+    if not data:
+        raise BadInputError(f"{rev_range} changes nothing", where=str(repo_dir), hint="check the range")
+    _check_size(data, MAX_DIFF_BYTES, str(repo_dir))
+    return Fetched(SourceKind.GIT, f"{repo_dir} {base_sha[:12]}..{head_sha[:12]}", data)
+
+
+def _split_range(rev_range: str) -> tuple[str, bool, str]:
+    # Ref names cannot contain "..", so the first "..." or ".." is the separator.
+    three = "..." in rev_range
+    base, _, head = rev_range.partition("..." if three else "..")
+    for part in (base, head):
+        if not _REV.match(part):
+            raise BadInputError(
+                f"--range {rev_range!r} must be BASE..HEAD (or BASE...HEAD) with two revisions, "
+                "neither starting with '-'",
+                hint="for example: --range v1.4.0..fix-branch",
+            )
+    return base, three, head
+
+
+def _resolve_commit(repo: Any, rev: str, repo_dir: Path) -> str:
+    import git
+
+    try:
+        sha = repo.git.rev_parse("--verify", "--end-of-options", f"{rev}^{{commit}}")
+    except git.exc.GitCommandError:
+        raise BadInputError(
+            f"{rev!r} names no commit", where=str(repo_dir), hint="fetch it into the clone, or check the name"
+        ) from None
+    return str(sha)
+
+
+# ------------------------------------------------------------------------------------------------- pinning
+
+
+def vendor_patch(
+    spec: PatchSpec, fetched: Fetched, *, base_tree: Path | None = None, dry_run: bool = False
+) -> VendorResult:
+    """Check the diff against the manifest, then write it and pin it (unless nothing would change)."""
+    diff = parse_diff(fetched.data, spec.strip, fetched.label)
+    try:
+        hunk_set = filter_diff(diff, spec.excludes)
+    except ManifestError as exc:
+        raise ManifestError(
+            exc.message, where=str(spec.manifest_path),
+            hint=f"{exc.hint}; every exclude must name a file of the vendored diff" if exc.hint else None,
+        ) from None
+    if base_tree is not None:
+        base: dict[str, str] | None = _fingerprint_base(spec, hunk_set, base_tree)
+    else:
+        _check_kept_base(spec, hunk_set)
+        base = None
+    sha256 = hashlib.sha256(fetched.data).hexdigest()
+    old_manifest = spec.manifest_path.read_bytes()
+    new_manifest = update_manifest(old_manifest.decode("utf-8"), sha256, hunk_set.digest, base).encode("utf-8")
+    old_diff = spec.diff_path.read_bytes() if spec.diff_path.is_file() else None
+
+    pending = [(spec.diff_path, fetched.data, old_diff), (spec.manifest_path, new_manifest, old_manifest)]
+    changes = [(path, data) for path, data, old in pending if data != old]
+    if not dry_run:
+        for path, data in changes:  # the diff first: a failure in between leaves a sha256 mismatch, not a lie
+            _replace_file(path, data)
+    recorded = base if base is not None else dict(spec.base_files)
+    return VendorResult(
+        patch=spec.id,
+        source=fetched,
+        diff_path=spec.diff_path,
+        manifest_path=spec.manifest_path,
+        sha256=sha256,
+        hunkset_sha256=hunk_set.digest,
+        previous_sha256=spec.sha256,
+        previous_hunkset_sha256=spec.hunkset_sha256,
+        hunk_set=hunk_set,
+        base=tuple(sorted(recorded.items())),
+        base_tree=base_tree,
+        changed=bool(changes),
+        written=() if dry_run else tuple(path for path, _ in changes),
+    )
+
+
+def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> dict[str, str]:
+    root = check_root(base_tree)
+    pinned = spec.target.pinned_commit
+    if pinned is not None and (root / ".git").exists():
+        head = compare_head(root, pinned)
+        if head.relation is not Relation.SAME:
+            raise BadInputError(
+                f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
+                where=str(root), hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
+            )
+    return fingerprint_tree(scan_tree(root, hunk_set))
+
+
+def _check_kept_base(spec: PatchSpec, hunk_set: HunkSet) -> None:
+    """Without --base-tree an existing [base] is kept, but only while it names exactly the files now read."""
+    recorded = {path for path, _ in spec.base_files}
+    if recorded and recorded != set(read_paths(hunk_set)):
+        raise BadInputError(
+            "the manifest's [base] fingerprint names other files than the new diff reads",
+            where=str(spec.manifest_path),
+            hint="pass --base-tree DIR (the pristine pinned tree) to fingerprint the new diff's files",
+        )
+
+
+def update_manifest(text: str, sha256: str, hunkset_sha256: str, base: Mapping[str, str] | None) -> str:
+    """The manifest text with the pins set; comments, order and layout untouched. Pure."""
+    import tomlkit  # deferred: only vendor edits manifests
+
+    doc = tomlkit.parse(text)
+    for key, value in (("sha256", sha256), ("hunkset_sha256", hunkset_sha256)):
+        if doc.get(key) != value:
+            doc[key] = value
+    if base is not None:
+        table: Any = doc.get("base")
+        if table is None:
+            if base:
+                table = tomlkit.table()
+                for path, digest in sorted(base.items()):
+                    table.add(path, digest)
+                doc.add("base", table)
+        else:
+            for path in [p for p in table if p not in base]:
+                del table[path]
+            for path, digest in sorted(base.items()):
+                if table.get(path) != digest:
+                    table[path] = digest
+    return tomlkit.dumps(doc)
+
+
+def _replace_file(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.patchkit-tmp")
+    try:
+        with open(tmp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except OSError as exc:
+        tmp.unlink(missing_ok=True)
+        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None

@@ -1,0 +1,408 @@
+"""Helpers for the safety tests: trees with every kind of change, diffs made by real git, exact tree images,
+and patchkit runs in forked children that a fault can kill without taking pytest down.
+
+A forked child runs the real CLI (cli.run) in a copy of this process, so a campaign of hundreds of kills costs
+milliseconds per run instead of an interpreter start; `run_subprocess` is there for the end-to-end checks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import itertools
+import json
+import os
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PATCH_ID = "safety-pr1"
+
+GIT_ENV = {
+    "GIT_CONFIG_GLOBAL": os.devnull,
+    "GIT_CONFIG_NOSYSTEM": "1",
+    "GIT_AUTHOR_NAME": "t",
+    "GIT_AUTHOR_EMAIL": "t@example.invalid",
+    "GIT_COMMITTER_NAME": "t",
+    "GIT_COMMITTER_EMAIL": "t@example.invalid",
+}
+
+# (bytes, mode) per path; None in an "after" spec deletes the path.
+Files = Mapping[str, tuple[bytes, int] | None]
+
+# The "before" tree: tiny made-up engine files. Non-UTF-8 bytes on purpose: files are bytes, not text.
+BEFORE: dict[str, tuple[bytes, int] | None] = {
+    "engine/core.py": (b"".join(b"line %d\n" % i for i in range(1, 31)) + b"latin1: caf\xe9 \xff\xfe\n", 0o644),
+    "engine/old_name.py": (b"".join(b"def f%d():\n    return %d\n" % (i, i) for i in range(12)), 0o644),
+    "engine/run.sh": (b"#!/bin/sh\necho run\n", 0o644),
+    "engine/legacy/gone.py": (b"obsolete = True\n", 0o640),
+    "engine/keep.py": (b"untouched = 1\n", 0o600),
+    "engine/tools/helper.py": (b"x = 1\ny = 2\nz = 3\n", 0o755),
+}
+
+# Every kind of change: modify (two hunks), rename with an edit into a new folder, mode change, delete that
+# empties a folder, create in a new nested folder, modify of an executable.
+AFTER: dict[str, tuple[bytes, int] | None] = {
+    "engine/core.py": (
+        b"header\n" + b"".join(b"line %d\n" % i for i in range(1, 31) if i != 20) + b"latin1: caf\xe9 \xff\xfe!\n",
+        0o644,
+    ),
+    "engine/old_name.py": None,
+    "engine/moved/new_name.py": (
+        b"".join(b"def f%d():\n    return %d\n" % (i, i) for i in range(12)).replace(b"return 5", b"return 55"),
+        0o644,
+    ),
+    "engine/run.sh": (b"#!/bin/sh\necho run\n", 0o755),
+    "engine/legacy/gone.py": None,
+    "engine/plugins/extra/added.py": (b"added = True\n\xc3\x28 invalid utf-8 is fine\n", 0o644),
+    "engine/tools/helper.py": (b"x = 1\ny = 22\nz = 3\n", 0o755),
+}
+
+
+def git(cwd: Path, *args: str) -> bytes:
+    env = {**os.environ, **GIT_ENV, "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
+    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=True).stdout
+
+
+def write_files(root: Path, files: Files) -> None:
+    for rel, spec in files.items():
+        path = root / rel
+        if spec is None:
+            path.unlink(missing_ok=True)
+            continue
+        data, mode = spec
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        path.chmod(mode)
+
+
+def git_diff(workdir: Path, before: Files, after: Files) -> bytes:
+    """The diff real git makes from `before` to `before` updated with `after` (renames detected)."""
+    repo = Path(tempfile.mkdtemp(prefix="gitdiff-", dir=workdir))
+    git(repo, "init", "-q")
+    write_files(repo, before)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "before")
+    write_files(repo, after)
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "--no-color", "-M")
+
+
+def add_patch(patches: Path, patch_id: str, diff: bytes, extra: str = "") -> Path:
+    """A registry entry for `diff`, its sha256 recorded."""
+    folder = patches / patch_id
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "change.diff").write_bytes(diff)
+    (folder / "manifest.toml").write_text(
+        f'id = "{patch_id}"\ntitle = "safety test"\ndiff = "change.diff"\n'
+        f'sha256 = "{hashlib.sha256(diff).hexdigest()}"\n{extra}\n'
+        '[upstream]\nrepo = "example/engine"\npr = 1\n[target]\nname = "engine"\n[waiver]\nintroduced_by = 2\n',
+        encoding="utf-8",
+    )
+    return folder
+
+
+# An exact image of a tree: every file (bytes, mode), link and folder (mode), .patchkit left out.
+Image = dict[str, tuple[str, bytes, int]]
+
+
+def image(root: Path) -> Image:
+    out: Image = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not (Path(dirpath) == root and d == ".patchkit")]
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            st = path.lstat()
+            rel = path.relative_to(root).as_posix()
+            if stat.S_ISREG(st.st_mode):
+                out[rel] = ("file", path.read_bytes(), stat.S_IMODE(st.st_mode))
+            elif stat.S_ISDIR(st.st_mode):
+                out[rel] = ("dir", b"", stat.S_IMODE(st.st_mode))
+            else:
+                out[rel] = ("other", os.fsencode(os.readlink(path)) if stat.S_ISLNK(st.st_mode) else b"", 0)
+    return out
+
+
+@dataclass(frozen=True)
+class Case:
+    """A registry with one patch, a pristine tree, and the reference trees clean runs produce."""
+
+    workdir: Path
+    patches: Path
+    pristine: Path  # the "before" tree; copied for each run
+    original: Image
+    patched: Image  # what a clean apply makes of pristine
+    reverted: Image  # what a clean revert makes of the patched tree
+
+    def fresh(self, name: str, patched: bool = False) -> Path:
+        root = self.workdir / name
+        if root.exists():
+            shutil.rmtree(root)
+        shutil.copytree(self.pristine, root, symlinks=True)
+        if patched:
+            assert run_here(self.args("apply", root)) == 0
+        return root
+
+    def args(self, action: str, root: Path, *extra: str) -> list[str]:
+        return [action, PATCH_ID, "--root", str(root), "--patches", str(self.patches), *extra]
+
+
+def build_case(workdir: Path, before: Files = BEFORE, after: Files = AFTER) -> Case:
+    patches = workdir / "patches"
+    add_patch(patches, PATCH_ID, git_diff(workdir, before, after))
+    pristine = workdir / "pristine"
+    pristine.mkdir()
+    write_files(pristine, before)
+    os.chmod(pristine / "engine", 0o750)  # folder modes must survive a rollback too
+    case = Case(workdir, patches, pristine, image(pristine), {}, {})
+    done = case.fresh("reference")
+    # In-process, so this process has imported everything a run needs and forked children start warm.
+    assert run_here(case.args("apply", done)) == 0
+    patched = image(done)
+    assert run_here(case.args("revert", done)) == 0
+    assert run_here(case.args("status", done)) == 3
+    return Case(workdir, patches, pristine, case.original, patched, image(done))
+
+
+def run_here(args: Sequence[str]) -> int:
+    """Run the CLI in this process, output discarded; the exit code."""
+    from patchkit.cli import run
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        return run(list(args))
+
+
+@contextlib.contextmanager
+def fast_workdir(fallback: Path) -> Iterator[Path]:
+    """A scratch folder on tmpfs when there is one (fsync is free there; a SIGKILL loses nothing either way)."""
+    shm = Path("/dev/shm")
+    if shm.is_dir() and os.access(shm, os.W_OK):
+        folder = Path(tempfile.mkdtemp(prefix="patchkit-safety-", dir=shm))
+        try:
+            yield folder
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+    else:
+        yield fallback
+
+
+# --------------------------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class Run:
+    code: int | None  # exit code; None when a signal ended the process
+    signal: int | None
+    out: str
+    err: str
+
+    @property
+    def killed(self) -> bool:
+        return self.signal == signal.SIGKILL
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+def run_forked(args: Sequence[str], env: Mapping[str, str] | None = None) -> Run:
+    """Run the CLI on `args` in a forked child with extra environment `env`; wait for it."""
+    return wait_forked(start_forked(args, env))
+
+
+@dataclass(frozen=True)
+class Child:
+    pid: int
+    out: Path
+    err: Path
+
+
+def start_forked(args: Sequence[str], env: Mapping[str, str] | None = None, gate: int | None = None) -> Child:
+    """Fork a child that (after reading EOF from the `gate` pipe, if given) runs the CLI; don't wait."""
+    out_fd, out_name = tempfile.mkstemp(prefix="pk-out-")
+    err_fd, err_name = tempfile.mkstemp(prefix="pk-err-")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - the child never returns to pytest
+        code = 70
+        try:
+            os.dup2(out_fd, 1)
+            os.dup2(err_fd, 2)
+            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
+            os.environ.update(env or {})
+            if gate is not None:
+                os.read(gate, 1)
+            from patchkit.cli import run
+
+            code = run(list(args))
+        except BaseException as exc:
+            import traceback
+
+            traceback.print_exception(exc)
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(out_fd)
+    os.close(err_fd)
+    return Child(pid, Path(out_name), Path(err_name))
+
+
+def wait_forked(child: Child) -> Run:
+    _, status = os.waitpid(child.pid, 0)
+    out = child.out.read_text(encoding="utf-8", errors="replace")
+    err = child.err.read_text(encoding="utf-8", errors="replace")
+    child.out.unlink()
+    child.err.unlink()
+    if os.WIFSIGNALED(status):
+        return Run(None, os.WTERMSIG(status), out, err)
+    return Run(os.WEXITSTATUS(status), None, out, err)
+
+
+def run_subprocess(args: Sequence[str], env: Mapping[str, str] | None = None) -> Run:
+    """Run `python -m patchkit` for real: a fresh interpreter, as a container entrypoint would."""
+    done = subprocess.run(
+        [sys.executable, "-m", "patchkit", *args],
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        cwd=REPO,
+        check=False,
+    )
+    if done.returncode < 0:
+        return Run(None, -done.returncode, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+    return Run(done.returncode, None, done.stdout.decode(errors="replace"), done.stderr.decode(errors="replace"))
+
+
+def fault_env(after: int, errno_name: str | None = None) -> dict[str, str]:
+    env = {"PATCHKIT_FAULT_AFTER": str(after)}
+    if errno_name:
+        env["PATCHKIT_FAULT_ERRNO"] = errno_name
+    return env
+
+
+def whole_state(case: Case, root: Path, forward: bool = True) -> str | None:
+    """'before' / 'after' when root is byte-identical to one whole state of the action, else None (mixed)."""
+    start, end = (case.original, case.patched) if forward else (case.patched, case.reverted)
+    now = image(root)
+    if now == start:
+        return "before"
+    if now == end:
+        return "after"
+    return None
+
+
+def describe_mix(expected: Image, root: Path) -> list[str]:
+    """The paths where root differs from `expected`, for assertion messages."""
+    now = image(root)
+    return sorted(p for p in expected.keys() | now.keys() if expected.get(p) != now.get(p))
+
+
+# ------------------------------------------------------------------------------------------- campaigns
+
+STATUS_OF = {
+    "before": {"apply": "unapplied", "revert": "applied"},
+    "after": {"apply": "applied", "revert": "unapplied"},
+}
+
+
+@dataclass
+class Campaign:
+    """What a kill campaign saw. Every list is a failure and must stay empty."""
+
+    action: str
+    kill_points: int = 0  # runs SIGKILLed during the transaction
+    recovery_kills: int = 0  # recoveries SIGKILLed in turn
+    ended_before: int = 0
+    ended_after: int = 0
+    mixed: list[str] = field(default_factory=list)  # trees neither whole before nor whole after
+    status_wrong: list[str] = field(default_factory=list)  # status disagreeing with the tree
+    unreported: list[str] = field(default_factory=list)  # a journal recovered without the stderr line
+    retry_failed: list[str] = field(default_factory=list)  # rerunning the action did not finish the job
+    leftovers: list[str] = field(default_factory=list)  # journal or temp files left after recovery
+    outside_writes: int = 0  # runs after which anything outside the root had changed
+
+    @property
+    def failures(self) -> list[str]:
+        return self.mixed + self.status_wrong + self.unreported + self.retry_failed + self.leftovers
+
+
+def kill_campaign(case: Case, action: str, recovery_faults: Callable[[int], Sequence[int]]) -> Campaign:
+    """Kill `action` after each filesystem operation in turn, until it runs to the end.
+
+    After the kill at operation n, a clean `status` must recover, find a whole tree and say which, and
+    rerunning the action must finish it. Then for each j in recovery_faults(n), the kill at n is repeated and
+    the recovery itself killed after j operations before the clean `status`.
+    """
+    forward = action == "apply"
+    result = Campaign(action)
+    outside = _outside_images(case)
+    for n in itertools.count():
+        root = case.fresh("campaign", patched=not forward)
+        run = run_forked(case.args(action, root), fault_env(n))
+        if not run.killed:  # n is past the last operation: the campaign is complete
+            if run.code != 0 or whole_state(case, root, forward) != "after":
+                result.retry_failed.append(f"unkilled run at {n}: exit {run.code} {run.err.strip()}")
+            return result
+        result.kill_points += 1
+        _check_recovery(case, root, action, f"{action} killed after op {n}", None, result)
+        for j in recovery_faults(n):
+            root = case.fresh("campaign", patched=not forward)
+            if run_forked(case.args(action, root), fault_env(n)).killed:
+                _check_recovery(case, root, action, f"{action} killed after op {n}, recovery after op {j}", j, result)
+        result.outside_writes += outside != _outside_images(case)
+    raise AssertionError("unreachable")
+
+
+def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | None, result: Campaign) -> None:
+    forward = action == "apply"
+    journal = root / ".patchkit" / "journal.json"
+    stderr = ""
+    if j is not None and journal.exists():
+        attempt = run_forked(case.args("status", root, "--json"), fault_env(j))
+        if attempt.killed:
+            result.recovery_kills += 1
+        else:
+            stderr += attempt.err
+    had_journal = journal.exists()
+    final = run_forked(case.args("status", root, "--json"))
+    stderr += final.err
+    state = whole_state(case, root, forward)
+    if state is None:
+        result.mixed.append(f"{where}: {describe_mix(case.original if forward else case.patched, root)}")
+        return
+    result.ended_before += state == "before"
+    result.ended_after += state == "after"
+    if final.json()["state"] != STATUS_OF[state][action]:
+        result.status_wrong.append(f"{where}: tree is {state}, status says {final.json()['state']}")
+    if had_journal and f"recovered an interrupted {action} of {PATCH_ID} on " not in stderr:
+        result.unreported.append(f"{where}: {stderr.strip()!r}")
+    stray = [p.name for p in root.rglob("*") if p.name.endswith(".patchkit-tmp") or p.name == "journal.json"]
+    if stray:
+        result.leftovers.append(f"{where}: {stray}")
+    if j is None:  # rerunning, as a restarted container does, must finish the job
+        retry = run_forked(case.args(action, root))
+        if retry.code != 0 or whole_state(case, root, forward) != "after":
+            result.retry_failed.append(f"{where}: rerun exit {retry.code} {retry.err.strip()}")
+
+
+def _outside_images(case: Case) -> tuple[Image, Image]:
+    return image(case.patches), image(case.pristine)
+
+
+def race(case: Case, root: Path, runs: Sequence[tuple[str, Mapping[str, str]]]) -> list[Run]:
+    """Start one child per (action, env) on root, released at the same instant; their results in order."""
+    read_end, write_end = os.pipe()
+    children = [start_forked(case.args(action, root, "--json"), env, gate=read_end) for action, env in runs]
+    os.close(read_end)
+    os.close(write_end)  # EOF on the gate: every child starts now
+    return [wait_forked(child) for child in children]

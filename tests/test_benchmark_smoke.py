@@ -1,0 +1,47 @@
+"""CI smoke test of benchmarks/run.py: on the small size, patchkit, git apply and GNU patch leave identical trees.
+
+Only the comparison's correctness is checked; the timings it prints are never asserted (they depend on the
+machine). Runs by default; deselect with `-m "not benchmark"`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+BENCH = REPO / "benchmarks" / "run.py"
+
+pytestmark = [
+    pytest.mark.benchmark,
+    pytest.mark.skipif(shutil.which("git") is None, reason="the benchmark makes its diffs with git"),
+]
+
+
+def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
+    # Run this checkout's patchkit whatever is installed, through the interpreter running the tests.
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run(
+        [sys.executable, str(BENCH), "--sizes", "small", "--runs", "1", "--check-only", *args],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+
+
+def test_small_size_every_tool_leaves_the_same_tree() -> None:
+    result = run_bench("--patchkit", f"{sys.executable} -m patchkit")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "all tools produced identical trees" in result.stdout
+    assert "imports no GitPython module" in result.stdout
+
+
+def test_a_tool_that_leaves_the_tree_unpatched_fails_the_run() -> None:
+    # `true` exits 0 and writes nothing: wrong exit code for a status, and a tree that differs after apply.
+    result = run_bench("--patchkit", "true")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "has different content" in result.stderr
+    assert "FAILED" in result.stderr

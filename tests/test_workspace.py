@@ -1,0 +1,340 @@
+"""workspace: the journaled transaction, recovery, state files, the lock and the fault hook, tested directly."""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import json
+import os
+import signal
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import pytest
+
+from patchkit import workspace
+from patchkit.errors import (
+    ExitCode,
+    LockTimeoutError,
+    RecoveryFailedError,
+    UnsafePathError,
+    WriteFailedError,
+)
+from patchkit.plan import FileChange
+from patchkit.tree import Snapshot, read_snapshot
+from patchkit.workspace import Direction, commit_changes, locked, recover
+from tests.safety_helpers import Image, image
+
+STATE = ".patchkit"
+
+
+def make_tree(root: Path) -> Image:
+    (root / "pkg" / "sub").mkdir(parents=True)
+    (root / "pkg" / "a.py").write_bytes(b"a = 1\r\n\xff\xfe\n")
+    (root / "pkg" / "a.py").chmod(0o640)
+    (root / "pkg" / "sub" / "b.sh").write_bytes(b"#!/bin/sh\n")
+    (root / "pkg" / "sub" / "b.sh").chmod(0o755)
+    (root / "pkg" / "gone").mkdir()
+    (root / "pkg" / "gone" / "c.py").write_bytes(b"c = 3\n")
+    (root / "pkg" / "gone").chmod(0o700)
+    return image(root)
+
+
+def changes_for(root: Path) -> list[FileChange]:
+    """Modify, chmod, delete (emptying a folder) and create (in new folders)."""
+
+    def change(rel: str, data: bytes | None, mode: int | None) -> FileChange:
+        return FileChange(rel, read_snapshot(root, rel), Snapshot(rel, data, mode))
+
+    return [
+        change("pkg/a.py", b"a = 2\r\n\xff\xfe\n", 0o640),
+        change("pkg/sub/b.sh", b"#!/bin/sh\n", 0o644),
+        change("pkg/gone/c.py", None, None),
+        change("pkg/new/deep/d.py", b"d = 4\n", 0o644),
+    ]
+
+
+def in_child(root: Path, changes: Sequence[FileChange], env: Mapping[str, str],
+             state_files: Mapping[str, bytes | None] | None = None) -> int:
+    """commit_changes in a forked child with `env`; its exit status (negative: killed by that signal)."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 0
+        try:
+            os.environ.update(env)
+            commit_changes(root, changes, state_files=state_files or {}, label="apply of unit")
+        except BaseException:
+            code = 1
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+
+
+def journal(root: Path) -> Path:
+    return root / STATE / workspace.JOURNAL_NAME
+
+
+def test_commit_writes_every_change_with_modes_and_leaves_no_trace(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    after = image(tmp_path)
+    assert after["pkg/a.py"] == ("file", b"a = 2\r\n\xff\xfe\n", 0o640)
+    assert after["pkg/sub/b.sh"][2] == 0o644
+    assert "pkg/gone" not in after and "pkg/gone/c.py" not in after  # like git apply: emptied folder removed
+    assert after["pkg/new/deep/d.py"][1] == b"d = 4\n"
+    assert not journal(tmp_path).exists()
+    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(workspace.TEMP_SUFFIX)]
+    assert (tmp_path / STATE / ".gitignore").read_bytes() == b"*\n"
+
+
+def test_commit_refuses_a_tree_that_changed_since_the_plan(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    (tmp_path / "pkg" / "a.py").write_bytes(b"someone else\n")
+    before = image(tmp_path)
+    with pytest.raises(WriteFailedError, match="changed while the plan was being made"):
+        commit_changes(tmp_path, changes)
+    assert image(tmp_path) == before
+
+
+def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> None:
+    """Kill the writer after each operation in turn; recover() must give back the original or the result."""
+    original_root = tmp_path / "orig"
+    original_root.mkdir()
+    original = make_tree(original_root)
+    done_root = tmp_path / "done"
+    done_root.mkdir()
+    make_tree(done_root)
+    commit_changes(done_root, changes_for(done_root), state_files={"applied/unit.json": b"{}"})
+    done = image(done_root)
+    outcomes: dict[str, int] = {"back": 0, "forward": 0, "untouched": 0}
+    for n in range(500):
+        root = tmp_path / f"run{n}"
+        root.mkdir()
+        make_tree(root)
+        status = in_child(root, changes_for(root), {"PATCHKIT_FAULT_AFTER": str(n)}, {"applied/unit.json": b"{}"})
+        if status == 0:
+            break
+        assert status == -signal.SIGKILL
+        report = recover(root)
+        now = image(root)
+        if report is None:
+            outcomes["untouched"] += 1  # killed before the journal existed, or after it was dropped
+            assert now in (original, done), n
+        elif report.direction is Direction.BACK:
+            outcomes["back"] += 1
+            assert now == original, n
+            assert not (root / STATE / "applied" / "unit.json").exists()
+        else:
+            outcomes["forward"] += 1
+            assert now == done, n
+            assert (root / STATE / "applied" / "unit.json").read_bytes() == b"{}"
+        assert not journal(root).exists()
+        assert not [p for p in root.rglob("*") if p.name.endswith(workspace.TEMP_SUFFIX) and p.parent.name != STATE]
+    else:
+        pytest.fail("the writer never finished")
+    assert outcomes["back"] > 20 and outcomes["forward"] >= 1 and outcomes["untouched"] >= 1, outcomes
+
+
+def test_state_files_are_written_and_deleted_in_the_same_transaction(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path), state_files={"applied/x.json": b'{"v": 1}'}, label="apply")
+    record = tmp_path / STATE / "applied" / "x.json"
+    assert record.read_bytes() == b'{"v": 1}'
+    commit_changes(tmp_path, [], state_files={"applied/x.json": None})
+    assert not record.exists()
+    commit_changes(tmp_path, [], state_files={"applied/x.json": None})  # deleting what is gone: a no-op
+
+
+@pytest.mark.parametrize("name", ["lock", "journal.json", ".gitignore", "../escape", "/abs", "a/.b.patchkit-tmp"])
+def test_reserved_or_unsafe_state_file_names_are_refused(tmp_path: Path, name: str) -> None:
+    make_tree(tmp_path)
+    before = image(tmp_path)
+    with pytest.raises(UnsafePathError):
+        commit_changes(tmp_path, changes_for(tmp_path), state_files={name: b"x"})
+    assert image(tmp_path) == before
+
+
+def test_a_change_inside_the_state_folder_is_refused(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    change = FileChange(".patchkit/lock", Snapshot(".patchkit/lock", None, None), Snapshot(".patchkit/lock", b"", 0o644))
+    with pytest.raises(UnsafePathError):
+        commit_changes(tmp_path, [change])
+
+
+def test_an_io_error_mid_write_restores_the_tree_and_names_the_file(tmp_path: Path) -> None:
+    original = make_tree(tmp_path)
+    env = {"PATCHKIT_FAULT_AFTER": "14", "PATCHKIT_FAULT_ERRNO": "ENOSPC"}
+    os.environ.update(env)
+    try:
+        with pytest.raises(WriteFailedError, match="No space left on device; the tree was restored") as info:
+            commit_changes(tmp_path, changes_for(tmp_path))
+    finally:
+        for key in env:
+            del os.environ[key]
+    assert info.value.exit_code is ExitCode.WRITE_FAILED
+    assert image(tmp_path) == original
+    assert not journal(tmp_path).exists()
+
+
+def test_a_failing_restore_keeps_the_journal_and_the_next_run_finishes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    original = make_tree(tmp_path)
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def broken_replace(src: str, dst: str, **kwargs: int) -> None:
+        if not dst.startswith(("journal", ".gitignore")):
+            calls["n"] += 1
+            if calls["n"] >= 3:  # the disk "breaks" after two files: restoring them fails too
+                raise OSError(errno.EIO, "Input/output error", dst)
+        real_replace(src, dst, **kwargs)
+
+    monkeypatch.setattr(workspace.os, "replace", broken_replace)
+    with pytest.raises(RecoveryFailedError, match="the journal is kept") as info:
+        commit_changes(tmp_path, changes_for(tmp_path), label="apply of unit")
+    assert info.value.exit_code is ExitCode.RECOVERY_FAILED
+    assert journal(tmp_path).exists()
+    monkeypatch.setattr(workspace.os, "replace", real_replace)
+    with locked(tmp_path, 5) as report:
+        assert report is not None and report.direction is Direction.BACK and report.files == 2
+    assert report.message.startswith("recovered an interrupted apply of unit on ")
+    assert image(tmp_path) == original
+
+
+def test_recover_without_a_journal_is_a_no_op(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    assert recover(tmp_path) is None
+    (tmp_path / STATE).mkdir()
+    assert recover(tmp_path) is None
+
+
+def _kill_after_journal(root: Path) -> None:
+    """Leave a real interrupted transaction: the writer dies right after its first file is replaced."""
+    assert in_child(root, changes_for(root), {"PATCHKIT_FAULT_AFTER": "12"}) == -signal.SIGKILL
+    assert journal(root).exists()
+
+
+def test_a_corrupt_journal_is_reported_not_guessed(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    _kill_after_journal(tmp_path)
+    journal(tmp_path).write_bytes(b'{"format": 1, "label": "x", "entries": [{"area": "tree"')
+    with pytest.raises(RecoveryFailedError, match="unreadable"):
+        recover(tmp_path)
+    assert journal(tmp_path).exists()
+
+
+@pytest.mark.parametrize("path", ["../outside.txt", "/tmp/outside.txt", "pkg/../../outside.txt"])
+def test_a_planted_journal_cannot_write_outside_the_root(tmp_path: Path, path: str) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    make_tree(root)
+    (root / STATE).mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"precious\n")
+    doc = {"format": 1, "label": "x", "pid": 1, "entries": [
+        {"area": "tree", "path": path, "before": {"mode": 420, "data": "cHduZWQK"},
+         "after": {"mode": 420, "sha256": "0" * 64}, "folders": []},
+    ]}
+    journal(root).write_text(json.dumps(doc), encoding="utf-8")
+    with pytest.raises(RecoveryFailedError):
+        recover(root)
+    assert outside.read_bytes() == b"precious\n"
+
+
+def test_recovery_refuses_a_folder_swapped_for_a_symlink_out_of_the_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    make_tree(root)
+    _kill_after_journal(root)
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "a.py").write_bytes(b"precious\n")
+    os.rename(root / "pkg", tmp_path / "moved-away")
+    (root / "pkg").symlink_to(outside)
+    with pytest.raises(RecoveryFailedError, match="symbolic link"):
+        recover(root)
+    assert image(outside) == {"a.py": ("file", b"precious\n", 0o644)}
+
+
+def test_status_on_a_read_only_tree_with_a_journal_is_a_clear_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(tmp_path)
+    _kill_after_journal(tmp_path)
+    before = image(tmp_path)
+
+    def read_only(root: Path) -> int:
+        raise OSError(errno.EROFS, "Read-only file system", str(root))
+
+    monkeypatch.setattr(workspace, "_open_lock", read_only)
+    with pytest.raises(RecoveryFailedError, match="cannot be written") as info, locked(tmp_path, 1, shared=True):
+        pass
+    assert "apply of unit" in str(info.value) and info.value.exit_code is ExitCode.RECOVERY_FAILED
+    assert image(tmp_path) == before
+
+
+def test_status_on_a_read_only_tree_without_a_journal_needs_no_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_tree(tmp_path)
+
+    def read_only(root: Path) -> int:
+        raise OSError(errno.EROFS, "Read-only file system", str(root))
+
+    monkeypatch.setattr(workspace, "_open_lock", read_only)
+    with locked(tmp_path, 1, shared=True) as report:
+        assert report is None
+    with pytest.raises(WriteFailedError, match="lock file"), locked(tmp_path, 1):
+        pass
+
+
+def test_the_lock_times_out_with_a_clear_message(tmp_path: Path) -> None:
+    make_tree(tmp_path)
+    with locked(tmp_path, 1):
+        fd = os.open(tmp_path / STATE / workspace.LOCK_NAME, os.O_RDWR)
+        try:
+            with pytest.raises(BlockingIOError):
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        finally:
+            os.close(fd)
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover - child
+            try:
+                with locked(tmp_path, 0.2):
+                    os._exit(0)
+            except LockTimeoutError as exc:
+                os._exit(6 if "held the lock for over 0.2s" in str(exc) else 1)
+        _, status = os.waitpid(pid, 0)
+    assert os.WEXITSTATUS(status) == 6
+
+
+def test_a_shared_reader_upgrades_to_recover(tmp_path: Path) -> None:
+    original = make_tree(tmp_path)
+    _kill_after_journal(tmp_path)
+    with locked(tmp_path, 1, shared=True) as report:
+        assert report is not None and report.direction is Direction.BACK
+    assert image(tmp_path) == original
+
+
+def test_a_symlinked_state_folder_is_refused(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (root / STATE).symlink_to(tmp_path / "elsewhere")
+    with pytest.raises(UnsafePathError, match="symbolic link"), locked(root, 1):
+        pass
+    assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_the_fault_hook_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PATCHKIT_FAULT_AFTER", raising=False)
+    assert workspace._Disk()._left is None
+    monkeypatch.setenv("PATCHKIT_FAULT_AFTER", "not-a-number")
+    assert workspace._Disk()._left is None
+    monkeypatch.setenv("PATCHKIT_FAULT_AFTER", "3")
+    monkeypatch.setenv("PATCHKIT_FAULT_ERRNO", "EACCES")
+    disk = workspace._Disk()
+    assert disk._left == 3 and disk._errno == errno.EACCES
+    assert workspace._Disk(faults=False)._left is None
