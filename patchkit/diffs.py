@@ -34,6 +34,7 @@ RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
 DEV_NULL = "/dev/null"
+GIT_CONTEXT = 3  # git's default number of context lines (diff.context)
 
 MODE_FILE = 0o100644
 MODE_EXEC = 0o100755
@@ -175,8 +176,17 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
 
 
 def _anchor_ends(files: tuple[FilePatch, ...]) -> tuple[FilePatch, ...]:
-    """Mark hunks whose trailing context is cut short by the end of the file (see Hunk.at_end)."""
-    context = max((max(h.leading, h.trailing) for f in files for h in f.hunks), default=0)
+    """Mark hunks whose trailing context is cut short by the end of the file (see Hunk.at_end).
+
+    The context size is the largest leading/trailing context seen. A diff of small files may never show
+    git's default of 3: if every hunk with less leading context starts at line 1 (cut short by the start of
+    its file), 3 is consistent with the diff and is assumed; one hunk that proves a smaller size (short
+    leading context in the middle of a file) keeps the observed size.
+    """
+    hunks = [h for f in files for h in f.hunks]
+    context = max((max(h.leading, h.trailing) for h in hunks), default=0)
+    if context < GIT_CONTEXT and all(h.leading >= GIT_CONTEXT or h.old_start <= 1 for h in hunks):
+        context = GIT_CONTEXT
     return tuple(
         replace(f, hunks=tuple(replace(h, at_end=h.trailing < context or h.trailing == 0) for h in f.hunks))
         for f in files
@@ -559,7 +569,7 @@ def _clean_path(raw: bytes | None, strip: int, where: str) -> str | None:
     if b"\0" in name:
         raise UnsafePathError("NUL byte in a path", where=where)
     parts = [p for p in name.split(b"/") if p != b""]
-    if name.startswith(b"/") and strip == 0:
+    if name.startswith(b"/"):  # whatever strip would leave of it: no real diff of a tree names /anything
         raise UnsafePathError(f"absolute path {_show(name)}", where=where, hint="paths must be relative to --root")
     if len(parts) <= strip:
         raise DiffError(
@@ -618,6 +628,11 @@ def _check_supported(f: FilePatch, source: str) -> None:
     hint = f'exclude it in the manifest: [exclude] "{f.path}" = "why", and ship that file another way'
     if f.binary:
         raise DiffError(f"{f.path}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
+    if f.op is FileOp.MODIFY and not f.hunks and f.mode_change is None:  # git never writes such a section
+        raise DiffError(
+            f"{f.path}: the file section changes nothing", where=where,
+            hint="the diff looks truncated after this file's header; vendor the complete diff",
+        )
     for mode in (f.old_mode, f.new_mode):
         if mode == MODE_SYMLINK:
             raise DiffError(f"{f.path}: symbolic link change; patchkit does not create or edit links",

@@ -120,7 +120,17 @@ class PatchSpec:
                 where=str(self.manifest_path),
                 hint=f"vendor it first: {self.vendor_command()}",
             )
-        data = self.diff_path.read_bytes()
+        real = self.diff_path.resolve()  # a link may point anywhere; the diff must live in the patch folder
+        if not real.is_relative_to(self.folder.resolve()):
+            raise ManifestError(
+                f"diff {self.diff_name} is a link to {real}, outside the patch folder",
+                where=_where(self.manifest_path, line_of_key(self.manifest_path, "diff")),
+                hint="vendor the diff file itself into the patch folder",
+            )
+        try:
+            data = real.read_bytes()
+        except OSError as exc:
+            raise ManifestError(f"cannot read {self.diff_name}: {exc.strerror}", where=str(self.diff_path)) from None
         actual = hashlib.sha256(data).hexdigest()
         if self.sha256 is None:
             raise ManifestError(

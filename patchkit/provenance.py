@@ -134,13 +134,18 @@ def compare_head(root: Path, pinned: str) -> HeadCheck:
             return HeadCheck(head, Relation.SAME, None)
         try:
             repo.git.rev_parse("--verify", "--quiet", f"{pinned}^{{commit}}")
-        except git.exc.GitCommandError:
-            return HeadCheck(head, Relation.UNKNOWN_OBJECT, f"commit {pinned} is not in {root}")
+        except git.exc.GitCommandError as exc:
+            if exc.status == 1:  # --quiet: the object is simply not there
+                return HeadCheck(head, Relation.UNKNOWN_OBJECT, f"commit {pinned} is not in {root}")
+            return HeadCheck(head, None, f"git cannot read {root}: {str(exc.stderr).strip()}")
         pinned_commit = repo.commit(pinned)
-        if repo.is_ancestor(pinned_commit, head_commit):
-            return HeadCheck(head, Relation.DESCENDANT, None)
-        if repo.is_ancestor(head_commit, pinned_commit):
-            return HeadCheck(head, Relation.ANCESTOR, None)
+        try:
+            if repo.is_ancestor(pinned_commit, head_commit):
+                return HeadCheck(head, Relation.DESCENDANT, None)
+            if repo.is_ancestor(head_commit, pinned_commit):
+                return HeadCheck(head, Relation.ANCESTOR, None)
+        except git.exc.GitCommandError as exc:
+            return HeadCheck(head, None, f"git cannot compare the commits: {str(exc.stderr).strip()}")
         return HeadCheck(head, Relation.UNRELATED, None)
 
 

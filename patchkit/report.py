@@ -154,6 +154,9 @@ def spec_json(spec: PatchSpec) -> dict[str, Any]:
         "excluded": [{"pattern": e.pattern, "reason": e.reason} for e in spec.excludes],
         "introduced_by": spec.introduced_by,
         "after": list(spec.after),
+        "sha256": spec.sha256,
+        "hunkset_sha256": spec.hunkset_sha256,
+        "base": dict(spec.base_files),
     }
 
 
@@ -255,8 +258,8 @@ def _record_text(facts: Provenance) -> str:
     check, record = facts.record, facts.record.record
     if facts.origin is Origin.UPSTREAM:
         return (
-            f"no record: the tree contained this change before patchkit applied it ({_paint('upstream-contains')}); "
-            "the patch can be retired"
+            f"no record: the tree has this change but patchkit did not put it there ({_paint('upstream-contains')}); "
+            "if the engine ships it, the patch can be retired"
         )
     if check.state is RecordState.STALE and record is not None:
         text = (

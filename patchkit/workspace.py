@@ -226,7 +226,9 @@ def state_dir(root: Path) -> Path:
         try:
             os.stat(GITIGNORE_NAME, dir_fd=fd, follow_symlinks=False)
         except FileNotFoundError:
-            _put(_Disk(faults=False), fd, GITIGNORE_NAME, b"*\n", 0o644)  # not part of any transaction
+            # Not part of any transaction, and racing processes may all get here: a temp name of its own each.
+            tmp = f".{GITIGNORE_NAME}.{os.getpid()}{TEMP_SUFFIX}"
+            _put(_Disk(faults=False), fd, GITIGNORE_NAME, b"*\n", 0o644, tmp=tmp)
     finally:
         os.close(fd)
     return root / STATE_DIR
@@ -730,9 +732,9 @@ def _open_parent(
     return fd
 
 
-def _put(disk: _Disk, dir_fd: int, name: str, data: bytes, mode: int) -> None:
+def _put(disk: _Disk, dir_fd: int, name: str, data: bytes, mode: int, tmp: str | None = None) -> None:
     """Write `name` atomically: temp file in the same folder, chmod, fsync, os.replace, fsync the folder."""
-    tmp = _temp_name(name)
+    tmp = tmp or _temp_name(name)
     fd = disk.create(dir_fd, tmp)
     try:
         view = memoryview(data)

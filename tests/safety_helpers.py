@@ -173,6 +173,15 @@ def build_case(workdir: Path, before: Files = BEFORE, after: Files = AFTER) -> C
     return Case(workdir, patches, pristine, case.original, patched, image(done))
 
 
+def warm_up(workdir: Path) -> None:
+    """Run each command once in this process, so forked children do not each import lazily loaded modules."""
+    root = workdir / "warm-up"
+    write_files(root, {"w.py": (b"w = 1\n", 0o644)})
+    add_patch(workdir / "warm-up-patches", "warm", b"--- a/w.py\n+++ b/w.py\n@@ -1 +1 @@\n-w = 1\n+w = 2\n")
+    for action in ("status", "apply", "revert"):
+        run_here([action, "warm", "--root", str(root), "--patches", str(workdir / "warm-up-patches")])
+
+
 def run_here(args: Sequence[str]) -> int:
     """Run the CLI in this process, output discarded; the exit code."""
     from patchkit.cli import run
@@ -225,8 +234,10 @@ class Child:
     err: Path
 
 
-def start_forked(args: Sequence[str], env: Mapping[str, str] | None = None, gate: int | None = None) -> Child:
-    """Fork a child that (after reading EOF from the `gate` pipe, if given) runs the CLI; don't wait."""
+def start_forked(
+    args: Sequence[str], env: Mapping[str, str] | None = None, gate: tuple[int, int] | None = None
+) -> Child:
+    """Fork a child that runs the CLI, after EOF on the `gate` pipe (read end, write end) if given; no wait."""
     out_fd, out_name = tempfile.mkstemp(prefix="pk-out-")
     err_fd, err_name = tempfile.mkstemp(prefix="pk-err-")
     sys.stdout.flush()
@@ -241,7 +252,8 @@ def start_forked(args: Sequence[str], env: Mapping[str, str] | None = None, gate
             sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
             os.environ.update(env or {})
             if gate is not None:
-                os.read(gate, 1)
+                os.close(gate[1])  # else this child would hold the gate open for itself
+                os.read(gate[0], 1)
             from patchkit.cli import run
 
             code = run(list(args))
@@ -341,7 +353,8 @@ def kill_campaign(case: Case, action: str, recovery_faults: Callable[[int], Sequ
 
     After the kill at operation n, a clean `status` must recover, find a whole tree and say which, and
     rerunning the action must finish it. Then for each j in recovery_faults(n), the kill at n is repeated and
-    the recovery itself killed after j operations before the clean `status`.
+    the recovery itself killed after j operations before the clean `status` (stopping at the first j the
+    recovery outlives).
     """
     forward = action == "apply"
     result = Campaign(action)
@@ -357,19 +370,24 @@ def kill_campaign(case: Case, action: str, recovery_faults: Callable[[int], Sequ
         _check_recovery(case, root, action, f"{action} killed after op {n}", None, result)
         for j in recovery_faults(n):
             root = case.fresh("campaign", patched=not forward)
-            if run_forked(case.args(action, root), fault_env(n)).killed:
-                _check_recovery(case, root, action, f"{action} killed after op {n}, recovery after op {j}", j, result)
+            run_forked(case.args(action, root), fault_env(n))
+            where = f"{action} killed after op {n}, recovery after op {j}"
+            if not _check_recovery(case, root, action, where, j, result):
+                break  # the recovery ran to its end: larger j kill nothing new
         result.outside_writes += outside != _outside_images(case)
     raise AssertionError("unreachable")
 
 
-def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | None, result: Campaign) -> None:
+def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | None, result: Campaign) -> bool:
+    """Check the tree after a kill (and, with j, a killed recovery); whether that recovery was killed."""
     forward = action == "apply"
     journal = root / ".patchkit" / "journal.json"
     stderr = ""
+    killed = False
     if j is not None and journal.exists():
         attempt = run_forked(case.args("status", root, "--json"), fault_env(j))
-        if attempt.killed:
+        killed = attempt.killed
+        if killed:
             result.recovery_kills += 1
         else:
             stderr += attempt.err
@@ -379,7 +397,7 @@ def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | No
     state = whole_state(case, root, forward)
     if state is None:
         result.mixed.append(f"{where}: {describe_mix(case.original if forward else case.patched, root)}")
-        return
+        return killed
     result.ended_before += state == "before"
     result.ended_after += state == "after"
     if final.json()["state"] != STATUS_OF[state][action]:
@@ -393,6 +411,43 @@ def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | No
         retry = run_forked(case.args(action, root))
         if retry.code != 0 or whole_state(case, root, forward) != "after":
             result.retry_failed.append(f"{where}: rerun exit {retry.code} {retry.err.strip()}")
+    return killed
+
+
+@dataclass
+class ErrorCampaign:
+    """What injecting an I/O error at each write point in turn did. Every list must stay empty."""
+
+    action: str
+    errno_name: str
+    failed_runs: int = 0  # runs that hit the error (and must have exited 7 with the tree restored)
+    wrong_exit: list[str] = field(default_factory=list)
+    not_restored: list[str] = field(default_factory=list)
+    unclear: list[str] = field(default_factory=list)  # tracebacks, or a message that does not say what happened
+
+    @property
+    def failures(self) -> list[str]:
+        return self.wrong_exit + self.not_restored + self.unclear
+
+
+def error_campaign(case: Case, action: str, errno_name: str, step: int = 1) -> ErrorCampaign:
+    """Make operation n (every step-th one) of `action` fail with errno_name, until the action succeeds."""
+    forward = action == "apply"
+    start = case.original if forward else case.patched
+    result = ErrorCampaign(action, errno_name)
+    for n in itertools.count(0, step):
+        root = case.fresh("ioerror", patched=not forward)
+        run = run_forked(case.args(action, root), fault_env(n, errno_name))
+        if run.code == 0:
+            return result
+        result.failed_runs += 1
+        if run.code != 7:
+            result.wrong_exit.append(f"op {n}: exit {run.code}: {run.err.strip()}")
+        if "Traceback" in run.err or not ("nothing was changed" in run.err or "tree was restored" in run.err):
+            result.unclear.append(f"op {n}: {run.err.strip()}")
+        if image(root) != start or (root / ".patchkit" / "journal.json").exists():
+            result.not_restored.append(f"op {n}: {describe_mix(start, root)}")
+    raise AssertionError("unreachable")
 
 
 def _outside_images(case: Case) -> tuple[Image, Image]:
@@ -402,7 +457,8 @@ def _outside_images(case: Case) -> tuple[Image, Image]:
 def race(case: Case, root: Path, runs: Sequence[tuple[str, Mapping[str, str]]]) -> list[Run]:
     """Start one child per (action, env) on root, released at the same instant; their results in order."""
     read_end, write_end = os.pipe()
-    children = [start_forked(case.args(action, root, "--json"), env, gate=read_end) for action, env in runs]
+    gate = (read_end, write_end)
+    children = [start_forked(case.args(action, root, "--json"), env, gate=gate) for action, env in runs]
     os.close(read_end)
     os.close(write_end)  # EOF on the gate: every child starts now
     return [wait_forked(child) for child in children]

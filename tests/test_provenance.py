@@ -350,3 +350,31 @@ def test_git_checkout_without_pinned_commit_does_not_ask_git(tmp_path: Path, pat
     code, data = status(root, patches)
     assert (code, data["base"]["state"], data["base"]["head"]) == (3, "unknown", None)
     assert "pinned_commit is unknown" in data["base"]["detail"]
+
+
+def test_strict_base_refuses_an_unverifiable_base(tmp_path: Path, patches: Path, tree: Path) -> None:
+    add_entry(patches, git_diff(tmp_path, BASE, v1_files()), excludes=EXCLUDE)
+    assert status(tree, patches)[0] == 3
+    code, data = status(tree, patches, "--strict-base")
+    assert (code, data["base"]["state"], data["provenance"]["strict_base"]) == (9, "unknown", True)
+    before = read_tree(tree)
+    assert cli("apply", PID, "--root", tree, "--patches", patches, "--strict-base").code == 9
+    assert read_tree(tree) == before and not record_path(tree).exists()
+
+
+def test_a_stale_record_with_a_damaged_stored_copy_is_refused_both_ways(
+    tmp_path: Path, patches: Path, tree: Path
+) -> None:
+    add_entry(patches, git_diff(tmp_path, BASE, v1_files()), excludes=EXCLUDE)
+    assert cli("apply", PID, "--root", tree, "--patches", patches).code == 0
+    record_path(tree, "diff").write_bytes(b"tampered\n")
+    add_entry(patches, git_diff(tmp_path, BASE, v2_files()), excludes=EXCLUDE)
+    with_v1 = read_tree(tree)
+
+    _, data = status(tree, patches)
+    assert (data["record"]["state"], data["record"]["stored_copy_usable"]) == ("stale", False)
+    assert "does not have the sha256" in data["record"]["detail"]
+    for action in ("apply", "revert"):
+        result = cli(action, PID, "--root", tree, "--patches", patches)
+        assert result.code == 1 and "stored copy is unusable" in result.out, action
+    assert read_tree(tree) == with_v1

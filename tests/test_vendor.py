@@ -57,7 +57,7 @@ class _Handler(BaseHTTPRequestHandler):
 def server() -> Iterator[tuple[_Routes, str]]:
     httpd = _Routes(("127.0.0.1", 0), _Handler)
     httpd.routes = {}
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True)
     thread.start()
     try:
         yield httpd, f"http://127.0.0.1:{httpd.server_address[1]}"

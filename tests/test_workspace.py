@@ -157,7 +157,8 @@ def test_reserved_or_unsafe_state_file_names_are_refused(tmp_path: Path, name: s
 
 def test_a_change_inside_the_state_folder_is_refused(tmp_path: Path) -> None:
     make_tree(tmp_path)
-    change = FileChange(".patchkit/lock", Snapshot(".patchkit/lock", None, None), Snapshot(".patchkit/lock", b"", 0o644))
+    rel = ".patchkit/lock"
+    change = FileChange(rel, Snapshot(rel, None, None), Snapshot(rel, b"", 0o644))
     with pytest.raises(UnsafePathError):
         commit_changes(tmp_path, [change])
 

@@ -1,0 +1,224 @@
+"""Run the full safety campaign and print the figures for docs/safety.md ("What patchkit guarantees").
+
+    python scripts/safety_report.py            # everything (a few minutes on 2 cores)
+    python scripts/safety_report.py --quick    # the same checks, sampled like the test suite
+
+It reuses the test helpers (tests/safety_helpers.py): a tree and diff made by git with every kind of change,
+patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AFTER / PATCHKIT_FAULT_ERRNO.
+
+- kills: apply and revert SIGKILLed after every filesystem operation in turn; after each, the next run must
+  leave the tree byte-identical to the whole original or the whole patched tree and `status` must agree.
+  Every recovery is then killed in turn at each of its own operations too (--quick: a sample).
+- I/O errors: ENOSPC, EACCES, EROFS and EIO injected at every write point: exit 7 and the tree restored.
+- races: 8 processes released at once on one root (apply x8, apply/revert x4, and with a killed writer).
+- hostile input: the catalogue of tests/test_hostile.py, then fuzzed diffs (random bytes and mutated git
+  diffs) through the parser and the real CLI, with a sentinel folder next to the root.
+
+Exit status 1 if any run ended in a mixed tree, a write outside the root, or an unexplained failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests import test_fuzz, test_hostile
+from tests.safety_helpers import (
+    PATCH_ID,
+    add_patch,
+    build_case,
+    error_campaign,
+    fault_env,
+    image,
+    kill_campaign,
+    race,
+    run_forked,
+    warm_up,
+    write_files,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="sample recovery kills and races like the tests")
+    parser.add_argument("--race-rounds", type=int, default=None)
+    parser.add_argument("--fuzz-examples", type=int, default=None)
+    args = parser.parse_args(argv)
+    rounds = args.race_rounds or (5 if args.quick else 25)
+    fuzz_examples = args.fuzz_examples or (250 if args.quick else 2000)
+    shm = Path("/dev/shm")
+    workdir = Path(tempfile.mkdtemp(prefix="patchkit-report-", dir=shm if shm.is_dir() else None))
+    started = time.monotonic()
+    figures: list[tuple[str, int | str]] = []
+    problems: list[str] = []
+    try:
+        case = build_case(workdir)
+
+        # ------------------------------------------------------------------------------- kills
+        def recovery_faults(n: int) -> range | list[int]:
+            return ([] if n % 3 else [n % 29]) if args.quick else range(0, 1000)
+
+        kills = [kill_campaign(case, action, recovery_faults) for action in ("apply", "revert")]
+        for campaign in kills:
+            problems += campaign.failures
+        figures += [
+            ("kill points tried (SIGKILL after each filesystem operation of apply and revert)",
+             sum(c.kill_points for c in kills)),
+            ("  of which apply / revert", " / ".join(str(c.kill_points) for c in kills)),
+            ("recoveries killed in turn at their own operations", sum(c.recovery_kills for c in kills)),
+            ("runs ending in the original / the patched tree after recovery",
+             f"{sum(c.ended_before for c in kills)} / {sum(c.ended_after for c in kills)}"),
+            ("runs ending in a mixed tree", sum(len(c.mixed) for c in kills)),
+            ("status disagreeing with the tree", sum(len(c.status_wrong) for c in kills)),
+            ("recoveries not reported on stderr", sum(len(c.unreported) for c in kills)),
+            ("reruns that did not finish the job", sum(len(c.retry_failed) for c in kills)),
+            ("journal or temp files left behind", sum(len(c.leftovers) for c in kills)),
+            ("writes outside the root", sum(c.outside_writes for c in kills)),
+        ]
+
+        # -------------------------------------------------------------------------- I/O errors
+        errors = [
+            error_campaign(case, action, name)
+            for name in ("ENOSPC", "EACCES", "EROFS", "EIO")
+            for action in ("apply", "revert")
+        ]
+        for campaign in errors:
+            problems += campaign.failures
+        figures += [
+            ("I/O errors injected (ENOSPC, EACCES, EROFS, EIO at every write point)",
+             sum(c.failed_runs for c in errors)),
+            ("  not exit 7 / tree not restored / unclear message", " / ".join(
+                str(sum(len(getattr(c, f)) for c in errors)) for f in ("wrong_exit", "not_restored", "unclear")
+            )),
+        ]
+
+        # ------------------------------------------------------------------------------- races
+        race_runs = 0
+        mixed_races = 0
+        writers_wrong = 0
+        for i in range(rounds):
+            root = case.fresh(f"race-{i}")
+            runs = race(case, root, [("apply", {})] * 8)
+            race_runs += 1
+            results = Counter(r.json()["result"] for r in runs if r.code == 0)
+            writers_wrong += results != {"applied": 1, "already-applied": 7}
+            mixed_races += image(root) != case.patched
+            root = case.fresh(f"race-mixed-{i}", patched=bool(i % 2))
+            race(case, root, [("apply", {}), ("revert", {})] * 4)
+            race_runs += 1
+            mixed_races += image(root) not in (case.original, case.patched, case.reverted)
+            root = case.fresh(f"race-killed-{i}")
+            runs = race(case, root, [("apply", fault_env(20 + i % 40))] + [("apply", {})] * 7)
+            race_runs += 1
+            mixed_races += image(root) != case.patched
+            writers_wrong += any(r.code != 0 for r in runs if not r.killed)
+        if mixed_races or writers_wrong:
+            problems.append(f"races: {mixed_races} mixed trees, {writers_wrong} rounds with wrong writers")
+        figures += [
+            ("races run (8 processes each: apply x8, apply/revert x4, with a killed writer)", race_runs),
+            ("  races ending in a mixed tree", mixed_races),
+            ("  apply x8 rounds where other than exactly one process wrote", writers_wrong),
+        ]
+
+        # ------------------------------------------------------------------------------ hostile
+        catalogue_dir = workdir / "hostile"
+        catalogue_dir.mkdir()
+        warm_up(catalogue_dir)
+        refused = 0
+        for hostile in test_hostile.HOSTILE:
+            found = test_hostile.check_hostile(catalogue_dir, hostile)
+            problems += [f"hostile {hostile.name}: {p}" for p in found]
+            refused += not found
+        fuzz_counts = _fuzz(fuzz_examples)
+        cli_runs, cli_bad, outside_bad = _fuzz_cli(workdir, fuzz_examples // 4)
+        if cli_bad or outside_bad:
+            problems.append(f"fuzzed CLI: {cli_bad} tracebacks or undefined exit codes, {outside_bad} outside writes")
+        figures += [
+            ("hostile inputs in the catalogue (each through apply and status)", len(test_hostile.HOSTILE)),
+            ("  refused with exit 2, the file named, nothing written", refused),
+            ("fuzzed diffs and manifests through the parser and loader", sum(fuzz_counts.values())),
+            ("fuzzed diffs through the real CLI", cli_runs),
+            ("  tracebacks or exit codes outside 0-2", cli_bad),
+            ("  writes outside the root", outside_bad),
+        ]
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+
+    print("| What was tried | Count |")
+    print("|---|---|")
+    for label, value in figures:
+        print(f"| {label} | {value} |")
+    print(f"\n{time.monotonic() - started:.0f}s; {'no problems' if not problems else f'{len(problems)} PROBLEMS:'}")
+    for problem in problems[:50]:
+        print(f"  - {problem}")
+    return 1 if problems else 0
+
+
+def _fuzz(examples: int) -> dict[str, int]:
+    counts: Counter[str] = Counter()
+    config = settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+
+    @config
+    @given(st.binary(max_size=4000))
+    def random_diffs(data: bytes) -> None:
+        counts["random"] += 1
+        test_fuzz.check_diff(data)
+
+    @config
+    @given(test_fuzz.mutated_diffs())
+    def mutated_diffs(sample: tuple[bytes, Path]) -> None:
+        counts["mutated"] += 1
+        test_fuzz.check_diff(*sample)
+
+    @config
+    @given(test_fuzz.mutated_manifests() | test_fuzz.manifest_documents() | st.binary(max_size=800))
+    def manifests(data: bytes) -> None:
+        counts["manifest"] += 1
+        test_fuzz.check_manifest(data)
+
+    random_diffs()
+    mutated_diffs()
+    manifests()
+    return dict(counts)
+
+
+def _fuzz_cli(workdir: Path, examples: int) -> tuple[int, int, int]:
+    """Mutated diffs through `patchkit apply` next to a sentinel folder: (runs, bad runs, outside writes)."""
+    base = workdir / "fuzz-cli"
+    base.mkdir()
+    sentinel = base / "outside"
+    write_files(sentinel, {"target.txt": (b"precious\n", 0o644)})
+    untouched = image(sentinel)
+    counts = Counter[str]()
+
+    @settings(max_examples=examples, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @given(test_fuzz.mutated_diffs())
+    def run(sample: tuple[bytes, Path]) -> None:
+        data, seed_root = sample
+        root = base / "root"
+        shutil.rmtree(root, ignore_errors=True)
+        shutil.copytree(seed_root, root)
+        patches = base / "patches"
+        shutil.rmtree(patches, ignore_errors=True)
+        add_patch(patches, PATCH_ID, data)
+        result = run_forked(["apply", PATCH_ID, "--root", str(root), "--patches", str(patches)])
+        counts["runs"] += 1
+        counts["bad"] += result.code not in (0, 1, 2) or "Traceback" in result.err
+        counts["outside"] += image(sentinel) != untouched
+
+    run()
+    return counts["runs"], counts["bad"], counts["outside"]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,223 @@
+"""Hostile or broken input through the real CLI: a clear error naming the file (and line), exit 2, no write.
+
+Each case runs `apply` and `status` on a tree next to an `outside/` folder that a successful attack would
+change; both trees are compared byte for byte afterwards. scripts/safety_report.py reuses HOSTILE.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.safety_helpers import PATCH_ID, add_patch, git_diff, image, run_forked, warm_up, write_files
+
+H = b"@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+TREE = {"engine/x.py": (b"x = 1\n", 0o644), "engine/y.py": (b"y = 1\n", 0o644)}
+
+
+@dataclass(frozen=True)
+class Hostile:
+    name: str
+    diff: bytes
+    expect: str  # a fragment of the error message
+    line: int | None = None  # the diff line the error must point at (None: a file, not a diff line, is named)
+    strip: int = 1
+    setup: Callable[[Path, Path, Path], None] | None = None  # (root, outside, patch folder) -> None
+    names: str = "diff"  # what the error must name: "diff", "manifest" or "link"
+
+
+def _link_dir(root: Path, outside: Path, folder: Path) -> None:
+    (root / "engine" / "linkdir").symlink_to(outside)
+
+
+def _link_file(root: Path, outside: Path, folder: Path) -> None:
+    os.unlink(root / "engine" / "y.py")
+    (root / "engine" / "y.py").symlink_to(outside / "y.py")
+
+
+def _relative_link_dir(root: Path, outside: Path, folder: Path) -> None:
+    (root / "engine" / "up").symlink_to(Path("..") / ".." / "outside")
+
+
+def _manifest(edit: Callable[[str], str]) -> Callable[[Path, Path, Path], None]:
+    def setup(root: Path, outside: Path, folder: Path) -> None:
+        path = folder / "manifest.toml"
+        path.write_text(edit(path.read_text(encoding="utf-8")), encoding="utf-8")
+
+    return setup
+
+
+def _diff_symlink_outside(root: Path, outside: Path, folder: Path) -> None:
+    evil = b"--- a/engine/x.py\n+++ b/engine/x.py\n" + H
+    (outside / "evil.diff").write_bytes(evil)
+    (folder / "change.diff").unlink()
+    (folder / "change.diff").symlink_to(outside / "evil.diff")
+    _manifest(lambda t: _with_sha(t, hashlib.sha256(evil).hexdigest()))(root, outside, folder)
+
+
+def _with_sha(text: str, digest: str) -> str:
+    return re.sub(r'sha256 = "[0-9a-f]{64}"', f'sha256 = "{digest}"', text)
+
+
+def _header(path: bytes) -> bytes:
+    return b"--- " + path + b"\n+++ " + path + b"\n"
+
+
+HOSTILE: list[Hostile] = [
+    # paths that escape the root
+    Hostile("dotdot", b"diff --git a/../x.py b/../x.py\n--- a/../x.py\n+++ b/../x.py\n" + H, "leaves the tree", 1),
+    Hostile("dotdot-strip0", _header(b"../outside/target.txt") + H, "leaves the tree", 1, strip=0),
+    Hostile("absolute-strip0", b"--- /dev/null\n+++ /tmp/evil.txt\n@@ -0,0 +1 @@\n+pwned\n", "absolute path", 1,
+            strip=0),
+    Hostile("absolute-strip1", b"--- /dev/null\n+++ /outside/evil.txt\n@@ -0,0 +1 @@\n+pwned\n", "absolute path",
+            1),
+    Hostile("inner-dotdot", _header(b"a/../../etc/passwd") + H, "leaves the tree", 1),
+    Hostile("deep-dotdot", _header(b"a/engine/../../../outside/target.txt") + H, "leaves the tree", 1),
+    Hostile("c-quoted-dotdot", b'diff --git "a/\\056\\056/x" "b/\\056\\056/x"\n--- "a/\\056\\056/x"\n'
+            b'+++ "b/\\056\\056/x"\n' + H, "leaves the tree", 1),
+    Hostile("c-quoted-slash", _header(b'"a/engine\\057..\\057..\\057outside/target.txt"') + H, "leaves the tree",
+            1),
+    Hostile("nul-raw", _header(b"a/engine/x\0.py") + H, "NUL byte", 1),
+    Hostile("nul-quoted", _header(b'"a/engine/x\\000.py"') + H, "NUL byte in a path", 1),
+    Hostile("rename-out", b"diff --git a/engine/x.py b/engine/x.py\nsimilarity index 100%\n"
+            b"rename from engine/x.py\nrename to ../outside/x.py\n", "leaves the tree", 1),
+    Hostile("into-dotgit", _header(b"a/.git/hooks/pre-commit") + H, "inside .git or .patchkit", 1),
+    Hostile("into-state", _header(b"a/.patchkit/lock") + H, "inside .git or .patchkit", 1),
+    Hostile("backslash", _header(b"a/engine\\..\\..\\outside") + H, "backslash", 1),
+    # links inside the tree, and diffs that would make links or devices
+    Hostile("through-dir-link", _header(b"a/engine/linkdir/target.txt") + H, "symbolic link", None,
+            setup=_link_dir, names="link"),
+    Hostile("create-through-link", b"--- /dev/null\n+++ b/engine/up/new.txt\n@@ -0,0 +1 @@\n+pwned\n",
+            "symbolic link", None, setup=_relative_link_dir, names="link"),
+    Hostile("file-is-link", _header(b"a/engine/y.py") + b"@@ -1 +1 @@\n-y = 1\n+y = 2\n", "symbolic link",
+            None, setup=_link_file, names="link"),
+    Hostile("make-symlink", b"diff --git a/engine/l b/engine/l\nnew file mode 120000\nindex 0000000..1111111\n"
+            b"--- /dev/null\n+++ b/engine/l\n@@ -0,0 +1 @@\n+/etc/passwd\n\\ No newline at end of file\n",
+            "symbolic link change", 1),
+    Hostile("symlink-to-file", b"diff --git a/engine/x.py b/engine/x.py\nold mode 100644\nnew mode 120000\n",
+            "symbolic link change", 1),
+    Hostile("device", b"diff --git a/engine/d b/engine/d\nnew file mode 020644\n--- /dev/null\n+++ b/engine/d\n"
+            b"@@ -0,0 +1 @@\n+x\n", "unsupported file mode", 1),
+    Hostile("gitlink", b"diff --git a/engine/m b/engine/m\nnew file mode 160000\nindex 0000000..1111111\n"
+            b"--- /dev/null\n+++ b/engine/m\n@@ -0,0 +1 @@\n+Subproject commit 1111111\n", "submodule", 1),
+    # malformed diffs
+    Hostile("garbage", b"hello world\nthis is not a diff\n", "no file changes found"),
+    Hostile("random-bytes", bytes(range(1, 256)) * 4, "no file changes found"),
+    Hostile("empty", b"", "the diff is empty"),
+    Hostile("blank", b"\n \n\t\n", "the diff is empty"),
+    Hostile("truncated-hunk", _header(b"a/engine/x.py") + b"@@ -1,3 +1,3 @@\n a\n-b\n", "ends early", 5),
+    Hostile("truncated-header", b"diff --git a/engine/x.py b/engine/x.py\n", "changes nothing", 1),
+    Hostile("truncated-after-files", _header(b"a/engine/x.py"), "changes nothing", 1),
+    Hostile("count-too-many", _header(b"a/engine/x.py") + b"@@ -1,2 +1,2 @@\n a\n-b\n+c\n d\n e\n",
+            "header counts are already used up", 7),
+    Hostile("count-too-few", _header(b"a/engine/x.py") + b"@@ -1,5 +1,5 @@\n a\n-b\n+c\n"
+            + _header(b"a/engine/y.py") + H, "ends early", 9),
+    Hostile("hunk-first", H + _header(b"a/engine/x.py") + H, "hunk before any file header", 1),
+    Hostile("conflicting-headers", b"diff --git a/engine/x.py b/engine/x.py\n" + _header(b"a/engine/y.py") + H,
+            "conflicting headers", 2),
+    Hostile("malformed-hunk-header", _header(b"a/engine/x.py") + b"@@ -1 +1\n-x = 1\n+x = 2\n",
+            "malformed hunk header", 3),
+    Hostile("crlf-headers", b"--- a/engine/x.py\r\n+++ b/engine/x.py\r\n" + H, "CRLF", 1),
+    Hostile("binary", b"diff --git a/engine/x.py b/engine/x.py\nindex 1111111..2222222 100644\n"
+            b"Binary files a/engine/x.py and b/engine/x.py differ\n", "binary patch", 1),
+    Hostile("copy", b"diff --git a/engine/x.py b/engine/z.py\nsimilarity index 100%\ncopy from engine/x.py\n"
+            b"copy to engine/z.py\n", "copied files are not supported", 1),
+    # broken manifests
+    Hostile("manifest-types", H, "strip must be an integer", names="manifest",
+            setup=_manifest(lambda t: t.replace("strip = 1", 'strip = "1"'))),
+    Hostile("manifest-unknown-key", H, "unknown key upstream.branch", names="manifest",
+            setup=_manifest(lambda t: t.replace("pr = 1", 'pr = 1\nbranch = "main"'))),
+    Hostile("manifest-pr-type", H, "upstream.pr must be an integer", names="manifest",
+            setup=_manifest(lambda t: t.replace("pr = 1", 'pr = "1"'))),
+    Hostile("manifest-diff-escapes", H, "inside the patch folder", names="manifest",
+            setup=_manifest(lambda t: t.replace('diff = "change.diff"', 'diff = "../../outside/evil.diff"'))),
+    Hostile("manifest-diff-absolute", H, "inside the patch folder", names="manifest",
+            setup=_manifest(lambda t: t.replace('diff = "change.diff"', 'diff = "/etc/hostname"'))),
+    Hostile("manifest-diff-symlink", H, "outside the patch folder", names="manifest",
+            setup=_diff_symlink_outside),
+    Hostile("manifest-not-toml", H, "not valid TOML", names="manifest", setup=_manifest(lambda t: t + "[[[\n")),
+    Hostile("manifest-sha-mismatch", H, "the manifest records", names="manifest", setup=_manifest(
+        lambda t: _with_sha(t, "0" * 64))),
+]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _warm(tmp_path_factory: pytest.TempPathFactory) -> None:
+    warm_up(tmp_path_factory.mktemp("warm"))
+
+
+def check_hostile(workdir: Path, case: Hostile) -> list[str]:
+    """Run one hostile case through apply and status; the problems found (empty: handled as it must be)."""
+    root = workdir / case.name / "root"
+    outside = workdir / case.name / "outside"
+    patches = workdir / case.name / "patches"
+    write_files(root, TREE)
+    write_files(outside, {"target.txt": (b"precious\n", 0o644), "y.py": (b"y = 1\n", 0o644)})
+    folder = add_patch(patches, PATCH_ID, case.diff, extra=f"strip = {case.strip}")
+    if case.setup:
+        case.setup(root, outside, folder)
+    before = image(root), image(outside), image(patches)
+    problems = []
+    for action in ("apply", "status"):
+        run = run_forked([action, PATCH_ID, "--root", str(root), "--patches", str(patches)])
+        if run.code != 2:
+            problems.append(f"{action}: exit {run.code}, expected 2: {run.err.strip()}{run.out.strip()}")
+        if "Traceback" in run.err:
+            problems.append(f"{action}: traceback")
+        if case.expect not in run.err:
+            problems.append(f"{action}: message lacks {case.expect!r}: {run.err.strip()}")
+        named = {
+            "diff": f"{folder / 'change.diff'}" + (f":{case.line}:" if case.line else ""),
+            "manifest": str(folder / "manifest.toml"),
+            "link": str(root / "engine"),
+        }[case.names]
+        if named not in run.err:
+            problems.append(f"{action}: message does not name {named}: {run.err.strip()}")
+    if (image(root), image(outside), image(patches)) != before:
+        problems.append("something was written")
+    if (root / ".patchkit" / "journal.json").exists():
+        problems.append("a journal was left")
+    return problems
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[h.name for h in HOSTILE])
+def test_hostile_input_is_refused_cleanly(tmp_path: Path, case: Hostile) -> None:
+    assert check_hostile(tmp_path, case) == []
+
+
+def test_the_same_tree_and_diff_work_without_the_attack(tmp_path: Path) -> None:
+    """The control: prove the harness would notice a write (so the cases above can fail)."""
+    root = tmp_path / "root"
+    write_files(root, TREE)
+    patches = tmp_path / "patches"
+    add_patch(patches, PATCH_ID, _header(b"a/engine/x.py") + H)
+    before = image(root)
+    assert run_forked(["apply", PATCH_ID, "--root", str(root), "--patches", str(patches)]).code == 0
+    assert image(root) != before
+
+
+def test_invalid_utf8_and_huge_lines_are_just_bytes(tmp_path: Path) -> None:
+    huge = b"h" * (4 << 20) + b"\xff\n"
+    before = {"engine/bin.py": (b"\xff\xfe?\n\xc3\x28\n" + huge, 0o644), "engine/lat.py": (b"caf\xe9\n", 0o600)}
+    after = {"engine/bin.py": (b"\xff\xfe!\n\xc3\x28\n" + huge + b"tail\n", 0o644),
+             "engine/lat.py": (b"caf\xe9 cr\xe8me\r\n", 0o600)}
+    diff = git_diff(tmp_path, before, after)
+    root = tmp_path / "root"
+    write_files(root, before)
+    patches = tmp_path / "patches"
+    add_patch(patches, PATCH_ID, diff)
+    args = ["--root", str(root), "--patches", str(patches)]
+    assert b"Binary files" not in diff
+    run = run_forked(["apply", PATCH_ID, *args])
+    assert run.code == 0, run.err
+    assert {k: v for k, v in image(root).items() if v[0] == "file"} == {
+        k: ("file", *v) for k, v in after.items() if v is not None
+    }
+    assert run_forked(["revert", PATCH_ID, *args]).code == 0
+    assert {k: v[1] for k, v in image(root).items() if v[0] == "file"} == {k: v[0] for k, v in before.items()}
