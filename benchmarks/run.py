@@ -441,7 +441,8 @@ class Bench:
                          verify=corpus.expected),
         ])
         row("revert (fresh copy)", [
-            self.measure("patchkit", [*pk, "revert", PATCH_ID, "--root", "{root}", *reg], 0,
+            # --force: the fresh copy has the change but no applied record (patchkit did not apply it)
+            self.measure("patchkit", [*pk, "revert", PATCH_ID, "--root", "{root}", *reg, "--force"], 0,
                          prepare=self.fresh(corpus.expected), verify=corpus.base),
             self.measure("git apply", ["git", "apply", "--reverse", diff], 0,
                          prepare=self.fresh(corpus.expected), verify=corpus.base),

@@ -16,6 +16,7 @@ from patchkit.manifest import PatchSpec
 from patchkit.plan import Plan, plan_changes
 from patchkit.provenance import (
     BaseState,
+    Origin,
     Provenance,
     RecordState,
     assess,
@@ -59,6 +60,7 @@ class Options:
     complete: bool = False
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
+    force: bool = False  # revert a change patchkit did not apply (upstream-contains)
 
 
 @dataclass(frozen=True)
@@ -104,7 +106,7 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
 
         if action is Action.STATUS:
             return outcome(None, None, None)
-        refusal = _refuse_provenance(spec, action, facts, options.strict_base)
+        refusal = _refuse_provenance(spec, action, facts, options)
         if refusal is not None:
             return outcome(Result.REFUSED, None, refusal)
         result, reason, forward = _decide(action, tree.state, options.complete)
@@ -121,10 +123,16 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
         return outcome(result, plan, None)
 
 
-def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, strict_base: bool) -> str | None:
+def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, options: Options) -> str | None:
     """Why provenance forbids the action (before any hunk-level decision), or None."""
     base = facts.base
-    if strict_base and base.state is not BaseState.PINNED:
+    if action is Action.REVERT and facts.origin is Origin.UPSTREAM and not options.force:
+        # patchkit did not put this change there: taking it out would edit the engine image itself.
+        return (
+            "the tree had this change before patchkit applied anything (no applied record): the engine "
+            "image probably ships it, and the patch can be retired; `revert --force` takes it out anyway"
+        )
+    if options.strict_base and base.state is not BaseState.PINNED:
         what = f"drifted ({', '.join(base.drifted)})" if base.drifted else base.state.value
         return f"--strict-base: the base is {what}, not verifiably the pinned base; nothing written"
     record = facts.record

@@ -577,7 +577,12 @@ def _clean_path(raw: bytes | None, strip: int, where: str) -> str | None:
             hint="set `strip` in the manifest to match how the diff was made (git diffs use 1)",
         )
     kept = parts[strip:]
-    text = os.fsdecode(b"/".join(kept))
+    try:  # names are reported, hashed and printed as text: one that is not UTF-8 would crash all three
+        text = b"/".join(kept).decode("utf-8")
+    except UnicodeDecodeError:
+        raise UnsafePathError(
+            f"path {_show(name)} is not valid UTF-8", where=where, hint="patchkit handles UTF-8 file names only"
+        ) from None
     bad = [p for p in kept if p in (b".", b"..")]
     if bad:
         raise UnsafePathError(f"path {text!r} leaves the tree (`{bad[0].decode()}` component)", where=where)

@@ -100,11 +100,11 @@ def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
         state = BaseState.UNKNOWN
     return BaseCheck(
         state, pinned, head.head, head.relation, tuple(p for p, _ in spec.base_files),
-        tuple(drifted), tuple(unchecked), head.detail or _unknown_why(state, spec, tree.root),
+        tuple(drifted), tuple(unchecked), head.detail or _unknown_why(state, spec),
     )
 
 
-def _unknown_why(state: BaseState, spec: PatchSpec, root: Path) -> str | None:
+def _unknown_why(state: BaseState, spec: PatchSpec) -> str | None:
     if state is not BaseState.UNKNOWN:
         return None
     if spec.base_files:

@@ -8,6 +8,9 @@ and `status` must say which.
 
 from __future__ import annotations
 
+import contextlib
+import shutil
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -90,3 +93,40 @@ def test_an_io_error_message_names_the_file(case: Case) -> None:
     assert run.code == 7
     assert "patchkit: error: " in run.err and "cannot write " in run.err and "No space left on device" in run.err
     assert "hint: free disk space" in run.err
+
+
+@contextlib.contextmanager
+def read_only(root: Path) -> Iterator[None]:
+    """Bind-mount root read-only over itself (needs CAP_SYS_ADMIN; the test is skipped without it)."""
+    if shutil.which("mount") is None:
+        pytest.skip("no mount command")
+    bind = subprocess.run(["mount", "--bind", str(root), str(root)], capture_output=True, check=False)
+    if bind.returncode != 0:
+        pytest.skip(f"cannot bind-mount here: {bind.stderr.decode(errors='replace').strip()}")
+    try:
+        remount = subprocess.run(["mount", "-o", "remount,ro,bind", str(root)], capture_output=True, check=False)
+        if remount.returncode != 0:
+            pytest.skip("cannot remount read-only here")
+        yield
+    finally:
+        subprocess.run(["umount", str(root)], capture_output=True, check=False)
+
+
+def test_a_read_only_tree_with_a_journal_exits_8_and_is_recovered_once_writable(case: Case) -> None:
+    root = case.fresh("read-only")
+    assert run_forked(case.args("status", root)).code == 3  # creates .patchkit while still writable
+    clean = case.fresh("read-only-clean")
+    assert run_forked(case.args("status", clean)).code == 3
+    with read_only(clean):
+        assert run_forked(case.args("status", clean)).code == 3, "status needs no write without a journal"
+    assert run_forked(case.args("apply", root), fault_env(30)).killed
+    mixed = image(root)
+    with read_only(root):
+        run = run_forked(case.args("status", root))
+        assert run.code == 8, run.err
+        assert "cannot be written" in run.err and f"interrupted apply of {PATCH_ID}" in run.err
+        assert "Traceback" not in run.err
+        assert image(root) == mixed
+    run = run_forked(case.args("status", root))
+    assert run.code == 3 and "recovered an interrupted apply" in run.err
+    assert image(root) == case.original

@@ -87,6 +87,7 @@ HOSTILE: list[Hostile] = [
     Hostile("nul-quoted", _header(b'"a/engine/x\\000.py"') + H, "NUL byte in a path", 1),
     Hostile("rename-out", b"diff --git a/engine/x.py b/engine/x.py\nsimilarity index 100%\n"
             b"rename from engine/x.py\nrename to ../outside/x.py\n", "leaves the tree", 1),
+    Hostile("non-utf8-name", _header(b"a/engine/\xff\xfe.py") + H, "not valid UTF-8", 1),
     Hostile("into-dotgit", _header(b"a/.git/hooks/pre-commit") + H, "inside .git or .patchkit", 1),
     Hostile("into-state", _header(b"a/.patchkit/lock") + H, "inside .git or .patchkit", 1),
     Hostile("backslash", _header(b"a/engine\\..\\..\\outside") + H, "backslash", 1),

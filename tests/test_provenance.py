@@ -244,6 +244,15 @@ def test_upstream_contains_says_retire_and_writes_nothing(tmp_path: Path, patche
     assert applied.code == 0 and applied.json()["result"] == "already-applied"
     assert not record_path(tree).exists()
 
+    # patchkit did not put the change there: revert would edit the engine image itself, so only --force does
+    shipped = (tree / "eng/core.py").read_bytes()
+    refused = cli("revert", PID, "--root", tree, "--patches", patches)
+    assert refused.code == 1 and "--force" in refused.out
+    assert (tree / "eng/core.py").read_bytes() == shipped
+    forced = cli("revert", PID, "--root", tree, "--patches", patches, "--force", "--json")
+    assert (forced.code, forced.json()["result"]) == (0, "reverted")
+    assert (tree / "eng/core.py").read_bytes() == BASE["eng/core.py"]
+
 
 def test_revert_of_a_tree_without_the_change_drops_a_leftover_record(
     tmp_path: Path, patches: Path, tree: Path

@@ -10,20 +10,23 @@ from patchkit.commands.options import patch_command_options, run_patch_command
 @patch_command_options
 @click.option("--dry-run", is_flag=True, help="Check and show what would be written; write nothing.")
 @click.option("--complete", is_flag=True, help="On a partially patched tree, revert the applied hunks.")
+@click.option("--force", is_flag=True, help="Revert a change patchkit did not apply (no applied record).")
 def command(
     patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
-    dry_run: bool, complete: bool,
+    dry_run: bool, complete: bool, force: bool,
 ) -> None:
     """Take PATCH's filtered hunk set back out of the tree at --root. The mirror image of apply.
 
     Applied: restores the pre-image, exit 0. Not applied: writes nothing, exit 0. Partial, conflict or
     ambiguous: writes nothing, exit 1. When the tree holds another version of the patch (its applied record
     names another hunk set), revert takes out that version, using the copy of the diff stored when it was
-    applied; then the new version can be applied. A successful revert removes the record.
+    applied; then the new version can be applied. A successful revert removes the record. A tree that had the
+change before patchkit applied anything (no record: upstream-contains) is refused unless --force is given,
+since the change is then probably part of the engine image.
 
     \b
     Example:
       patchkit revert atom-pr2106 --root /opt/ATOM
     """
-    options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout)
+    options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, force=force)
     run_patch_command(Action.REVERT, patch, root, patches_dir, as_json, verbose, options)
