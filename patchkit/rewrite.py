@@ -32,6 +32,10 @@ def rewrite_section(verdict: FileVerdict, *, forward: bool) -> dict[str, Snapsho
         mode = section.new_mode if forward else section.old_mode
         return {section.path: Snapshot(section.path, data, new_file_mode(bool(mode and mode & 0o100)))}
 
+    if not (any(hv.state is moving for hv in verdict.hunks) or moving in (verdict.mode, verdict.presence)):
+        # Nothing moves. Returning the judged content instead would be wrong for a section of a stack judged
+        # on a peeled-back copy of the file rather than on the tree.
+        return {}
     source = verdict.source_path
     assert source is not None
     before = verdict.judged_on[source]

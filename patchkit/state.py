@@ -94,33 +94,49 @@ def scan_tree(root: Path, hunk_set: HunkSet) -> TreeState:
 
 
 def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) -> list[FileVerdict]:
-    """Judge sections in diff order; chains of sections sharing a path are judged as one stack."""
-    from patchkit.rewrite import rewrite_section  # rewrite depends on this module's verdicts
-
+    """Judge sections in order; chains of sections sharing a path are judged as one stack (_judge_chain)."""
     verdicts: dict[int, FileVerdict] = {}
     for chain in _chains(sections):
         if len(chain) == 1:
             verdicts[chain[0]] = judge_section(sections[chain[0]], snapshots)
-            continue
-        # Peel from the end while each section is applied: a fully applied stack reads back to its base.
-        overlay = dict(snapshots)
-        peeled: dict[int, FileVerdict] = {}
-        for i in reversed(chain):
-            verdict = judge_section(sections[i], overlay)
-            if verdict.state is not PatchState.APPLIED:
-                break
-            peeled[i] = verdict
-            overlay.update(rewrite_section(verdict, forward=False))
-        if len(peeled) == len(chain):
-            verdicts.update(peeled)
-            continue
-        overlay = dict(snapshots)
-        for i in chain:
-            verdict = judge_section(sections[i], overlay)
-            verdicts[i] = verdict
-            if verdict.state is PatchState.UNAPPLIED:
-                overlay.update(rewrite_section(verdict, forward=True))
+        else:
+            verdicts.update(zip(chain, _judge_chain([sections[i] for i in chain], snapshots), strict=True))
     return [verdicts[i] for i in range(len(sections))]
+
+
+def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) -> list[FileVerdict]:
+    """Sections that touch the same file, in order: find the reading "the first j are applied, the rest not".
+
+    Each candidate j is checked for real: the first j sections, peeled off the tree from the last one back,
+    must each read as applied, and the others, applied in turn from the tree, must each read as unapplied.
+    The largest j that holds wins. If none does, the chain is judged forward on the tree (partial, conflict).
+    """
+    from patchkit.rewrite import rewrite_section  # rewrite depends on this module's verdicts
+
+    def stack(order: Sequence[int], want: PatchState, forward: bool, out: list[FileVerdict | None]) -> bool:
+        overlay = dict(snapshots)
+        for i in order:
+            verdict = judge_section(chain[i], overlay)
+            if verdict.state is not want:
+                return False
+            out[i] = verdict
+            overlay.update(rewrite_section(verdict, forward=forward))
+        return True
+
+    for j in range(len(chain), -1, -1):
+        found: list[FileVerdict | None] = [None] * len(chain)
+        if stack(range(j - 1, -1, -1), PatchState.APPLIED, False, found) and stack(
+            range(j, len(chain)), PatchState.UNAPPLIED, True, found
+        ):
+            return [v for v in found if v is not None]
+    overlay = dict(snapshots)
+    verdicts = []
+    for section in chain:
+        verdict = judge_section(section, overlay)
+        verdicts.append(verdict)
+        if verdict.state is PatchState.UNAPPLIED:
+            overlay.update(rewrite_section(verdict, forward=True))
+    return verdicts
 
 
 def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
