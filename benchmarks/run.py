@@ -313,8 +313,8 @@ def run_once(argv: Sequence[str], cwd: Path, env: dict[str, str] | None = None, 
     with tempfile.TemporaryFile() as err, tempfile.NamedTemporaryFile() as rss:
         full = [TIME, "-f", "%M", "-o", rss.name, *argv] if wrap else list(argv)
         start = time.perf_counter()
-        proc = subprocess.Popen(full, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.DEVNULL, stderr=err)
+        # stdout goes to the same file: a refusal's reason is printed there, and is the problem to report
+        proc = subprocess.Popen(full, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=err, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         elapsed = time.perf_counter() - start
         proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here; stop Popen from waiting again

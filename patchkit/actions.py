@@ -18,6 +18,7 @@ from patchkit.provenance import (
     BaseState,
     Origin,
     Provenance,
+    RecordCheck,
     RecordState,
     assess,
     check_hunkset_pin,
@@ -43,6 +44,7 @@ class Result(Enum):
     NOT_APPLIED = "not-applied"
     REFUSED = "refused"
     DRY_RUN = "dry-run"
+    SKIPPED = "skipped"  # --all: held back because another patch of the series was refused
 
 
 STATUS_EXIT = {
@@ -85,7 +87,7 @@ class Outcome:
             return ExitCode.BASE_MISMATCH
         if self.action is Action.STATUS:
             return STATUS_EXIT[self.tree.state]
-        return ExitCode.REFUSED if self.result is Result.REFUSED else ExitCode.OK
+        return ExitCode.REFUSED if self.result in (Result.REFUSED, Result.SKIPPED) else ExitCode.OK
 
 
 def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options()) -> Outcome:
@@ -99,28 +101,60 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
         tree = scan_tree(real_root, stored or hunk_set)
-        facts = assess(spec, tree, record, used_stored_copy=stored is not None)
+        decision = decide_patch(spec, action, tree, record, options, used_stored_copy=stored is not None)
 
-        def outcome(result: Result | None, plan: Plan | None, reason: str | None) -> Outcome:
-            return Outcome(spec, action, tree, result, plan, reason, recovered, facts, options.strict_base)
+        def outcome(result: Result | None, plan: Plan | None) -> Outcome:
+            return Outcome(
+                spec, action, tree, result, plan, decision.reason, recovered, decision.provenance, options.strict_base
+            )
 
-        if action is Action.STATUS:
-            return outcome(None, None, None)
-        refusal = _refuse_provenance(spec, action, facts, options)
-        if refusal is not None:
-            return outcome(Result.REFUSED, None, refusal)
-        result, reason, forward = _decide(action, tree.state, options.complete)
-        if forward is None:
-            if result is Result.NOT_APPLIED and record.state is not RecordState.NONE and not options.dry_run:
-                # The record claims a change the tree does not have: drop it, or apply would call it stale.
-                commit_changes(real_root, (), state_files=record_removal(spec.id), label=label)
-            return outcome(result, None, reason)
-        plan = plan_changes(tree, forward=forward)
+        if decision.forward is None:
+            if decision.drops_record and not options.dry_run:
+                commit_changes(real_root, (), state_files=record_changes(spec, hunk_set, decision), label=label)
+            return outcome(decision.result, None)
+        plan = plan_changes(tree, forward=decision.forward)
         if options.dry_run:
-            return outcome(Result.DRY_RUN, plan, None)
-        state_files = record_files(spec, hunk_set) if forward else record_removal(spec.id)
-        commit_changes(real_root, plan.changes, state_files=state_files, label=label)
-        return outcome(result, plan, None)
+            return outcome(Result.DRY_RUN, plan)
+        commit_changes(real_root, plan.changes, state_files=record_changes(spec, hunk_set, decision), label=label)
+        return outcome(decision.result, plan)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an action does to one patch, from its tree state and provenance; shared by run and series."""
+
+    provenance: Provenance
+    result: Result | None  # None for status
+    reason: str | None  # why the action is refused
+    forward: bool | None  # the direction to plan in; None: nothing to write to the tree
+
+    @property
+    def drops_record(self) -> bool:
+        # The record claims a change the tree does not have: drop it, or apply would call it stale.
+        return self.result is Result.NOT_APPLIED and self.provenance.record.state is not RecordState.NONE
+
+
+def decide_patch(
+    spec: PatchSpec, action: Action, tree: TreeState, record: RecordCheck, options: Options, *, used_stored_copy: bool
+) -> Decision:
+    """Provenance first (stale record, upstream-contains, --strict-base), then the tree state."""
+    facts = assess(spec, tree, record, used_stored_copy=used_stored_copy)
+    if action is Action.STATUS:
+        return Decision(facts, None, None, None)
+    refusal = _refuse_provenance(spec, action, facts, options)
+    if refusal is not None:
+        return Decision(facts, Result.REFUSED, refusal, None)
+    result, reason, forward = _decide(action, tree.state, options.complete)
+    return Decision(facts, result, reason, forward)
+
+
+def record_changes(spec: PatchSpec, hunk_set: HunkSet, decision: Decision) -> dict[str, bytes | None]:
+    """The applied-record files to write with a decision's tree changes, in the same transaction."""
+    if decision.forward:
+        return record_files(spec, hunk_set)
+    if decision.forward is False or decision.drops_record:
+        return record_removal(spec.id)
+    return {}
 
 
 def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, options: Options) -> str | None:

@@ -15,7 +15,8 @@ from patchkit.diffs import FileOp
 from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
 from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation
-from patchkit.state import FileVerdict
+from patchkit.series import SeriesOutcome, SeriesResult
+from patchkit.state import FileVerdict, PatchState
 
 _COLOURS = {
     "applied": "green",
@@ -28,6 +29,8 @@ _COLOURS = {
     "conflict": "red",
     "ambiguous": "red",
     "refused": "red",
+    "skipped": "yellow",
+    "incomplete": "yellow",
     "pinned": "green",
     "drifted": "yellow",
     "stale": "yellow",
@@ -111,6 +114,7 @@ def summary_line(outcome: Outcome) -> str:
         Result.NOT_APPLIED: "not applied, nothing to revert",
         Result.DRY_RUN: f"dry run: the tree is {tree.state.value}; would write {written} files",
         Result.REFUSED: f"refused: the tree is {tree.state.value}; nothing written",
+        Result.SKIPPED: f"skipped: the tree is {tree.state.value}; nothing written",
     }
     return f"{pid}: {_paint(result.value, texts[result])}"
 
@@ -273,3 +277,102 @@ def _record_text(facts: Provenance) -> str:
     if check.state is RecordState.INVALID:
         return f"record {_paint('invalid')}: {check.detail}"
     return "no record"
+
+
+# ---------------------------------------------------------------------------------------------------- series
+
+
+def series_json(series: SeriesOutcome) -> dict[str, Any]:
+    """`--all --json`: the series as one document; each patch with the keys of the single-patch document."""
+    return {
+        "action": series.action.value,
+        "root": str(series.root),
+        "state": series.state.value,
+        "result": series.result.value if series.result else None,
+        "exit_code": int(series.exit_code),
+        "left": [o.spec.id for o in series.left],
+        "patches": [outcome_json(o) for o in series.outcomes],
+        "changes": [
+            {"path": c.path, "op": _change_op(c.before.exists, c.after.exists)}
+            for c in (series.plan.changes if series.plan else ())
+        ],
+    }
+
+
+def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
+    """`status --all`: one row per patch (patch, state, base, files), then what stands out."""
+    rows = [(o.spec.id, o.tree.state.value, o.provenance.base.state.value if o.provenance else "-",
+             ", ".join(dict.fromkeys(v.section.path for v in o.tree.files))) for o in series.outcomes]
+    width = max(len("patch"), *(len(r[0]) for r in rows))
+    lines = [f"{'patch':<{width}}  {'state':<10} {'base':<8} files"]
+    lines += [f"{pid:<{width}}  {_paint(state, f'{state:<10}')} {_paint(base, f'{base:<8}')} {files}"
+              for pid, state, base, files in rows]
+    for outcome in series.outcomes:
+        details = _details(outcome, verbose)
+        if details:
+            lines += [f"{outcome.spec.id}:", *details]
+    lines.append(f"series: {_paint(series.state.value)} (the worst of {len(series.outcomes)} patches)")
+    return lines
+
+
+def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
+    """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
+    lines: list[str] = []
+    in_order = series.outcomes if series.action is Action.APPLY else series.outcomes[::-1]  # as they were acted on
+    for outcome in in_order:
+        lines.append(summary_line(outcome))
+        # Held back by all or nothing, every patch has the same reason: the series line gives it once.
+        lines += _details(outcome, verbose, skip_reason=series.keep_going)
+    result = series.result
+    assert result is not None
+    written = len(series.plan.changes) if series.plan else 0
+    count = len(series.outcomes)
+    goal = "applied" if series.action is Action.APPLY else "not applied"
+    texts = {
+        SeriesResult.DRY_RUN: f"dry run, nothing written: all {count} patches would end {goal}; "
+        f"would write {written} files",
+        SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
+        + ("" if series.keep_going else " (--keep-going writes the patches that can be)"),
+        SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {count} patches left, the others are {goal} "
+        f"({written} files written)",
+    }
+    done = f"{written} files written" if written else "nothing written"
+    text = texts.get(result, f"all {count} patches {goal} ({done})")
+    lines.append(f"series: {_paint(result.value, text)}")
+    first = next((o for o in series.left if o.result is Result.REFUSED), None)
+    if first is not None:
+        lines += _refusal_advice(first)
+    return lines
+
+
+def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[str]:
+    """What a patch's line needs below it: provenance worth a look, the hunk table on refusal, a skip reason."""
+    lines = []
+    line = provenance_line(outcome, verbose)
+    if line is not None:
+        lines.append(line)
+    if verbose or outcome.result is Result.REFUSED:
+        lines += hunk_table(outcome)
+    elif outcome.reason and (skip_reason or outcome.result is not Result.SKIPPED):
+        lines.append(f"  {outcome.reason}")
+    return lines
+
+
+def _refusal_advice(outcome: Outcome) -> list[str]:
+    """Which patch, which file, and what to do: the lines a stopped container start ends with."""
+    pid, tree, facts = outcome.spec.id, outcome.tree, outcome.provenance
+    stale = facts is not None and facts.record.state is RecordState.STALE
+    bad = next((v for v in tree.files if v.state not in (PatchState.APPLIED, PatchState.UNAPPLIED)), None)
+    if bad is not None:
+        where = f"{bad.section.path} is {bad.state.value}"
+    elif stale and facts is not None:
+        where = f"{facts.record.path} names another version of the patch"
+    else:
+        where = f"the tree is {tree.state.value}"
+    todo = outcome.reason
+    if tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
+        todo = (
+            f"see the hunks with `patchkit status {pid} --root {tree.root} -v`; if this engine image already ships "
+            f"the fix, retire {pid} (remove its folder from the patches registry), else re-vendor it for this image"
+        )
+    return [f"  stopped at {pid}: {where}", f"  what to do: {todo}"]

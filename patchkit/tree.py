@@ -58,26 +58,12 @@ def split_relative(rel: str) -> tuple[str, ...]:
     return parts
 
 
-def resolve_inside(root: Path, rel: str) -> Path:
-    """`root/rel`, refusing any path that could leave root or pass through a symlink (checked now, by lstat)."""
-    parts = split_relative(rel)
-    current = root
-    for part in parts:
-        current = current / part
-        try:
-            st = os.lstat(current)
-        except FileNotFoundError:
-            break  # the rest does not exist yet; nothing to follow
-        except NotADirectoryError:
-            raise UnsafePathError(f"a parent of {rel!r} is not a directory", where=str(current)) from None
-        if stat.S_ISLNK(st.st_mode):
-            raise _link_error(rel, str(current), os.readlink(current))
-    return root.joinpath(*parts)
-
-
 def open_root(root: Path) -> int:
     """A descriptor of the (already symlink-free) root directory."""
-    return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise BadInputError(f"cannot open the engine root: {exc.strerror}", where=str(root)) from None
 
 
 def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | None:
@@ -91,16 +77,16 @@ def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | Non
         return None
     except OSError as exc:
         if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
+            raise BadInputError(f"cannot open the folder: {exc.strerror}", where=shown) from None
         if stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
             raise _link_error(rel, shown, os.readlink(name, dir_fd=parent_fd)) from None
         raise UnsafePathError(f"a parent of {rel!r} is not a directory", where=shown) from None
 
 
-def open_folder(root_fd: int, root: Path, parts: tuple[str, ...], rel: str) -> int | None:
-    """Descriptor of root/parts walked link-free, or None if some component is missing. Caller closes it."""
-    fd = os.dup(root_fd)
-    shown = root
+def open_folder(base_fd: int, base: Path, parts: tuple[str, ...], rel: str) -> int | None:
+    """Descriptor of base/parts walked link-free, or None if some component is missing. Caller closes it."""
+    fd = os.dup(base_fd)
+    shown = base
     for part in parts:
         shown = shown / part
         try:
@@ -144,16 +130,22 @@ def read_entry(dir_fd: int, name: str, rel: str, shown: str) -> Snapshot:
 
 
 def read_snapshot(root: Path, rel: str) -> Snapshot:
-    parts = split_relative(rel)
+    """`rel` under root, as found: walked link-free, read with O_NOFOLLOW."""
     root_fd = open_root(root)
     try:
-        folder = open_folder(root_fd, root, parts[:-1], rel)
+        return read_at(root_fd, root, rel)
     finally:
         os.close(root_fd)
+
+
+def read_at(base_fd: int, base: Path, rel: str) -> Snapshot:
+    """`rel` under the open folder `base_fd` (whose path is `base`, for messages)."""
+    parts = split_relative(rel)
+    folder = open_folder(base_fd, base, parts[:-1], rel)
     if folder is None:
         return Snapshot(rel, None, None)
     try:
-        return read_entry(folder, parts[-1], rel, str(root.joinpath(*parts)))
+        return read_entry(folder, parts[-1], rel, str(base.joinpath(*parts)))
     finally:
         os.close(folder)
 

@@ -55,7 +55,7 @@ from patchkit.tree import (
     check_root,
     open_child_dir,
     open_root,
-    read_entry,
+    read_at,
     read_snapshot,
     split_relative,
 )
@@ -398,9 +398,12 @@ def _transact(
             where=str(roots.path(Area.STATE) / JOURNAL_NAME),
             hint="free disk space or fix permissions, then rerun",
         ) from None
+    failed = roots.path(Area.STATE) / JOURNAL_NAME  # what to name if writing fails
     try:
         for entry, data in zip(entries, contents, strict=True):
+            failed = roots.path(entry.area) / entry.path
             _write_entry(roots, disk, entry, data)
+        failed = roots.path(Area.STATE) / JOURNAL_NAME
         _drop_journal(roots, disk)
     except BaseException as exc:
         try:
@@ -410,14 +413,14 @@ def _transact(
             raise RecoveryFailedError(
                 f"writing failed ({_describe(exc)}) and so did restoring the tree ({_describe(again)}); "
                 "the journal is kept",
-                where=str(roots.root),
+                where=str(failed),
                 hint="fix the cause (disk space, permissions), then run any patchkit command on this root: "
                 "it rolls the tree back first",
             ) from None
         if isinstance(exc, OSError):
             raise WriteFailedError(
-                f"cannot write {exc.filename or '?'}: {exc.strerror}; the tree was restored, nothing changed",
-                where=str(roots.root),
+                f"writing failed: {exc.strerror}; the tree was restored, nothing changed",
+                where=str(failed),
                 hint="free disk space or fix permissions, then rerun",
             ) from None
         raise
@@ -674,22 +677,7 @@ def _entry(roots: _Roots, area: Area, before: Snapshot, after: Snapshot) -> _Ent
 
 
 def _read(roots: _Roots, area: Area, rel: str) -> Snapshot:
-    parts = split_relative(rel)
-    fd = os.dup(roots.fd(area))
-    shown = roots.path(area)
-    for part in parts[:-1]:
-        shown = shown / part
-        try:
-            child = open_child_dir(fd, part, rel, str(shown))
-        finally:
-            os.close(fd)
-        if child is None:
-            return Snapshot(rel, None, None)
-        fd = child
-    try:
-        return read_entry(fd, parts[-1], rel, str(shown / parts[-1]))
-    finally:
-        os.close(fd)
+    return read_at(roots.fd(area), roots.path(area), rel)
 
 
 def _open_parent(

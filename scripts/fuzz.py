@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--examples", type=int, default=5000)
     parser.add_argument("--seed", type=int, default=None)
     args = parser.parse_args(argv)
-    targets: list[tuple[str, Any, Callable[..., bool]]] = [
+    targets: list[tuple[str, st.SearchStrategy[Any], Callable[..., bool]]] = [
         ("random bytes -> diff", st.binary(max_size=4000), test_fuzz.check_diff),
         ("mutated git diffs", test_fuzz.mutated_diffs(), test_fuzz.check_diff),
         ("random bytes -> manifest", st.binary(max_size=1000), test_fuzz.check_manifest),
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     ]
     for name, strategy, check in targets:
         counts = {"tried": 0, "accepted": 0}
-        test = settings(
+        test: Callable[[], None] = settings(
             max_examples=args.examples, deadline=None, database=None,
             suppress_health_check=list(HealthCheck),
         )(given(strategy)(_counting(check, counts)))

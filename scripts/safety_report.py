@@ -41,6 +41,7 @@ from tests.safety_helpers import (
     fault_env,
     image,
     kill_campaign,
+    outside_images,
     race,
     run_forked,
     warm_up,
@@ -92,11 +93,12 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("ENOSPC", "EACCES", "EROFS", "EIO")
             for action in ("apply", "revert")
         ]
-        for campaign in errors:
-            problems += campaign.failures
+        for errored in errors:
+            problems += errored.failures
         figures += [
             ("I/O errors injected (ENOSPC, EACCES, EROFS, EIO at every write point)",
              sum(c.failed_runs for c in errors)),
+            ("  writes outside the root", sum(c.outside_writes for c in errors)),
             ("  not exit 7 / tree not restored / unclear message", " / ".join(
                 str(sum(len(getattr(c, f)) for c in errors)) for f in ("wrong_exit", "not_restored", "unclear")
             )),
@@ -106,6 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         race_runs = 0
         mixed_races = 0
         writers_wrong = 0
+        outside = outside_images(case)
         for i in range(rounds):
             root = case.fresh(f"race-{i}")
             runs = race(case, root, [("apply", {})] * 8)
@@ -122,12 +125,14 @@ def main(argv: list[str] | None = None) -> int:
             race_runs += 1
             mixed_races += image(root) != case.patched
             writers_wrong += any(r.code != 0 for r in runs if not r.killed)
-        if mixed_races or writers_wrong:
-            problems.append(f"races: {mixed_races} mixed trees, {writers_wrong} rounds with wrong writers")
+        race_outside = outside != outside_images(case)
+        if mixed_races or writers_wrong or race_outside:
+            problems.append(f"races: {mixed_races} mixed trees, {writers_wrong} wrong writers, outside: {race_outside}")
         figures += [
-            ("races run (8 processes each: apply x8, apply/revert x4, with a killed writer)", race_runs),
+            ("races run (8 processes each: apply x8, apply/revert x4, one racer set to die mid-write)", race_runs),
             ("  races ending in a mixed tree", mixed_races),
             ("  apply x8 rounds where other than exactly one process wrote", writers_wrong),
+            ("  writes outside the roots", int(race_outside)),
         ]
 
         # ------------------------------------------------------------------------------ hostile

@@ -358,7 +358,7 @@ def kill_campaign(case: Case, action: str, recovery_faults: Callable[[int], Sequ
     """
     forward = action == "apply"
     result = Campaign(action)
-    outside = _outside_images(case)
+    outside = outside_images(case)
     for n in itertools.count():
         root = case.fresh("campaign", patched=not forward)
         run = run_forked(case.args(action, root), fault_env(n))
@@ -374,7 +374,7 @@ def kill_campaign(case: Case, action: str, recovery_faults: Callable[[int], Sequ
             where = f"{action} killed after op {n}, recovery after op {j}"
             if not _check_recovery(case, root, action, where, j, result):
                 break  # the recovery ran to its end: larger j kill nothing new
-        result.outside_writes += outside != _outside_images(case)
+        result.outside_writes += outside != outside_images(case)
     raise AssertionError("unreachable")
 
 
@@ -424,6 +424,7 @@ class ErrorCampaign:
     wrong_exit: list[str] = field(default_factory=list)
     not_restored: list[str] = field(default_factory=list)
     unclear: list[str] = field(default_factory=list)  # tracebacks, or a message that does not say what happened
+    outside_writes: int = 0
 
     @property
     def failures(self) -> list[str]:
@@ -435,6 +436,7 @@ def error_campaign(case: Case, action: str, errno_name: str, step: int = 1) -> E
     forward = action == "apply"
     start = case.original if forward else case.patched
     result = ErrorCampaign(action, errno_name)
+    outside = outside_images(case)
     for n in itertools.count(0, step):
         root = case.fresh("ioerror", patched=not forward)
         run = run_forked(case.args(action, root), fault_env(n, errno_name))
@@ -447,10 +449,12 @@ def error_campaign(case: Case, action: str, errno_name: str, step: int = 1) -> E
             result.unclear.append(f"op {n}: {run.err.strip()}")
         if image(root) != start or (root / ".patchkit" / "journal.json").exists():
             result.not_restored.append(f"op {n}: {describe_mix(start, root)}")
+        result.outside_writes += outside != outside_images(case)
     raise AssertionError("unreachable")
 
 
-def _outside_images(case: Case) -> tuple[Image, Image]:
+def outside_images(case: Case) -> tuple[Image, Image]:
+    """What lies next to every root a case makes: the registry and the pristine tree."""
     return image(case.patches), image(case.pristine)
 
 

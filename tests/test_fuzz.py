@@ -8,6 +8,7 @@ nothing but PatchkitError. Bounded and derandomized for CI; scripts/fuzz.py runs
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import functools
 import json
@@ -66,6 +67,7 @@ HOSTILE_PATHS = [b".git/config", b"..", b"../x", b"x/.patchkit/lock", b"/abs/x",
 def corpus() -> tuple[tuple[bytes, Path], ...]:
     """Real diffs made by git, each with a tree holding its pre-image (kept for the whole session)."""
     workdir = Path(tempfile.mkdtemp(prefix="patchkit-fuzz-"))
+    atexit.register(shutil.rmtree, workdir, True)
     out = []
     for name, before, after in (("all-ops", BEFORE, AFTER), ("quoted", QUOTED_BEFORE, QUOTED_AFTER)):
         root = workdir / name
@@ -209,6 +211,7 @@ VALUES = SCALARS | st.lists(SCALARS, max_size=3) | st.dictionaries(
 @functools.cache
 def manifest_folder() -> Path:
     folder = Path(tempfile.mkdtemp(prefix="patchkit-fuzz-manifest-")) / "fuzz-id"
+    atexit.register(shutil.rmtree, folder.parent, True)
     folder.mkdir()
     (folder / "change.diff").write_bytes(b"--- a/engine/x.py\n+++ b/engine/x.py\n@@ -1 +1 @@\n-x\n+y\n")
     return folder

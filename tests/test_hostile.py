@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.errors import UnsafePathError
+from patchkit.tree import read_snapshot
 from tests.safety_helpers import PATCH_ID, add_patch, git_diff, image, run_forked, warm_up, write_files
 
 H = b"@@ -1 +1 @@\n-x = 1\n+x = 2\n"
@@ -222,3 +224,60 @@ def test_invalid_utf8_and_huge_lines_are_just_bytes(tmp_path: Path) -> None:
     }
     assert run_forked(["revert", PATCH_ID, *args]).code == 0
     assert {k: v[1] for k, v in image(root).items() if v[0] == "file"} == {k: v[0] for k, v in before.items()}
+
+
+# ------------------------------------------------------------------------------- tree reads, hardened
+
+def _tree(tmp_path: Path) -> tuple[Path, Path]:
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    write_files(root, TREE)
+    write_files(outside, {"secret.txt": (b"secret\n", 0o600)})
+    return root, outside
+
+
+@pytest.mark.parametrize("rel", ["../outside/secret.txt", "/etc/passwd", "engine/../../outside/secret.txt",
+                                 "engine//x.py", "engine/./x.py", "engine/x.py\0", ""])
+def test_read_snapshot_refuses_paths_that_are_not_plain(tmp_path: Path, rel: str) -> None:
+    root, _ = _tree(tmp_path)
+    with pytest.raises(UnsafePathError, match="not a plain relative path"):
+        read_snapshot(root, rel)
+
+
+def test_read_snapshot_refuses_links_fifos_and_non_folders(tmp_path: Path) -> None:
+    root, outside = _tree(tmp_path)
+    (root / "engine" / "link.py").symlink_to(outside / "secret.txt")
+    (root / "engine" / "dirlink").symlink_to(outside)
+    os.mkfifo(root / "engine" / "fifo.py")
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        read_snapshot(root, "engine/link.py")
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        read_snapshot(root, "engine/dirlink/secret.txt")
+    with pytest.raises(UnsafePathError, match="not a regular file"):
+        read_snapshot(root, "engine/fifo.py")  # O_NONBLOCK and the lstat first: this must not hang
+    with pytest.raises(UnsafePathError, match="not a directory"):
+        read_snapshot(root, "engine/x.py/y.py")
+    assert read_snapshot(root, "engine/missing/z.py").data is None
+
+
+@pytest.mark.parametrize(("swap", "message"), [("link", "became a symbolic link"), ("file", "was replaced")])
+def test_read_snapshot_catches_a_swap_between_check_and_open(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swap: str, message: str
+) -> None:
+    """Another process swaps the file right after patchkit's lstat: the open must not follow it."""
+    root, outside = _tree(tmp_path)
+    real_stat = os.stat
+
+    def stat_then_swap(name: str, *args: object, **kwargs: object) -> os.stat_result:
+        result = real_stat(name, *args, **kwargs)  # type: ignore[arg-type]
+        if name == "x.py":
+            target = root / "engine" / "x.py"
+            target.rename(tmp_path / "kept")  # kept alive, so the new file cannot reuse its inode number
+            if swap == "link":
+                target.symlink_to(outside / "secret.txt")
+            else:
+                target.write_bytes(b"x = 1\n")  # same content, another inode
+        return result
+
+    monkeypatch.setattr("patchkit.tree.os.stat", stat_then_swap)
+    with pytest.raises(UnsafePathError, match=message):
+        read_snapshot(root, "engine/x.py")

@@ -174,6 +174,7 @@ def test_an_io_error_mid_write_restores_the_tree_and_names_the_file(tmp_path: Pa
         for key in env:
             del os.environ[key]
     assert info.value.exit_code is ExitCode.WRITE_FAILED
+    assert info.value.where is not None and info.value.where.startswith(f"{tmp_path}/pkg/")
     assert image(tmp_path) == original
     assert not journal(tmp_path).exists()
 
@@ -192,12 +193,12 @@ def test_a_failing_restore_keeps_the_journal_and_the_next_run_finishes(
                 raise OSError(errno.EIO, "Input/output error", dst)
         real_replace(src, dst, **kwargs)
 
-    monkeypatch.setattr(workspace.os, "replace", broken_replace)
+    monkeypatch.setattr("patchkit.workspace.os.replace", broken_replace)
     with pytest.raises(RecoveryFailedError, match="the journal is kept") as info:
         commit_changes(tmp_path, changes_for(tmp_path), label="apply of unit")
     assert info.value.exit_code is ExitCode.RECOVERY_FAILED
     assert journal(tmp_path).exists()
-    monkeypatch.setattr(workspace.os, "replace", real_replace)
+    monkeypatch.setattr("patchkit.workspace.os.replace", real_replace)
     with locked(tmp_path, 5) as report:
         assert report is not None and report.direction is Direction.BACK and report.files == 2
     assert report.message.startswith("recovered an interrupted apply of unit on ")

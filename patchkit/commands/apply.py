@@ -3,7 +3,13 @@ from __future__ import annotations
 import click
 
 from patchkit.actions import Action, Options
-from patchkit.commands.options import patch_command_options, run_patch_command, strict_base_option
+from patchkit.commands.options import (
+    Selection,
+    keep_going_option,
+    patch_command_options,
+    run_patch_command,
+    strict_base_option,
+)
 
 
 @click.command("apply")
@@ -11,9 +17,10 @@ from patchkit.commands.options import patch_command_options, run_patch_command, 
 @click.option("--dry-run", is_flag=True, help="Check and show what would be written; write nothing.")
 @click.option("--complete", is_flag=True, help="On a partially patched tree, apply the missing hunks.")
 @strict_base_option
+@keep_going_option
 def command(
-    patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
-    dry_run: bool, complete: bool, strict_base: bool,
+    selection: Selection, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    dry_run: bool, complete: bool, strict_base: bool, keep_going: bool,
 ) -> None:
     """Apply PATCH's filtered hunk set to the tree at --root. A rerun is a no-op.
 
@@ -22,9 +29,14 @@ def command(
     A tree holding another version of the patch (a stale record) is refused, exit 1: revert it first.
     With --strict-base, a tree that is not verifiably the pinned base is refused, exit 9.
 
+    With --all (the container pre-launch hook): every patch of the registry (or of --target), in `after` order,
+    stacked, checked together and written as one transaction; one line per patch. Exit 0 when every patch ends
+    applied; 1 when one is refused, and then nothing is written unless --keep-going.
+
     \b
-    Example:
+    Examples:
       patchkit apply atom-pr2106 --root /opt/ATOM
+      PATCHKIT_ROOT=/opt/ATOM PATCHKIT_TARGET=ATOM patchkit apply --all
     """
     options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base)
-    run_patch_command(Action.APPLY, patch, root, patches_dir, as_json, verbose, options)
+    run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, verbose, options, keep_going)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
@@ -13,7 +14,17 @@ from click.core import ParameterSource
 from patchkit.actions import Action, Options, Outcome, run
 from patchkit.provenance import locate_distribution_root
 from patchkit.registry import find_locations, resolve_patch
-from patchkit.report import hunk_table, outcome_json, provenance_line, render_json, summary_line
+from patchkit.report import (
+    hunk_table,
+    outcome_json,
+    provenance_line,
+    render_json,
+    series_json,
+    series_lines,
+    series_status_table,
+    summary_line,
+)
+from patchkit.series import SeriesOutcome, load_series, run_series
 from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, recover_pending
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -21,7 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def patches_option(func: F) -> F:
     return click.option(
-        "--patches", "patches_dir", metavar="DIR",
+        "--patches", "patches_dir", metavar="DIR", envvar="PATCHKIT_PATCHES", show_envvar=True,
         help="Registry folder of patches (default: $PATCHKIT_PATCHES, [tool.patchkit] patches, ./patches).",
     )(func)
 
@@ -30,17 +41,33 @@ def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
 
 
+@dataclass(frozen=True)
+class Selection:
+    """The patches a command acts on: PATCH, or (patch None) --all, narrowed by --target to one engine."""
+
+    patch: str | None
+    target: str | None
+
+
 def patch_command_options(func: F) -> F:
-    """PATCH, --root or --root-from-package, --patches, --json, -v, --lock-timeout: what status, apply and revert
-    share. The command receives the chosen tree as `root`."""
+    """PATCH or --all [--target], --root or --root-from-package, --patches, --json, -v, --lock-timeout: what
+    status, apply and revert share. The command receives `selection` and the chosen tree as `root`."""
     decorators = [
-        click.argument("patch"),
+        click.argument("patch", required=False),
+        click.option(
+            "--all", "all_patches", is_flag=True,
+            help="Every patch of the registry instead of PATCH, in `after` order, written as one transaction.",
+        ),
+        click.option(
+            "--target", metavar="NAME", envvar="PATCHKIT_TARGET", show_envvar=True,
+            help="With --all: only the patches whose manifest has [target] name = NAME.",
+        ),
         click.option(
             "--root", metavar="DIR", envvar="PATCHKIT_ROOT", show_envvar=True,
             help="The engine source tree the diff's paths are relative to.",
         ),
         click.option(
-            "--root-from-package", metavar="NAME",
+            "--root-from-package", metavar="NAME", envvar="PATCHKIT_ROOT_FROM_PACKAGE", show_envvar=True,
             help="Instead of --root: the install folder of Python distribution NAME (its source checkout if "
             "installed editable, else the site-packages folder holding its package), found without importing it.",
         ),
@@ -52,7 +79,7 @@ def patch_command_options(func: F) -> F:
             metavar="SECONDS", help="How long to wait for another patchkit process on the same root.",
         ),
     ]
-    func = _one_root(func)
+    func = _one_selection(_one_root(func))
     for decorator in reversed(decorators):
         func = decorator(func)
     return func
@@ -68,12 +95,38 @@ def _one_root(func: F) -> F:
     return cast(F, wrapper)
 
 
+def _one_selection(func: F) -> F:
+    """Fold PATCH / --all / --target into the one `selection` argument the command takes."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, patch: str | None, all_patches: bool, target: str | None, **kwargs: Any) -> Any:
+        if (patch is None) != all_patches:
+            raise click.UsageError("give PATCH or --all, not both" if all_patches else "which patch? PATCH or --all")
+        if patch is not None:
+            if target is not None and not _from_env("target"):
+                raise click.UsageError("--target selects patches for --all; PATCH names one already")
+            target = None  # $PATCHKIT_TARGET is for the --all hook; an explicit PATCH does not need it
+        return func(*args, selection=Selection(patch, target), **kwargs)
+
+    return cast(F, wrapper)
+
+
+def _from_env(param: str) -> bool:
+    return click.get_current_context().get_parameter_source(param) is ParameterSource.ENVIRONMENT
+
+
 def choose_root(root: str | None, package: str | None) -> str:
-    """Exactly one of --root and --root-from-package; $PATCHKIT_ROOT counts only when neither is given."""
+    """Exactly one of --root and --root-from-package. Given on the command line, either beats the environment
+    ($PATCHKIT_ROOT, $PATCHKIT_ROOT_FROM_PACKAGE); both on the command line, or both in the environment, is an
+    error."""
+    if root is not None and package is not None:
+        root_env, package_env = _from_env("root"), _from_env("root_from_package")
+        if root_env == package_env:
+            both = "PATCHKIT_ROOT and PATCHKIT_ROOT_FROM_PACKAGE are both set" if root_env else (
+                "--root and --root-from-package exclude each other")
+            raise click.UsageError(f"{both}; give one of them")
+        root, package = (None, package) if root_env else (root, None)
     if package is not None:
-        from_env = click.get_current_context().get_parameter_source("root") is ParameterSource.ENVIRONMENT
-        if root is not None and not from_env:
-            raise click.UsageError("--root and --root-from-package exclude each other; give one of them")
         return str(locate_distribution_root(package))
     if root is None:
         raise click.UsageError(
@@ -90,20 +143,35 @@ def strict_base_option(func: F) -> F:
     )(func)
 
 
+def keep_going_option(func: F) -> F:
+    return click.option(
+        "--keep-going", is_flag=True,
+        help="With --all: instead of writing nothing when a patch is refused, write the patches that apply "
+        "cleanly in order, leave the refused ones and those tied to them by `after`, and exit 1.",
+    )(func)
+
+
 def run_patch_command(
     action: Action,
-    patch: str,
+    selection: Selection,
     root: str,
     patches_dir: str | None,
     as_json: bool,
     verbose: bool,
     options: Options,
+    keep_going: bool = False,
 ) -> None:
-    """Resolve PATCH, run the action, print the report and exit with the outcome's code."""
+    """Resolve PATCH (or the --all series), run the action, print the report and exit with the outcome's code."""
+    if keep_going and selection.patch is not None:
+        raise click.UsageError("--keep-going goes with --all")
     # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
     emit_recovery(recover_pending(Path(root), options.lock_timeout))
-    spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
-    outcome = run(spec, Path(root), action, options)
+    patches = find_locations(patches=patches_dir).patches
+    if selection.patch is None:
+        series = run_series(load_series(patches, selection.target), Path(root), action, options, keep_going=keep_going)
+        emit_series(series, as_json, verbose)
+        click.get_current_context().exit(int(series.exit_code))
+    outcome = run(resolve_patch(selection.patch, patches), Path(root), action, options)
     emit_outcome(outcome, as_json, verbose)
     click.get_current_context().exit(int(outcome.exit_code))
 
@@ -125,3 +193,13 @@ def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
     if verbose or outcome.reason:
         for row in hunk_table(outcome):
             click.echo(row)
+
+
+def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool) -> None:
+    emit_recovery(series.recovered)
+    if as_json:
+        click.echo(render_json(series_json(series)))
+        return
+    table = series_status_table if series.action is Action.STATUS else series_lines
+    for line in table(series, verbose):
+        click.echo(line)

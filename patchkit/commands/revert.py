@@ -3,7 +3,7 @@ from __future__ import annotations
 import click
 
 from patchkit.actions import Action, Options
-from patchkit.commands.options import patch_command_options, run_patch_command
+from patchkit.commands.options import Selection, keep_going_option, patch_command_options, run_patch_command
 
 
 @click.command("revert")
@@ -11,9 +11,10 @@ from patchkit.commands.options import patch_command_options, run_patch_command
 @click.option("--dry-run", is_flag=True, help="Check and show what would be written; write nothing.")
 @click.option("--complete", is_flag=True, help="On a partially patched tree, revert the applied hunks.")
 @click.option("--force", is_flag=True, help="Revert a change patchkit did not apply (no applied record).")
+@keep_going_option
 def command(
-    patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
-    dry_run: bool, complete: bool, force: bool,
+    selection: Selection, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    dry_run: bool, complete: bool, force: bool, keep_going: bool,
 ) -> None:
     """Take PATCH's filtered hunk set back out of the tree at --root. The mirror image of apply.
 
@@ -24,9 +25,12 @@ def command(
 change before patchkit applied anything (no record: upstream-contains) is refused unless --force is given,
 since the change is then probably part of the engine image.
 
+    With --all: every patch of the registry (or of --target), in reverse `after` order, as one transaction.
+
     \b
-    Example:
+    Examples:
       patchkit revert atom-pr2106 --root /opt/ATOM
+      patchkit revert --all --root /opt/ATOM
     """
     options = Options(dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, force=force)
-    run_patch_command(Action.REVERT, patch, root, patches_dir, as_json, verbose, options)
+    run_patch_command(Action.REVERT, selection, root, patches_dir, as_json, verbose, options, keep_going)

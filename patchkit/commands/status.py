@@ -3,14 +3,14 @@ from __future__ import annotations
 import click
 
 from patchkit.actions import Action, Options
-from patchkit.commands.options import patch_command_options, run_patch_command, strict_base_option
+from patchkit.commands.options import Selection, patch_command_options, run_patch_command, strict_base_option
 
 
 @click.command("status")
 @patch_command_options
 @strict_base_option
 def command(
-    patch: str, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    selection: Selection, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
     strict_base: bool,
 ) -> None:
     """Report whether PATCH is applied to the tree at --root. Writes nothing.
@@ -19,9 +19,13 @@ def command(
     9 when the tree is not verifiably the pinned base. An applied tree with no patchkit record reads as
     upstream-contains (exit 0): the engine already ships the change and the patch can be retired.
 
+    With --all: one table of every patch (or those of --target), each judged on the tree as the patches before
+    it leave it; the exit code is the worst patch state's.
+
     \b
-    Example:
+    Examples:
       patchkit status atom-pr2106 --root /opt/ATOM -v
+      patchkit status --all --root /opt/ATOM
     """
     options = Options(lock_timeout=lock_timeout, strict_base=strict_base)
-    run_patch_command(Action.STATUS, patch, root, patches_dir, as_json, verbose, options)
+    run_patch_command(Action.STATUS, selection, root, patches_dir, as_json, verbose, options)

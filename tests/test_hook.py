@@ -1,0 +1,237 @@
+"""The container pre-launch hook, end to end: the real examples/entrypoint.sh run by `sh`, as container starts.
+
+Each start is `sh examples/entrypoint.sh echo started` with the hook's environment, against a small engine tree
+of our own (a git checkout, a plain copy, or a site-packages install); diffs are made by real git.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import click
+import pytest
+
+from tests.conftest import FileSpec, Registry, copy_tree, git, git_diff, read_tree, write_tree
+
+REPO = Path(__file__).resolve().parent.parent
+ENTRYPOINT = REPO / "examples" / "entrypoint.sh"
+BIN = Path(sys.executable).parent  # the interpreter's bin holds the `patchkit` script of this install
+
+
+def lines(name: str, count: int) -> bytes:
+    return b"".join(b"%s_%d = %d\n" % (name.encode(), i, i) for i in range(1, count + 1))
+
+
+# The engine: one Python package laid out as it is installed, so the same diffs fit a checkout and site-packages.
+PRISTINE: dict[str, FileSpec] = {
+    "hookengine/__init__.py": b"",
+    "hookengine/kv_cache.py": lines("kv", 30),
+    "hookengine/sampler.py": lines("sampler", 20),
+    "hookengine/ops.py": lines("op", 12),
+}
+
+
+def edit(files: Mapping[str, FileSpec], path: str, old: bytes, new: bytes) -> dict[str, FileSpec]:
+    data = files[path]
+    assert isinstance(data, bytes) and data.count(old) == 1
+    return {**files, path: data.replace(old, new)}
+
+
+# pr101 fixes kv_cache.py; pr102, made on top of it, changes pr101's line again and touches sampler.py.
+WITH_101 = edit(PRISTINE, "hookengine/kv_cache.py", b"kv_10 = 10\n", b"kv_10 = 10  # pr101\n")
+WITH_102 = edit(
+    edit(WITH_101, "hookengine/kv_cache.py", b"kv_10 = 10  # pr101\n", b"kv_10 = 11  # pr101, pr102\n"),
+    "hookengine/sampler.py", b"sampler_3 = 3\n", b"sampler_3 = 33\n",
+)
+# A patch for another target: PATCHKIT_TARGET=hookengine leaves it alone.
+WITH_KERNEL = edit(PRISTINE, "hookengine/ops.py", b"op_4 = 4\n", b"op_4 = 44\n")
+
+
+@dataclass(frozen=True)
+class Setup:
+    workdir: Path
+    patches: Path
+    pristine: Path  # a git checkout of PRISTINE, the pinned commit of every manifest
+    patched: dict[str, tuple[bytes, bool]]  # what every start must leave (besides .git and .patchkit)
+
+    def fresh(self, name: str, *, plain: bool = False) -> Path:
+        root = self.workdir / name
+        shutil.copytree(self.pristine, root, symlinks=True, ignore=shutil.ignore_patterns(".git") if plain else None)
+        return root
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
+    workdir = tmp_path_factory.mktemp("hook")
+    pristine = workdir / "pristine"
+    pristine.mkdir()
+    git(pristine, "init", "-q")
+    write_tree(pristine, PRISTINE)
+    git(pristine, "add", "-A")
+    git(pristine, "commit", "-q", "-m", "pinned engine")
+    pinned = git(pristine, "rev-parse", "HEAD").stdout.decode().strip()
+    registry = Registry(workdir / "patches")
+    target = f'[target]\nname = "hookengine"\npinned_commit = "{pinned}"\n'
+    registry.add("hookengine-pr101", git_diff(workdir, PRISTINE, WITH_101))
+    registry.add("hookengine-pr102", git_diff(workdir, WITH_101, WITH_102), extra='after = ["hookengine-pr101"]')
+    registry.add("kernels-pr7", git_diff(workdir, PRISTINE, WITH_KERNEL))
+    for pid, name in (("hookengine-pr101", "hookengine"), ("hookengine-pr102", "hookengine"), ("kernels-pr7", "kernels")):
+        manifest = registry.path / pid / "manifest.toml"
+        text = manifest.read_text().replace('[target]\nname = "engine"\n', target.replace("hookengine", name))
+        manifest.write_text(text)
+    patched = {path: (data, False) for path, data in WITH_102.items() if isinstance(data, bytes)}
+    return Setup(workdir, registry.path, pristine, patched)
+
+
+@dataclass(frozen=True)
+class Start:
+    code: int
+    out: str
+    err: str
+
+    @property
+    def started(self) -> bool:
+        """The container's command ran (it prints `started`)."""
+        return self.out.splitlines()[-1:] == ["started"]
+
+
+def hook_env(setup: Setup, root: Path | None, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
+    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PATCHKIT_PATCHES=str(setup.patches),
+               PATCHKIT_TARGET="hookengine", **extra)
+    if root is not None:
+        env["PATCHKIT_ROOT"] = str(root)
+    return env
+
+
+def start(env: Mapping[str, str]) -> Start:
+    done = subprocess.run(["sh", str(ENTRYPOINT), "echo", "started"], env=env, capture_output=True, check=False,
+                          cwd=REPO)
+    return Start(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+def engine_files(root: Path) -> dict[str, tuple[bytes, bool]]:
+    """The engine package's files (site-packages holds its metadata beside them)."""
+    return {path: data for path, data in read_tree(root).items() if path.startswith("hookengine/")}
+
+
+def stamps(root: Path) -> dict[str, tuple[int, int]]:
+    return {p: (os.stat(root / p).st_ino, os.stat(root / p).st_mtime_ns) for p in PRISTINE}
+
+
+def assert_first_then_no_op(setup: Setup, env: Mapping[str, str], root: Path) -> None:
+    first = start(env)
+    assert (first.code, first.started) == (0, True), first.out + first.err
+    assert "hookengine-pr101: applied" in first.out and "hookengine-pr102: applied" in first.out
+    assert "kernels-pr7" not in first.out  # PATCHKIT_TARGET
+    assert engine_files(root) == setup.patched
+    before = stamps(root)
+
+    second = start(env)
+    assert (second.code, second.started) == (0, True), second.out + second.err
+    assert second.out.splitlines()[:2] == [
+        "hookengine-pr101: already applied, nothing written",
+        "hookengine-pr102: already applied, nothing written",
+    ]
+    assert stamps(root) == before  # not one file rewritten
+
+
+def test_first_start_applies_and_the_second_is_a_no_op(setup: Setup) -> None:
+    assert BIN.joinpath("patchkit").exists(), "install patchkit into this interpreter (pip install -e .)"
+    root = setup.fresh("checkout")
+    assert_first_then_no_op(setup, hook_env(setup, root), root)
+
+
+def test_a_plain_copy_of_the_tree_behaves_the_same(setup: Setup) -> None:
+    root = setup.fresh("plain", plain=True)
+    assert_first_then_no_op(setup, hook_env(setup, root), root)
+
+
+def test_a_site_packages_install_found_by_distribution_name(setup: Setup) -> None:
+    site = setup.workdir / "site-packages"
+    copy_tree(setup.fresh("for-site", plain=True), site)
+    info = site / "hookengine-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: hookengine\nVersion: 1.0\n")
+    (info / "top_level.txt").write_text("hookengine\n")
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in PRISTINE) + "hookengine-1.0.dist-info/METADATA,,\n")
+    env = hook_env(setup, None, PATCHKIT_ROOT_FROM_PACKAGE="hookengine", PYTHONPATH=str(site))
+    assert_first_then_no_op(setup, env, site)
+
+
+def test_four_starts_at_once_end_with_one_writer(setup: Setup) -> None:
+    root = setup.fresh("shared-volume")
+    env = hook_env(setup, root)
+    procs = [
+        subprocess.Popen(["sh", str(ENTRYPOINT), "echo", "started"], env=env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, cwd=REPO)
+        for _ in range(4)
+    ]
+    starts = []
+    for proc in procs:
+        out, err = proc.communicate()
+        starts.append(Start(proc.returncode, out.decode(), err.decode()))
+    assert [(s.code, s.started) for s in starts] == [(0, True)] * 4, [s.err for s in starts]
+    writers = [s for s in starts if "hookengine-pr101: applied" in s.out]
+    no_ops = [s for s in starts if "hookengine-pr101: already applied" in s.out]
+    assert (len(writers), len(no_ops)) == (1, 3)
+    assert read_tree(root) == setup.patched
+
+
+@pytest.mark.parametrize("kill_after", [3, 12, 24])
+def test_a_start_after_a_killed_start_recovers(setup: Setup, kill_after: int) -> None:
+    root = setup.fresh(f"killed-{kill_after}")
+    killed = start(hook_env(setup, root, PATCHKIT_FAULT_AFTER=str(kill_after)))
+    assert killed.code == 128 + 9 and not killed.started, killed.out + killed.err
+    assert "entrypoint: patchkit apply --all exited 137" in killed.err
+    assert "does not start" in killed.err
+
+    again = start(hook_env(setup, root))
+    assert (again.code, again.started) == (0, True), again.out + again.err
+    assert "recovered an interrupted apply --all of hookengine-pr101, hookengine-pr102" in again.err
+    assert read_tree(root) == setup.patched
+    assert not (root / ".patchkit" / "journal.json").exists()
+
+
+def test_a_start_that_cannot_patch_stops_with_the_patch_the_file_and_what_to_do(setup: Setup) -> None:
+    root = setup.fresh("bumped-image")
+    write_tree(root, edit(PRISTINE, "hookengine/sampler.py", b"sampler_3 = 3\n", b"sampler_3 = 300\n"))
+    before = read_tree(root)
+    refused = start(hook_env(setup, root))
+    assert refused.code == 1 and not refused.started
+    assert "hookengine-pr101: skipped" in refused.out
+    assert "hookengine-pr102: refused: the tree is conflict; nothing written" in refused.out
+    assert "stopped at hookengine-pr102: hookengine/sampler.py is conflict" in refused.out
+    assert "what to do: see the hunks with `patchkit status hookengine-pr102" in refused.out
+    assert "entrypoint: patchkit apply --all exited 1" in refused.err
+    assert read_tree(root) == before
+
+
+# -------------------------------------------------------------------------------------- docs and the image
+
+
+def test_the_hook_docs_name_every_environment_variable_and_exit_code() -> None:
+    from patchkit.commands.apply import command
+
+    docs = (REPO / "docs" / "hook.md").read_text(encoding="utf-8")
+    envvars = {p.envvar for p in command.params if isinstance(p, click.Option) and isinstance(p.envvar, str)}
+    assert envvars == {"PATCHKIT_ROOT", "PATCHKIT_ROOT_FROM_PACKAGE", "PATCHKIT_PATCHES", "PATCHKIT_TARGET"}
+    for name in envvars:
+        assert f"`{name}`" in docs, name
+        assert name in ENTRYPOINT.read_text(encoding="utf-8"), name
+    for code in (0, 1, 2, 6, 7, 8):
+        assert f"| {code} |" in docs, code
+
+
+def test_the_dockerfile_pins_the_engine_and_runs_the_entrypoint_it_copies() -> None:
+    dockerfile = (REPO / "examples" / "Dockerfile").read_text(encoding="utf-8")
+    assert "ARG ENGINE_IMAGE\nFROM ${ENGINE_IMAGE}\n" in dockerfile  # no default: the build must name the image
+    assert "COPY examples/entrypoint.sh /usr/local/bin/patchkit-entrypoint\n" in dockerfile
+    assert 'ENTRYPOINT ["/usr/local/bin/patchkit-entrypoint"]\n' in dockerfile
+    assert "COPY patches/ /opt/patchkit/patches/\n" in dockerfile
