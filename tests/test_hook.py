@@ -77,14 +77,17 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     git(pristine, "commit", "-q", "-m", "pinned engine")
     pinned = git(pristine, "rev-parse", "HEAD").stdout.decode().strip()
     registry = Registry(workdir / "patches")
-    target = f'[target]\nname = "hookengine"\npinned_commit = "{pinned}"\n'
     registry.add("hookengine-pr101", git_diff(workdir, PRISTINE, WITH_101))
     registry.add("hookengine-pr102", git_diff(workdir, WITH_101, WITH_102), extra='after = ["hookengine-pr101"]')
     registry.add("kernels-pr7", git_diff(workdir, PRISTINE, WITH_KERNEL))
-    for pid, name in (("hookengine-pr101", "hookengine"), ("hookengine-pr102", "hookengine"), ("kernels-pr7", "kernels")):
+    targets = {"hookengine-pr101": "hookengine", "hookengine-pr102": "hookengine", "kernels-pr7": "kernels"}
+    for pid, name in targets.items():  # validated on the pristine checkout's commit
         manifest = registry.path / pid / "manifest.toml"
-        text = manifest.read_text().replace('[target]\nname = "engine"\n', target.replace("hookengine", name))
-        manifest.write_text(text)
+        text = manifest.read_text()
+        assert text.count('[target]\nname = "engine"\n') == 1
+        manifest.write_text(
+            text.replace('[target]\nname = "engine"\n', f'[target]\nname = "{name}"\npinned_commit = "{pinned}"\n')
+        )
     patched = {path: (data, False) for path, data in WITH_102.items() if isinstance(data, bytes)}
     return Setup(workdir, registry.path, pristine, patched)
 
@@ -184,19 +187,25 @@ def test_four_starts_at_once_end_with_one_writer(setup: Setup) -> None:
     assert read_tree(root) == setup.patched
 
 
-@pytest.mark.parametrize("kill_after", [3, 12, 24])
-def test_a_start_after_a_killed_start_recovers(setup: Setup, kill_after: int) -> None:
-    root = setup.fresh(f"killed-{kill_after}")
-    killed = start(hook_env(setup, root, PATCHKIT_FAULT_AFTER=str(kill_after)))
-    assert killed.code == 128 + 9 and not killed.started, killed.out + killed.err
-    assert "entrypoint: patchkit apply --all exited 137" in killed.err
-    assert "does not start" in killed.err
+def test_a_start_after_a_killed_start_recovers(setup: Setup) -> None:
+    # Kill points spread over the transaction: writing the journal, the engine files, the applied records.
+    pristine = engine_files(setup.pristine)
+    mixed = 0
+    for kill_after in (2, 8, 12, 25, 40):
+        root = setup.fresh(f"killed-{kill_after}")
+        killed = start(hook_env(setup, root, PATCHKIT_FAULT_AFTER=str(kill_after)))
+        assert killed.code == 128 + 9 and not killed.started, killed.out + killed.err
+        assert "entrypoint: patchkit apply --all exited 137" in killed.err and "does not start" in killed.err
+        journal = (root / ".patchkit" / "journal.json").exists()
+        mixed += engine_files(root) not in (pristine, setup.patched)
 
-    again = start(hook_env(setup, root))
-    assert (again.code, again.started) == (0, True), again.out + again.err
-    assert "recovered an interrupted apply --all of hookengine-pr101, hookengine-pr102" in again.err
-    assert read_tree(root) == setup.patched
-    assert not (root / ".patchkit" / "journal.json").exists()
+        again = start(hook_env(setup, root))
+        assert (again.code, again.started) == (0, True), again.out + again.err
+        recovered = "recovered an interrupted apply --all of hookengine-pr101, hookengine-pr102" in again.err
+        assert recovered == journal, (kill_after, again.err)
+        assert engine_files(root) == setup.patched
+        assert not (root / ".patchkit" / "journal.json").exists()
+    assert mixed, "no kill point left a half-patched tree to recover; move them into the tree writes"
 
 
 def test_a_start_that_cannot_patch_stops_with_the_patch_the_file_and_what_to_do(setup: Setup) -> None:

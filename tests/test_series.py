@@ -126,6 +126,24 @@ def test_revert_all_with_only_the_first_patch_in(stacked: Path, registry: Regist
     assert read_tree(stacked) == tree_of(BASE) and records(stacked) == []
 
 
+def test_a_file_one_patch_creates_and_the_next_edits_stacks_too(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    created = {**BASE, "eng/new.py": numbered("new", 9)}
+    edited = {**changed(created, "eng/new.py", b"new line 5\n", b"new line 5 by B\n"), "eng/f4.py": None}
+    registry.add("p-a", git_diff(tmp_path, BASE, created))
+    registry.add("p-b", git_diff(tmp_path, created, edited), extra='after = ["p-a"]')
+    write_tree(engine, BASE)
+
+    code, doc = run("apply", engine, registry)
+    assert (code, by_patch(doc, "result")) == (0, {"p-a": "applied", "p-b": "applied"})
+    assert read_tree(engine) == tree_of(edited)
+    assert run("status", engine, registry)[0] == 0
+    code, doc = run("revert", engine, registry)
+    assert (code, by_patch(doc, "result")) == (0, {"p-a": "reverted", "p-b": "reverted"})
+    assert read_tree(engine) == tree_of(BASE)
+
+
 # ------------------------------------------------------------------------------------------ order, selection
 
 
@@ -190,6 +208,19 @@ def test_patch_and_all_exclude_each_other(stacked: Path, registry: Registry, mon
     # $PATCHKIT_TARGET is set for the hook; it does not get in the way of a command on one patch.
     monkeypatch.setenv("PATCHKIT_TARGET", "other")
     assert cli("status", "p-a", *common).code == 3
+
+
+def test_the_command_line_beats_the_environment_for_the_tree(
+    stacked: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATCHKIT_PATCHES", str(registry.path))
+    monkeypatch.setenv("PATCHKIT_ROOT_FROM_PACKAGE", "no-such-distribution-xyz")
+    assert cli("status", "--all", "--root", stacked).code == 3  # the package in the environment is not looked up
+    monkeypatch.setenv("PATCHKIT_ROOT", str(stacked))
+    both = cli("status", "--all")
+    assert both.code == 2 and "PATCHKIT_ROOT and PATCHKIT_ROOT_FROM_PACKAGE are both set" in both.err
+    monkeypatch.delenv("PATCHKIT_ROOT_FROM_PACKAGE")
+    assert cli("status", "--all").code == 3
 
 
 def test_a_pending_patch_stops_the_series_with_the_vendor_command(
