@@ -140,6 +140,12 @@ def registry(tmp_path: Path) -> Registry:
 
 
 @pytest.fixture
+def patches(registry: Registry) -> Path:
+    """The registry folder itself, for tests that write their own manifests."""
+    return registry.path
+
+
+@pytest.fixture
 def engine(tmp_path: Path) -> Path:
     root = tmp_path / "engine"
     root.mkdir()

@@ -24,17 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tests.conftest import GIT_ENV
+
 REPO = Path(__file__).resolve().parent.parent
 PATCH_ID = "safety-pr1"
 
-GIT_ENV = {
-    "GIT_CONFIG_GLOBAL": os.devnull,
-    "GIT_CONFIG_NOSYSTEM": "1",
-    "GIT_AUTHOR_NAME": "t",
-    "GIT_AUTHOR_EMAIL": "t@example.invalid",
-    "GIT_COMMITTER_NAME": "t",
-    "GIT_COMMITTER_EMAIL": "t@example.invalid",
-}
 
 # (bytes, mode) per path; None in an "after" spec deletes the path.
 Files = Mapping[str, tuple[bytes, int] | None]

@@ -33,13 +33,6 @@ EXCLUDE = {"eng/extra.py": "not ported"}
 
 
 @pytest.fixture
-def patches(tmp_path: Path) -> Path:
-    path = tmp_path / "patches"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def tree(tmp_path: Path) -> Path:
     root = tmp_path / "engine"
     root.mkdir()

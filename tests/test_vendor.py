@@ -67,13 +67,6 @@ def server() -> Iterator[tuple[_Routes, str]]:
 
 
 @pytest.fixture
-def patches(tmp_path: Path) -> Path:
-    path = tmp_path / "patches"
-    path.mkdir()
-    return path
-
-
-@pytest.fixture
 def diff(tmp_path: Path) -> bytes:
     return git_diff(tmp_path, BASE, v1_files())
 
