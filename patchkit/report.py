@@ -327,9 +327,10 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     assert result is not None
     written = len(series.plan.changes) if series.plan else 0
     count = len(series.outcomes)
+    every = "the only patch" if count == 1 else f"all {count} patches"
     goal = "applied" if series.action is Action.APPLY else "not applied"
     texts = {
-        SeriesResult.DRY_RUN: f"dry run, nothing written: all {count} patches would end {goal}; "
+        SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would end {goal}; "
         f"would write {written} files",
         SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
         + ("" if series.keep_going else " (--keep-going writes the patches that can be)"),
@@ -337,7 +338,7 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
         f"({written} files written)",
     }
     done = f"{written} files written" if written else "nothing written"
-    text = texts.get(result, f"all {count} patches {goal} ({done})")
+    text = texts.get(result, f"{every} {goal} ({done})")
     lines.append(f"series: {_paint(result.value, text)}")
     first = next((o for o in series.left if o.result is Result.REFUSED), None)
     if first is not None:
