@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 
 from tests.conftest import Registry, cli, git, read_tree
 
-EXAMPLES = int(os.environ.get("PATCHKIT_PROPERTY_EXAMPLES", "120"))
+EXAMPLES = int(os.environ.get("PATCHKIT_PROPERTY_EXAMPLES", "200"))
 SETTINGS = settings(
     max_examples=EXAMPLES,
     derandomize=True,
