@@ -97,7 +97,7 @@ def render_json(data: Any) -> str:
 def summary_line(outcome: Outcome) -> str:
     tree = outcome.tree
     hs = tree.hunk_set
-    size = f"{hs.hunk_count} hunks in {len(hs.files)} files"
+    size = f"{plural(hs.hunk_count, 'hunk')} in {plural(len(hs.files), 'file')}"
     if hs.excluded:
         size += f", {len(hs.excluded)} excluded"
     pid = outcome.spec.id
@@ -108,11 +108,11 @@ def summary_line(outcome: Outcome) -> str:
     assert result is not None
     written = len(outcome.plan.changes) if outcome.plan else 0
     texts = {
-        Result.APPLIED: f"applied ({size}; {written} files written)",
-        Result.REVERTED: f"reverted ({size}; {written} files written)",
+        Result.APPLIED: f"applied ({size}; {plural(written, 'file')} written)",
+        Result.REVERTED: f"reverted ({size}; {plural(written, 'file')} written)",
         Result.ALREADY_APPLIED: "already applied, nothing written",
         Result.NOT_APPLIED: "not applied, nothing to revert",
-        Result.DRY_RUN: f"dry run: the tree is {tree.state.value}; would write {written} files",
+        Result.DRY_RUN: f"dry run: the tree is {tree.state.value}; would write {plural(written, 'file')}",
         Result.REFUSED: f"refused: the tree is {tree.state.value}; nothing written",
         Result.SKIPPED: f"skipped: the tree is {tree.state.value}; nothing written",
     }
@@ -331,13 +331,13 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     goal = "applied" if series.action is Action.APPLY else "not applied"
     texts = {
         SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would end {goal}; "
-        f"would write {written} files",
+        f"would write {plural(written, 'file')}",
         SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
         + ("" if series.keep_going else " (--keep-going writes the patches that can be)"),
         SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {count} patches left, the others are {goal} "
-        f"({written} files written)",
+        f"({plural(written, 'file')} written)",
     }
-    done = f"{written} files written" if written else "nothing written"
+    done = f"{plural(written, 'file')} written" if written else "nothing written"
     text = texts.get(result, f"{every} {goal} ({done})")
     lines.append(f"series: {_paint(result.value, text)}")
     first = next((o for o in series.left if o.result is Result.REFUSED), None)
@@ -377,3 +377,7 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
             f"the fix, retire {pid} (remove its folder from the patches registry), else re-vendor it for this image"
         )
     return [f"  stopped at {pid}: {where}", f"  what to do: {todo}"]
+
+
+def plural(count: int, word: str) -> str:
+    return f"{count} {word}{'' if count == 1 else 's'}"

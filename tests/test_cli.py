@@ -1,0 +1,76 @@
+"""The CLI as a user meets it: the demo, help and docs for every command, usage errors, output shapes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit.cli import COMMAND_MODULES, command_name, main
+from tests.conftest import Registry, cli, git_diff, write_tree
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+def test_demo_runs_every_step_as_documented() -> None:
+    res = cli("demo")
+    assert res.code == 0, res.out + res.err
+    assert "demo: 8 of 8 steps behaved as expected" in res.out
+    assert "already applied, nothing written" in res.out
+    assert "partial" in res.out
+
+
+@pytest.mark.parametrize("module", COMMAND_MODULES)
+def test_every_command_has_help_with_an_example_and_is_in_the_readme(module: str) -> None:
+    name = command_name(module)
+    res = cli(name, "--help")
+    assert res.code == 0
+    assert f"patchkit {name}" in res.out or name in ("demo",), res.out
+    assert f"`{name}" in README or f"patchkit {name}" in README, f"README does not document `{name}`"
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    for args in (["apply"], ["status", "x"], ["apply", "x", "--root", str(tmp_path), "--bogus"], ["nope"]):
+        res = cli(*args)
+        assert res.code == 2, (args, res.out, res.err)
+        assert "Traceback" not in res.out + res.err
+
+
+def test_missing_root_and_unknown_patch_are_clear(tmp_path: Path, registry: Registry) -> None:
+    registry.add("p", git_diff(tmp_path, {"a": b"1\n"}, {"a": b"2\n"}))
+    gone = cli("status", "p", "--root", tmp_path / "nowhere", "--patches", registry.path)
+    assert gone.code == 2 and "does not exist" in gone.err and "--root" in gone.err
+    unknown = cli("status", "q", "--root", tmp_path, "--patches", registry.path)
+    assert unknown.code == 2 and "known patches: p" in unknown.err
+
+
+def test_text_output_is_one_line_and_verbose_adds_the_table(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    registry.add("p", git_diff(tmp_path, {"a.py": b"1\n2\n3\n"}, {"a.py": b"1\nTWO\n3\n"}))
+    write_tree(engine, {"a.py": b"1\n2\n3\n"})
+    short = cli("status", "p", "--root", engine, "--patches", registry.path)
+    assert short.code == 3
+    assert short.out.splitlines()[0] == "p: unapplied (1 hunk in 1 file)"
+    assert "\x1b[" not in short.out  # no colour when stdout is not a terminal
+    table = cli("status", "p", "--root", engine, "--patches", registry.path, "-v").out
+    assert "hunk 1 @@ -1,3 +1,3 @@: unapplied (expected line 1, found at 1)" in table
+
+
+def test_list_json(tmp_path: Path, registry: Registry) -> None:
+    registry.add("p", git_diff(tmp_path, {"a": b"1\n", "b": b"1\n"}, {"a": b"2\n", "b": b"2\n"}),
+                 exclude={"b": "not ported"})
+    res = cli("list", "--patches", registry.path, "--json")
+    assert res.code == 0
+    (entry,) = res.json()
+    assert entry["id"] == "p" and entry["upstream"]["pr"] == 2106
+    assert entry["excluded"] == [{"pattern": "b", "reason": "not ported"}]
+    assert entry["target"]["pinned_commit"] == "unknown"
+
+
+def test_the_installed_entry_point_runs(tmp_path: Path) -> None:
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+    done = subprocess.run([sys.executable, "-m", "patchkit", "--version"], capture_output=True, env=env, check=False)
+    assert done.returncode == 0 and done.stdout.startswith(b"patchkit, version ")
+    assert main.name == "main"
