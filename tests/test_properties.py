@@ -22,7 +22,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.conftest import Registry, cli, git, read_tree
+from tests.conftest import FileSpec, Registry, cli, git, git_diff, read_tree, write_tree
 
 EXAMPLES = int(os.environ.get("PATCHKIT_PROPERTY_EXAMPLES", "200"))
 SETTINGS = settings(
@@ -201,3 +201,52 @@ def test_plain_copy_and_git_checkout_agree(change: tuple[bytes, bytes]) -> None:
             assert run(registry, tree, "apply")[0] == 0
             assert run(registry, tree, "apply") == (0, "applied")
         assert read_tree(root) == read_tree(checkout)
+
+
+@st.composite
+def tree_changes(draw: st.DrawFn) -> tuple[dict[str, FileSpec], dict[str, FileSpec]]:
+    """A small tree and a change to it with every whole-file operation git can express."""
+    names = [f"pkg/mod{i}.py" for i in range(draw(st.integers(1, 4)))]
+    before: dict[str, FileSpec] = {
+        name: (draw(text_files(unique=True)) + b"\n" + name.encode() + b"\n", draw(st.booleans())) for name in names
+    }
+    after: dict[str, FileSpec] = {}
+    for name in names:
+        data, executable = before[name]  # type: ignore[misc]
+        op = draw(st.sampled_from(["keep", "edit", "delete", "rename", "chmod"]))
+        if op == "edit":
+            after[name] = (data.replace(b"line 1 ", b"LINE one ") + b"appended\n", executable)
+        elif op == "delete":
+            after[name] = None
+        elif op == "rename":
+            after[name] = None
+            after[name.replace("pkg/", "pkg/moved/")] = (data + b"renamed\n" * draw(st.integers(0, 1)), executable)
+        elif op == "chmod":
+            after[name] = (data, not executable)
+    if draw(st.booleans()):
+        after["pkg/new/created.py"] = (b"created\n" * draw(st.integers(0, 3)), draw(st.booleans()))
+    return before, after
+
+
+@settings(SETTINGS, max_examples=max(EXAMPLES // 4, 20))
+@given(tree_changes())
+def test_whole_file_operations_match_git_apply(change: tuple[dict[str, FileSpec], dict[str, FileSpec]]) -> None:
+    before, after = change
+    with workspace() as work:
+        diff = git_diff(work, before, after)
+        if not diff:
+            return
+        registry = Registry(work / "patches")
+        registry.add("p", diff)
+        root, oracle = work / "engine", work / "oracle"
+        for tree in (root, oracle):
+            tree.mkdir()
+            write_tree(tree, before)
+        start = read_tree(root)
+        git_apply(work, oracle, diff)
+        assert run(registry, root, "status") == (3, "unapplied")
+        assert run(registry, root, "apply")[0] == 0
+        assert read_tree(root) == read_tree(oracle)
+        assert run(registry, root, "status") == (0, "applied")
+        assert run(registry, root, "revert")[0] == 0
+        assert read_tree(root) == start
