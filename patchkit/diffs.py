@@ -25,7 +25,6 @@ if TYPE_CHECKING:
     from patchkit.manifest import Exclude, PatchSpec
 
 RE_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@( .*)?$")
-RE_GIT_HEADER = re.compile(rb"^diff --git (.+)$")
 RE_OLD_FILE = re.compile(rb"^--- (.*?)(?:\t.*)?$")
 RE_NEW_FILE = re.compile(rb"^\+\+\+ (.*?)(?:\t.*)?$")
 RE_MODE_LINE = re.compile(rb"^(old mode|new mode|new file mode|deleted file mode) ([0-7]{6})$")

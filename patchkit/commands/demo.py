@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import shlex
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -55,8 +56,6 @@ def command(fixtures: Path | None, keep: bool) -> None:
         ]
         if keep:
             kept = Path(tempfile.mkdtemp(prefix="patchkit-demo-kept-"))
-            import shutil
-
             shutil.copytree(workdir, kept, dirs_exist_ok=True)
             click.echo(f"\nthe demo tree is kept in {kept}")
     passed = sum(results)
