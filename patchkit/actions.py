@@ -10,8 +10,9 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from patchkit.diffs import HunkSet, load_hunk_set
 from patchkit.errors import ExitCode
+from patchkit.filtering import load_hunk_set
+from patchkit.hunks import HunkSet
 from patchkit.manifest import PatchSpec
 from patchkit.plan import Plan, plan_changes
 from patchkit.provenance import (

@@ -2,7 +2,7 @@
 
 An entry holds the parsed, validated Diff (before the manifest's excludes, which are cheap to apply) keyed
 by the diff's sha256 (already checked against the manifest by `PatchSpec.read_diff`), the strip level, and a
-fingerprint of the code that parses: diffs.py, this module, unidiff's sources and the Python version. Change
+fingerprint of the code that parses: diffs.py, hunks.py, this module, unidiff's sources and the Python version. Change
 any of them and old entries are simply never found again.
 
 The cache only ever saves time. Each entry carries a sha256 of its own payload, checked before it is read;
@@ -27,7 +27,8 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from patchkit.diffs import Diff, FilePatch, Hunk, parse_diff
+from patchkit.diffs import parse_diff
+from patchkit.hunks import Diff, FilePatch, Hunk
 
 FORMAT = b"patchkit-parsed-diff-1\n"
 FOLDER = "parsed-diffs"
@@ -81,6 +82,7 @@ def entry_key(sha256: str, strip: int) -> str:
 def _parser_sources() -> Iterator[Path]:
     yield Path(__file__)
     yield Path(__file__).with_name("diffs.py")
+    yield Path(__file__).with_name("hunks.py")
     spec = find_spec("unidiff")  # locates the package without importing it
     if spec is not None and spec.origin:
         folder = Path(spec.origin).parent

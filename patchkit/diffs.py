@@ -1,28 +1,23 @@
-"""The diff, parsed once from bytes and filtered: the only module that imports unidiff.
+"""Diff bytes -> frozen records: the only module that imports unidiff.
 
-`parse_diff` turns diff bytes into frozen records (FilePatch, Hunk) whose lines are raw bytes, so line
-endings and encodings survive untouched. unidiff is the parser of record; around it this module adds what
+`parse_diff` turns diff bytes into `FilePatch`/`Hunk` records (patchkit.hunks) whose lines are raw bytes, so
+line endings and encodings survive untouched. unidiff is the parser of record; around it this module adds what
 unidiff does not check: hunk counts that are too small (unidiff silently drops the extra lines), headers that
-contradict each other, git-quoted paths, strip, and unsafe paths. `filter_diff` removes the manifest's excluded
-files and produces the HunkSet: the single source of truth for every check and every write.
+contradict each other, git-quoted paths, strip, and unsafe paths. Excludes are applied later, by
+patchkit.filtering.
 """
 
 from __future__ import annotations
 
-import functools
 import gc
-import hashlib
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from patchkit.errors import DiffError, ManifestError, UnsafePathError
-
-if TYPE_CHECKING:
-    from patchkit.manifest import Exclude, PatchSpec
+from patchkit.errors import DiffError, UnsafePathError
+from patchkit.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
 
 RE_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@( .*)?$")
 RE_OLD_FILE = re.compile(rb"^--- (.*?)(?:\t.*)?$")
@@ -33,130 +28,10 @@ RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
 RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
-DEV_NULL = "/dev/null"
 GIT_CONTEXT = 3  # git's default number of context lines (diff.context)
-
-MODE_FILE = 0o100644
-MODE_EXEC = 0o100755
-MODE_SYMLINK = 0o120000
-MODE_GITLINK = 0o160000
 
 _FORBIDDEN_PARTS = {".git", ".patchkit"}
 _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
-
-
-class FileOp(Enum):
-    MODIFY = "modify"
-    CREATE = "create"
-    DELETE = "delete"
-    RENAME = "rename"
-
-
-@dataclass(frozen=True)
-class Hunk:
-    """One hunk. Images are raw lines with their endings; a side that ends without a newline lacks it."""
-
-    index: int  # 1-based, within its FilePatch
-    diff_line: int  # line of the @@ header in the diff file
-    old_start: int
-    old_len: int
-    new_start: int
-    new_len: int
-    old_lines: tuple[bytes, ...]
-    new_lines: tuple[bytes, ...]
-    leading: int  # context lines before the first change
-    trailing: int  # context lines after the last change
-    # Fewer trailing context lines than the diff's context size mean the file ends there, on both sides:
-    # such a hunk must match at the end of the file (git only infers this when trailing context is zero).
-    at_end: bool = False
-
-    @property
-    def header(self) -> str:
-        return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
-
-    @property
-    def old_index(self) -> int:
-        """0-based position of the pre-image in the file it was made from."""
-        return self.old_start if self.old_len == 0 else self.old_start - 1
-
-
-@dataclass(frozen=True)
-class FilePatch:
-    """One file section of a diff (a file touched twice has two sections)."""
-
-    old_path: str | None  # None when the file is created
-    new_path: str | None  # None when the file is deleted
-    old_mode: int | None
-    new_mode: int | None
-    hunks: tuple[Hunk, ...]
-    diff_line: int
-    binary: bool
-
-    @property
-    def path(self) -> str:
-        """The path users know the file by: the new one, or the old one for a deletion."""
-        path = self.new_path or self.old_path
-        assert path is not None  # parse_diff never builds a section without a path
-        return path
-
-    @property
-    def op(self) -> FileOp:
-        if self.old_path is None:
-            return FileOp.CREATE
-        if self.new_path is None:
-            return FileOp.DELETE
-        if self.old_path != self.new_path:
-            return FileOp.RENAME
-        return FileOp.MODIFY
-
-    @property
-    def mode_change(self) -> tuple[int, int] | None:
-        """(old, new) when an existing file's mode changes."""
-        old, new = self.old_mode, self.new_mode
-        if self.op in (FileOp.MODIFY, FileOp.RENAME) and old and new and old != new:
-            return old, new
-        return None
-
-    @property
-    def paths(self) -> tuple[str, ...]:
-        return tuple(p for p in dict.fromkeys((self.old_path, self.new_path)) if p is not None)
-
-
-@dataclass(frozen=True)
-class Diff:
-    source: str  # the diff's file name, for messages
-    files: tuple[FilePatch, ...]
-
-
-@dataclass(frozen=True)
-class HunkSet:
-    """The diff minus the excluded files: what patchkit checks, applies and reverts. Nothing else."""
-
-    source: str
-    files: tuple[FilePatch, ...]
-    excluded: tuple[str, ...]  # paths of the diff removed by the manifest's excludes
-
-    @functools.cached_property
-    def digest(self) -> str:
-        """sha256 of a canonical form: paths, modes and hunk bodies; no timestamps, index lines or headings."""
-        # Computed once (several callers ask) and fed per hunk, not per line: same bytes, far fewer calls.
-        h = hashlib.sha256()
-        for f in self.files:
-            h.update(f"F\0{f.old_path}\0{f.new_path}\0{f.old_mode}\0{f.new_mode}\0{f.binary}\n".encode())
-            for hunk in f.hunks:
-                h.update(f"H\0{hunk.header}\n".encode())
-                if hunk.old_lines:
-                    h.update(b"-" + b"\0-".join(hunk.old_lines) + b"\0")
-                if hunk.new_lines:
-                    h.update(b"+" + b"\0+".join(hunk.new_lines) + b"\0")
-        return h.hexdigest()
-
-    @property
-    def hunk_count(self) -> int:
-        return sum(len(f.hunks) for f in self.files)
-
-
-# --------------------------------------------------------------------------------------------------- parsing
 
 
 def parse_diff(data: bytes, strip: int, source: str) -> Diff:
@@ -604,110 +479,3 @@ def _clean_path(raw: bytes | None, strip: int, where: str) -> str | None:
 
 def _show(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")[:120]
-
-
-# ------------------------------------------------------------------------------------------------- filtering
-
-
-def filter_diff(diff: Diff, excludes: Sequence[Exclude]) -> HunkSet:
-    """Drop excluded files; refuse dead excludes, binary patches, symlinks and gitlinks in what remains."""
-    kept: list[FilePatch] = []
-    excluded: list[str] = []
-    used: set[str] = set()
-    for f in diff.files:
-        hits = [e.pattern for e in excludes if any(match_exclude(e.pattern, p) for p in f.paths)]
-        if hits:
-            used.update(hits)
-            excluded.extend(p for p in f.paths if p not in excluded)
-            continue
-        kept.append(f)
-    dead = [e.pattern for e in excludes if e.pattern not in used]
-    if dead:
-        raise ManifestError(
-            f"exclude {dead[0]!r} matches no file of the diff {diff.source}",
-            hint="fix the path (a typo here would silently apply the file you meant to exclude) or remove it",
-        )
-    if not kept:
-        raise ManifestError(
-            "every file of the diff is excluded: the filtered hunk set is empty",
-            hint="remove an exclude, or retire this patch",
-        )
-    for f in kept:
-        _check_supported(f, diff.source)
-    return HunkSet(diff.source, tuple(kept), tuple(excluded))
-
-
-def _check_supported(f: FilePatch, source: str) -> None:
-    where = f"{source}:{f.diff_line}"
-    hint = f'exclude it in the manifest: [exclude] "{f.path}" = "why", and ship that file another way'
-    if f.binary:
-        raise DiffError(f"{f.path}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
-    if f.op is FileOp.MODIFY and not f.hunks and f.mode_change is None:  # git never writes such a section
-        raise DiffError(
-            f"{f.path}: the file section changes nothing", where=where,
-            hint="the diff looks truncated after this file's header; vendor the complete diff",
-        )
-    for mode in (f.old_mode, f.new_mode):
-        if mode == MODE_SYMLINK:
-            raise DiffError(f"{f.path}: symbolic link change; patchkit does not create or edit links",
-                            where=where, hint=hint)
-        if mode == MODE_GITLINK:
-            raise DiffError(f"{f.path}: submodule change; patchkit does not move submodules",
-                            where=where, hint=hint)
-
-
-def match_exclude(pattern: str, path: str) -> bool:
-    """A pattern matches a path exactly, as a folder prefix, or as a glob (`*` within one component, `**` any)."""
-    if not any(c in pattern for c in "*?["):
-        stem = pattern.rstrip("/")
-        return path == stem or path.startswith(stem + "/")
-    return _glob_regex(pattern).fullmatch(path) is not None
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape("["))
-                i += 1
-            else:
-                out.append("[" + pattern[i + 1:end].replace("!", "^", 1) + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
-
-
-def load_hunk_set(spec: PatchSpec) -> HunkSet:
-    """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
-    data = spec.read_diff()
-    if spec.sha256 is None:  # read_diff refuses this; no verified hash, no cache
-        diff = parse_diff(data, spec.strip, str(spec.diff_path))
-    else:
-        from patchkit.cache import parse_diff_cached  # deferred: cache imports this module
-
-        diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
-    try:
-        return filter_diff(diff, spec.excludes)
-    except ManifestError as exc:
-        raise ManifestError(exc.message, where=str(spec.manifest_path), hint=exc.hint) from None
-
-
-def paths_of(files: Iterable[FilePatch]) -> list[str]:
-    return list(dict.fromkeys(p for f in files for p in f.paths))

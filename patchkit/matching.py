@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from patchkit.diffs import Hunk
+from patchkit.hunks import Hunk
 
 
 class HunkState(Enum):

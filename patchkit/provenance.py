@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from patchkit import __version__
-from patchkit.diffs import HunkSet, filter_diff, parse_diff
+from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
+from patchkit.filtering import filter_diff
+from patchkit.hunks import HunkSet
 from patchkit.manifest import Exclude, PatchSpec
 from patchkit.rewrite import rewrite_section
 from patchkit.state import FileVerdict, PatchState, TreeState

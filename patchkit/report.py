@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from patchkit.actions import Action, Outcome, Result
-from patchkit.diffs import FileOp
+from patchkit.hunks import FileOp
 from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
 from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation

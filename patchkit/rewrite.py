@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 
-from patchkit.diffs import FileOp
+from patchkit.hunks import FileOp
 from patchkit.matching import HunkState, split_lines
 from patchkit.state import FileVerdict
 from patchkit.tree import Snapshot

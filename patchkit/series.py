@@ -28,8 +28,9 @@ from patchkit.actions import (
     decide_patch,
     record_changes,
 )
-from patchkit.diffs import FilePatch, HunkSet, load_hunk_set, paths_of
 from patchkit.errors import ExitCode, ManifestError, RegistryError
+from patchkit.filtering import load_hunk_set
+from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
 from patchkit.plan import Plan, plan_changes
 from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record

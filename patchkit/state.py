@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
-from patchkit.diffs import FileOp, FilePatch, Hunk, HunkSet, paths_of
+from patchkit.hunks import FileOp, FilePatch, Hunk, HunkSet, paths_of
 from patchkit.matching import FileLines, HunkState, Located, judge_hunk
 from patchkit.tree import Snapshot, read_snapshot
 

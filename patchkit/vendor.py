@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Any
 
 from patchkit import __version__
-from patchkit.diffs import HunkSet, filter_diff, parse_diff
+from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
+from patchkit.filtering import filter_diff
+from patchkit.hunks import HunkSet
 from patchkit.manifest import PatchSpec
 from patchkit.provenance import Relation, compare_head, fingerprint_tree, read_paths
 from patchkit.state import scan_tree

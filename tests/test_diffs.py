@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.diffs import FileOp, filter_diff, match_exclude, parse_diff
+from patchkit.diffs import parse_diff
 from patchkit.errors import DiffError, ManifestError, UnsafePathError
+from patchkit.filtering import filter_diff, match_exclude
+from patchkit.hunks import FileOp
 from patchkit.manifest import Exclude
 from tests.conftest import git_diff
 

@@ -22,8 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patchkit.diffs import filter_diff, parse_diff
+from patchkit.diffs import parse_diff
 from patchkit.errors import PatchkitError
+from patchkit.filtering import filter_diff
 from patchkit.manifest import Exclude, load_manifest
 from patchkit.plan import plan_changes
 from patchkit.state import scan_tree

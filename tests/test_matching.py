@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from patchkit.diffs import Hunk
+from patchkit.hunks import Hunk
 from patchkit.matching import FileLines, HunkState, judge_hunk, locate, split_lines
 
 

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.diffs import filter_diff, parse_diff
+from patchkit.diffs import parse_diff
 from patchkit.errors import RefusedError
+from patchkit.filtering import filter_diff
 from patchkit.plan import plan_changes
 from patchkit.rewrite import with_exec
 from patchkit.state import PatchState, scan_tree

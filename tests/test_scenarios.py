@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from patchkit.diffs import match_exclude
+from patchkit.filtering import match_exclude
 from tests.conftest import Registry, cli, copy_tree, git, read_tree
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"

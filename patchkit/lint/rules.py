@@ -65,7 +65,9 @@ def check_diff_excludes(lint_input: LintInput) -> Iterator[Finding]:
     vendored = [spec for spec in lint_input.specs if not spec.pending]
     if not vendored:
         return
-    from patchkit.diffs import filter_diff, match_exclude, parse_diff, paths_of  # imports unidiff: only now
+    from patchkit.diffs import parse_diff  # imports unidiff: only now
+    from patchkit.filtering import filter_diff, match_exclude
+    from patchkit.hunks import paths_of
 
     for spec in vendored:
         try:
