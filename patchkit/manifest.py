@@ -9,13 +9,13 @@ from __future__ import annotations
 import hashlib
 import re
 import shlex
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from patchkit.errors import ManifestError, PendingPatchError
+from patchkit.tomlcompat import tomllib
 
 MANIFEST_NAME = "manifest.toml"
 

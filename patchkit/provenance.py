@@ -20,7 +20,7 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
 from typing import Any
@@ -248,7 +248,7 @@ def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None
         "strip": spec.strip,
         "exclude": {e.pattern: e.reason for e in spec.excludes},
         "tool_version": __version__,
-        "applied_at": (now or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "applied_at": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     json_name, diff_name = record_names(spec.id)
     return {json_name: (json.dumps(record, indent=2) + "\n").encode(), diff_name: diff}

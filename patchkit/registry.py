@@ -8,12 +8,12 @@ follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] w
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.errors import RegistryError
 from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+from patchkit.tomlcompat import tomllib
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,8 +46,19 @@ def lint(*args: str, env: dict[str, str | None] | None = None) -> Run:
 def lint_scenario(scenario: str | Path, *args: str, env: dict[str, str | None] | None = None) -> Run:
     """Lint a scenario folder from inside it, as CI runs in a repository's root: paths read `waivers/N.md`."""
     root = scenario if isinstance(scenario, Path) else FIXTURES / scenario
-    with contextlib.chdir(root):
+    with _chdir(root):
         return lint("--patches", "patches", "--waivers", "waivers", *args, env=env)
+
+
+@contextlib.contextmanager
+def _chdir(path: Path) -> Iterator[None]:
+    """contextlib.chdir, which Python 3.10 lacks."""
+    old = os.getcwd()
+    os.chdir(path)
+    try:
+        yield
+    finally:
+        os.chdir(old)
 
 
 def copy_scenario(scenario: str, destination: Path) -> Path:

@@ -12,13 +12,13 @@ Each scenario runs on a plain directory and on a git checkout of the same tree.
 from __future__ import annotations
 
 import shutil
-import tomllib
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from patchkit.filtering import match_exclude
+from patchkit.tomlcompat import tomllib
 from tests.conftest import Registry, cli, copy_tree, git, read_tree
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"

@@ -4,7 +4,6 @@ file of the waivers folder (parsed). Rules then only read this snapshot."""
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from patchkit.errors import ManifestError, RegistryError
 from patchkit.lint.findings import split_where
 from patchkit.lint.waivers import WaiverDoc, parse_waiver
 from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+from patchkit.tomlcompat import tomllib
 
 # A waiver is `<PR number>.md`; no leading zero, so one PR maps to exactly one file name.
 WAIVER_NAME = re.compile(r"^([1-9][0-9]*)\.md$")
