@@ -1,21 +1,29 @@
-"""Build the demo's throwaway engine tree and patch registry from fixtures/demo, with git.
+"""Build the demo's throwaway engine tree and patch registry from the package's demo data, with git.
 
-Layout of fixtures/demo: `pinned/` is the engine tree as the pinned image ships it; upstream's history moved
-on (`upstream-base/` overlays the files upstream rewrote after the pinned commit), and the pull request
-changes files as in `upstream-pr/`. The diff is made by git from upstream-base to upstream-pr, so its hunks for
-the rewritten files do not fit the pinned tree: exactly the files the manifest excludes.
+The data ships inside the package (`patchkit/data/demo`, package data read through importlib.resources), so
+the demo works from a wheel, a source checkout and patchkit.pyz alike. Layout: `pinned/` is the engine tree as
+the pinned image ships it; upstream's history moved on (`upstream-base/` overlays the files upstream rewrote
+after the pinned commit), and the pull request changes files as in `upstream-pr/`. The diff is made by git
+from upstream-base to upstream-pr, so its hunks for the rewritten files do not fit the pinned tree: exactly
+the files the manifest excludes.
 """
 
 from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 
 from patchkit.errors import BadInputError
+
+if sys.version_info >= (3, 11):
+    from importlib.resources.abc import Traversable
+else:
+    from importlib.abc import Traversable
 
 DEMO_ID = "demo-pr2106"
 
@@ -26,26 +34,27 @@ class DemoTree:
     patches: Path  # the registry folder holding DEMO_ID
 
 
-def default_fixtures() -> Path:
-    return Path(__file__).resolve().parent.parent / "fixtures" / "demo"
+def default_fixtures() -> Traversable:
+    """The demo data inside the installed package: a folder, or a folder in a zip (patchkit.pyz)."""
+    return resources.files("patchkit") / "data" / "demo"
 
 
-def build_demo(fixtures: Path, workdir: Path) -> DemoTree:
+def build_demo(fixtures: Traversable, workdir: Path) -> DemoTree:
     for part in ("pinned", "upstream-base", "upstream-pr", "manifest.toml"):
-        if not (fixtures / part).exists():
+        if not (fixtures / part).is_dir() and not (fixtures / part).is_file():
             raise BadInputError(
                 f"demo fixtures incomplete: {part} missing", where=str(fixtures),
-                hint="run the demo from a source checkout (pip install -e .) or pass --fixtures DIR",
+                hint="reinstall patchkit-engine (the demo data is package data) or pass --fixtures DIR",
             )
     root = workdir / "engine"
-    shutil.copytree(fixtures / "pinned", root)
+    copy_data(fixtures / "pinned", root)
     upstream = workdir / "upstream"
-    shutil.copytree(fixtures / "pinned", upstream)
-    shutil.copytree(fixtures / "upstream-base", upstream, dirs_exist_ok=True)
+    copy_data(fixtures / "pinned", upstream)
+    copy_data(fixtures / "upstream-base", upstream)
     _git(upstream, "init", "-q")
     _git(upstream, "add", "-A")
     _git(upstream, "commit", "-q", "-m", "upstream base")
-    shutil.copytree(fixtures / "upstream-pr", upstream, dirs_exist_ok=True)
+    copy_data(fixtures / "upstream-pr", upstream)
     _git(upstream, "add", "-A")
     diff = _git(upstream, "diff", "--cached", "--no-color", "--no-ext-diff")
     patch_dir = workdir / "patches" / DEMO_ID
@@ -56,6 +65,21 @@ def build_demo(fixtures: Path, workdir: Path) -> DemoTree:
         manifest.replace("@SHA256@", hashlib.sha256(diff).hexdigest()), encoding="utf-8"
     )
     return DemoTree(root, workdir / "patches")
+
+
+def copy_data(source: Traversable, dest: Path) -> None:
+    """Copy a data folder onto dest (files overwrite, folders merge), from the file system or a zip alike.
+
+    shutil.copytree and importlib.resources.as_file need a real folder (as_file takes one only from 3.12).
+    """
+    dest.mkdir(parents=True, exist_ok=True)
+    for entry in sorted(source.iterdir(), key=lambda e: e.name):
+        if entry.name == "__pycache__":
+            continue
+        if entry.is_dir():
+            copy_data(entry, dest / entry.name)
+        else:
+            (dest / entry.name).write_bytes(entry.read_bytes())
 
 
 def _git(cwd: Path, *args: str) -> bytes:

@@ -14,12 +14,12 @@ TARGET = "atom/model_engine/model_runner.py"
 
 @click.command("demo")
 @click.option("--fixtures", type=click.Path(file_okay=False, path_type=Path), default=None,
-              help="The demo fixture folder (default: fixtures/demo of this checkout).")
+              help="The demo fixture folder (default: the demo data shipped in the package).")
 @click.option("--keep", is_flag=True, help="Keep the throwaway tree and print where it is.")
 def command(fixtures: Path | None, keep: bool) -> None:
     """Walk through apply -> rerun -> partial tree -> status -> revert on a throwaway engine tree.
 
-    Builds a toy engine laid out like ATOM from fixtures/demo, makes the pull request's diff with git, and
+    Builds a toy engine laid out like ATOM from the package's demo data, makes the pull request's diff with git, and
     runs the real commands on it. Exits 0 only if every step gives the exit code it should.
     """
     from patchkit.cli import run
