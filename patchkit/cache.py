@@ -80,6 +80,10 @@ def entry_key(sha256: str, strip: int) -> str:
 
 
 def _parser_sources() -> Iterator[Path]:
+    archive = next((parent for parent in Path(__file__).parents if parent.is_file()), None)
+    if archive is not None:  # imported from a zip (patchkit.pyz): the archive holds every parser source
+        yield archive
+        return
     yield Path(__file__)
     yield Path(__file__).with_name("diffs.py")
     yield Path(__file__).with_name("hunks.py")

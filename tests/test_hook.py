@@ -2,10 +2,19 @@
 
 Each start is `sh examples/entrypoint.sh echo started` with the hook's environment, against a small engine tree
 of our own (a git checkout, a plain copy, or a site-packages install); diffs are made by real git.
+
+The entrypoint runs the `patchkit` command of this install, or, with PATCHKIT_HOOK_CMD set (CI does), that
+command line as the entrypoint's PATCHKIT_CMD, e.g. the single-file runner under an isolated interpreter:
+
+    PATCHKIT_HOOK_CMD="/root/.pyenv/versions/3.10.13/bin/python -I dist/patchkit.pyz" pytest -q tests/test_hook.py
+
+Then this install's bin is left off PATH and a `patchkit` there that fails stands in its way, so a start that
+ran anything but PATCHKIT_HOOK_CMD fails.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -22,6 +31,8 @@ from tests.conftest import FileSpec, Registry, copy_tree, git, git_diff, read_tr
 REPO = Path(__file__).resolve().parent.parent
 ENTRYPOINT = REPO / "examples" / "entrypoint.sh"
 BIN = Path(sys.executable).parent  # the interpreter's bin holds the `patchkit` script of this install
+HOOK_CMD = os.environ.get("PATCHKIT_HOOK_CMD", "")  # e.g. "python -I dist/patchkit.pyz"
+WRONG_PATCHKIT = "#!/bin/sh\necho 'a patchkit on PATH ran instead of PATCHKIT_CMD' >&2\nexit 99\n"
 
 
 def lines(name: str, count: int) -> bytes:
@@ -69,6 +80,10 @@ class Setup:
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory: pytest.TempPathFactory) -> Setup:
     workdir = tmp_path_factory.mktemp("hook")
+    decoy = workdir / "decoy-bin"
+    decoy.mkdir()
+    (decoy / "patchkit").write_text(WRONG_PATCHKIT)
+    (decoy / "patchkit").chmod(0o755)
     pristine = workdir / "pristine"
     pristine.mkdir()
     git(pristine, "init", "-q")
@@ -106,8 +121,12 @@ class Start:
 
 def hook_env(setup: Setup, root: Path | None, **extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
-    env.update(PATH=f"{BIN}{os.pathsep}{env.get('PATH', '')}", PATCHKIT_PATCHES=str(setup.patches),
-               PATCHKIT_TARGET="hookengine", **extra)
+    if HOOK_CMD:
+        rest = [d for d in env.get("PATH", "").split(os.pathsep) if d and Path(d).resolve() != BIN.resolve()]
+        env.update(PATH=os.pathsep.join([str(setup.workdir / "decoy-bin"), *rest]), PATCHKIT_CMD=HOOK_CMD)
+    else:
+        env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(PATCHKIT_PATCHES=str(setup.patches), PATCHKIT_TARGET="hookengine", **extra)
     if root is not None:
         env["PATCHKIT_ROOT"] = str(root)
     return env
@@ -146,7 +165,7 @@ def assert_first_then_no_op(setup: Setup, env: Mapping[str, str], root: Path) ->
 
 
 def test_first_start_applies_and_the_second_is_a_no_op(setup: Setup) -> None:
-    assert BIN.joinpath("patchkit").exists(), "install patchkit into this interpreter (pip install -e .)"
+    assert HOOK_CMD or BIN.joinpath("patchkit").exists(), "install patchkit into this interpreter (pip install -e .)"
     root = setup.fresh("checkout")
     assert_first_then_no_op(setup, hook_env(setup, root), root)
 
@@ -156,6 +175,9 @@ def test_a_plain_copy_of_the_tree_behaves_the_same(setup: Setup) -> None:
     assert_first_then_no_op(setup, hook_env(setup, root), root)
 
 
+@pytest.mark.skipif(" -I " in f" {HOOK_CMD} ", reason="an isolated interpreter ignores PYTHONPATH, which this test "
+                    "uses to show patchkit the engine's site-packages; the .pyz reaches an engine's environment "
+                    "through --python / PATCHKIT_PYTHON instead (the consumer issue)")
 def test_a_site_packages_install_found_by_distribution_name(setup: Setup) -> None:
     site = setup.workdir / "site-packages"
     copy_tree(setup.fresh("for-site", plain=True), site)
@@ -220,6 +242,33 @@ def test_a_start_that_cannot_patch_stops_with_the_patch_the_file_and_what_to_do(
     assert "what to do: see the hunks with `patchkit status hookengine-pr102" in refused.out
     assert "entrypoint: patchkit apply --all exited 1" in refused.err
     assert read_tree(root) == before
+
+
+def test_the_emergency_skip_starts_unpatched_and_says_so_on_every_start(setup: Setup) -> None:
+    root = setup.fresh("emergency")
+    before = read_tree(root)
+    for _ in range(2):
+        skipped = start(hook_env(setup, root, PATCHKIT_SKIP_REASON="INC-42 patchkit broken on this node"))
+        assert (skipped.code, skipped.started) == (0, True), skipped.err
+        assert "WARNING: PATCHKIT_SKIP_REASON is set ('INC-42 patchkit broken on this node')" in skipped.err
+        assert "WITHOUT applying any patch" in skipped.err
+        assert skipped.out == "started\n"  # patchkit did not run at all
+    assert read_tree(root) == before and not (root / ".patchkit").exists()
+    # An empty value is no reason: the start patches as usual.
+    patched = start(hook_env(setup, root, PATCHKIT_SKIP_REASON=""))
+    assert (patched.code, patched.started) == (0, True) and "WARNING" not in patched.err
+    assert engine_files(root) == setup.patched
+
+
+def test_the_command_gets_the_containers_environment_unchanged(setup: Setup) -> None:
+    root = setup.fresh("environment")
+    env = hook_env(setup, root)
+    probe = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+    done = subprocess.run(["sh", str(ENTRYPOINT), *probe], env=env, capture_output=True, check=True, cwd=REPO)
+    assert json.loads(done.stdout.decode().splitlines()[-1]) == json.loads(
+        subprocess.run(probe, env=env, capture_output=True, check=True).stdout
+    )  # nothing the hook sets (a PYTHONPATH, an exported variable) reaches the engine
+    assert engine_files(root) == setup.patched
 
 
 # -------------------------------------------------------------------------------------- docs and the image
