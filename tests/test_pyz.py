@@ -1,0 +1,186 @@
+"""patchkit.pyz, the single-file runner: reproducible, self-contained, and invisible to the engine it patches.
+
+Each test builds the archive with scripts/build_pyz.py (from this checkout and this interpreter's installed
+dependencies) and runs it as an image would: `python -I patchkit.pyz ...`, the interpreter alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Registry, git_diff, read_tree, write_tree
+
+REPO = Path(__file__).resolve().parent.parent
+BUILD = REPO / "scripts" / "build_pyz.py"
+ENTRYPOINT = REPO / "examples" / "entrypoint.sh"
+
+ENGINE = {
+    "tinyengine/__init__.py": b"from tinyengine.ops import scale\n",
+    "tinyengine/ops.py": b"".join(b"def op_%d(x):\n    return x * %d\n\n\n" % (i, i) for i in range(1, 12))
+    + b"def scale(x):\n    return x * 2\n",
+}
+PATCHED = {**ENGINE, "tinyengine/ops.py": ENGINE["tinyengine/ops.py"].replace(b"x * 2\n", b"x * 3  # pr9\n")}
+
+
+def build(out: Path, **env: str) -> Path:
+    done = subprocess.run([sys.executable, str(BUILD), "-o", str(out)], capture_output=True, text=True,
+                          env={**os.environ, **env}, check=False)
+    assert done.returncode == 0, done.stderr
+    return out
+
+
+@pytest.fixture(scope="module")
+def pyz(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build(tmp_path_factory.mktemp("pyz") / "patchkit.pyz")
+
+
+def isolated_env(**extra: str) -> dict[str, str]:
+    """The environment of a container start: no PATCHKIT_ settings of the test run, a HOME of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "PYTHON", "XDG_"))}
+    env.update(extra)
+    return env
+
+
+def run_pyz(pyz: Path, *args: str, env: dict[str, str], cwd: Path, flags: tuple[str, ...] = ("-I",)
+            ) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, *flags, str(pyz), *args], capture_output=True, text=True, env=env,
+                          cwd=cwd, check=False)
+
+
+def test_two_builds_are_byte_identical_and_hold_no_bytecode(tmp_path: Path, pyz: Path) -> None:
+    again = build(tmp_path / "again.pyz")
+    assert again.read_bytes() == pyz.read_bytes()
+    assert pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n") and os.access(pyz, os.X_OK)
+    with zipfile.ZipFile(pyz) as archive:
+        infos = archive.infolist()
+        assert archive.testzip() is None
+    names = [i.filename for i in infos]
+    assert names == sorted(names)
+    assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
+    assert not [n for n in names if n.endswith((".pyc", ".so")) or "__pycache__" in n]
+    assert "__main__.py" in names and "patchkit/cli.py" in names and "patchkit/py.typed" in names
+    for top in ("click/", "unidiff/", "tomlkit/", "tomli/", "git/", "gitdb/", "smmap/"):
+        assert any(n.startswith(top) for n in names), top
+    assert [n for n in names if n.startswith("patchkit/data/demo/")] == sorted(
+        p.relative_to(REPO).as_posix() for p in (REPO / "patchkit" / "data" / "demo").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    )
+    # SOURCE_DATE_EPOCH moves the timestamps, and only them.
+    dated = build(tmp_path / "dated.pyz", SOURCE_DATE_EPOCH="1700000000")
+    with zipfile.ZipFile(dated) as archive:
+        assert {i.date_time for i in archive.infolist()} == {(2023, 11, 14, 22, 13, 20)}
+        assert [i.filename for i in archive.infolist()] == names
+
+
+def test_the_demo_runs_from_the_archive_alone_without_site_packages(tmp_path: Path, pyz: Path) -> None:
+    # -S: not even the interpreter's own site-packages (this venv's click, unidiff, ...) is there to lean on.
+    work = tmp_path / "work"
+    work.mkdir()
+    done = run_pyz(pyz, "demo", env=isolated_env(HOME=str(tmp_path / "home")), cwd=work, flags=("-I", "-S"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "demo: 8 of 8 steps behaved as expected" in done.stdout
+    assert list(work.iterdir()) == [], "the demo left something in the working folder"
+
+
+def engine_registry(tmp_path: Path) -> Path:
+    registry = Registry(tmp_path / "patches")
+    registry.add("tinyengine-pr9", git_diff(tmp_path, ENGINE, PATCHED))
+    return registry.path
+
+
+def test_no_writable_home_or_archive_folder_is_needed(tmp_path: Path, pyz: Path) -> None:
+    root = tmp_path / "engine"
+    write_tree(root, ENGINE)
+    patches = engine_registry(tmp_path)
+    shipped = tmp_path / "opt"  # the archive's folder, as an image ships it
+    shipped.mkdir()
+    shutil.copy2(pyz, shipped / "patchkit.pyz")
+    home = tmp_path / "home-is-a-file"  # nothing can be created below it, even by root
+    home.write_bytes(b"")
+    env = isolated_env(HOME=str(home))
+    done = run_pyz(shipped / "patchkit.pyz", "apply", "--all", "--root", str(root), "--patches", str(patches),
+                   env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "tinyengine-pr9: applied" in done.stdout
+    assert done.stderr == ""  # the cache degrades silently: it only ever saves time
+    assert {p: d for p, (d, _) in read_tree(root).items()} == PATCHED
+    assert sorted(p.name for p in shipped.iterdir()) == ["patchkit.pyz"]  # no __pycache__ beside it
+    assert home.read_bytes() == b""
+
+
+def test_the_parse_cache_works_from_the_archive_and_a_new_archive_does_not_reuse_its_entries(
+    tmp_path: Path, pyz: Path
+) -> None:
+    root = tmp_path / "engine"
+    write_tree(root, ENGINE)
+    patches = engine_registry(tmp_path)
+    env = isolated_env(HOME=str(tmp_path / "home"))
+    entries = tmp_path / "home" / ".cache" / "patchkit" / "parsed-diffs"
+    args = ("status", "--all", "--root", str(root), "--patches", str(patches))
+    for _ in range(2):  # the second run reads the entry the first one wrote
+        assert run_pyz(pyz, *args, env=env, cwd=tmp_path).returncode == 3
+        assert len(list(entries.glob("*.bin"))) == 1
+    other = tmp_path / "other.pyz"  # another build: the entry's key covers the archive that parsed it
+    shutil.copy2(pyz, other)
+    with zipfile.ZipFile(other, "a") as archive:
+        archive.writestr("EXTRA.txt", "another build")
+    assert run_pyz(other, *args, env=env, cwd=tmp_path).returncode == 3
+    assert len(list(entries.glob("*.bin"))) == 2
+
+
+PROBE = """
+import json, os, subprocess, sys
+import tinyengine
+freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
+                        check=True).stdout.splitlines()
+print(json.dumps({"freeze": freeze, "modules": sorted(sys.modules), "path": sys.path, "env": dict(os.environ),
+                  "scale": tinyengine.scale(1)}))
+"""
+
+
+def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz: Path) -> None:
+    """A stand-in engine venv: what its exec'd command sees after the hook is what it sees without it."""
+    venv = tmp_path / "engine-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, capture_output=True)
+    python = venv / "bin" / "python"
+    site = Path(subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                               capture_output=True, text=True, check=True).stdout.strip())
+    write_tree(site, ENGINE)  # installed as pip would leave it: the package and its dist-info
+    info = site / "tinyengine-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinyengine\nVersion: 1.0\n")
+    (info / "RECORD").write_text("".join(f"{p},,\n" for p in ENGINE) + "tinyengine-1.0.dist-info/METADATA,,\n")
+    (info / "INSTALLER").write_text("pip\n")
+    patches = engine_registry(tmp_path)
+    probe = tmp_path / "probe.py"
+    probe.write_text(PROBE)
+    env = isolated_env(HOME=str(tmp_path / "home"), PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
+                       PWD=str(tmp_path))
+
+    def seen(*command: str, **extra: str) -> dict[str, object]:
+        done = subprocess.run([*command, str(python), str(probe)], capture_output=True, text=True,
+                              env={**env, **extra}, cwd=tmp_path, check=False)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return dict(json.loads(done.stdout.splitlines()[-1]))
+
+    without = seen()
+    hook = {"PATCHKIT_CMD": f"{sys.executable} -I {pyz}", "PATCHKIT_ROOT": str(site),
+            "PATCHKIT_PATCHES": str(patches)}
+    started = seen("sh", str(ENTRYPOINT), **hook)
+    baseline = seen(**hook)  # the same variables, no hook: the container's own environment
+    assert (without["scale"], started["scale"]) == (2, 3)  # the hook did patch the engine
+    assert "tinyengine==1.0" in without["freeze"]  # pip sees the stand-in engine
+    assert started["freeze"] == without["freeze"]  # nothing installed, upgraded or replaced
+    assert started["modules"] == without["modules"]
+    assert not {m for m in started["modules"] if m.split(".")[0] in ("patchkit", "click", "unidiff", "git")}
+    assert started["path"] == without["path"]
+    assert started["env"] == baseline["env"]  # no PYTHONPATH, nothing exported by the hook
+    assert not [p for p in site.iterdir() if p.name.split("-")[0].split(".")[0] in ("click", "unidiff", "git")]
