@@ -1,0 +1,81 @@
+"""The distribution as the package index would serve it: patchkit-engine's wheel and sdist, built by pypa/build.
+
+`python -m build` makes the sdist first and the wheel from it, so a wheel here also proves the sdist builds.
+(CI installs that wheel into a clean venv and runs `patchkit demo` from it: .ci/run.)
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import tarfile
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+import patchkit
+
+REPO = Path(__file__).resolve().parent.parent
+NAME = "patchkit-engine"
+STEM = f"patchkit_engine-{patchkit.__version__}"
+
+
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    done = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(REPO)], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "would be ignored" not in done.stdout + done.stderr  # setuptools' package-data warning
+    return out
+
+
+def test_the_wheel_holds_the_package_its_data_and_complete_metadata(dist: Path) -> None:
+    with zipfile.ZipFile(dist / f"{STEM}-py3-none-any.whl") as wheel:
+        names = set(wheel.namelist())
+        meta = Parser().parsestr(wheel.read(f"{STEM}.dist-info/METADATA").decode())
+        entry_points = wheel.read(f"{STEM}.dist-info/entry_points.txt").decode()
+        license_text = wheel.read(f"{STEM}.dist-info/licenses/LICENSE")
+    assert meta["Name"] == NAME and meta["Version"] == patchkit.__version__
+    assert meta["License-Expression"] == "Apache-2.0"
+    assert license_text == (REPO / "LICENSE").read_bytes() and b"Apache License" in license_text
+    assert meta["Requires-Python"] == ">=3.10"
+    classifiers = meta.get_all("Classifier") or []
+    for version in ("3.10", "3.11", "3.12", "3.13"):
+        assert f"Programming Language :: Python :: {version}" in classifiers
+    assert "Typing :: Typed" in classifiers and "patchkit/py.typed" in names
+    assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Source", "Issues"}
+    assert "patchkit = patchkit.cli:main" in entry_points
+    shipped = {p.relative_to(REPO).as_posix() for p in (REPO / "patchkit").rglob("*")
+               if p.is_file() and "__pycache__" not in p.parts}
+    assert {n for n in names if n.startswith("patchkit/")} == shipped  # every module and every demo file
+    assert not [n for n in names if n.startswith(("tests/", "fixtures/", "data/"))]
+
+
+def test_the_sdist_carries_what_its_tests_need(dist: Path) -> None:
+    try:
+        tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        pytest.skip("not a git checkout (an unpacked sdist): nothing to compare against")
+    wanted = {p for p in tracked.stdout.split("\0") if p and not p.startswith(".ci/") and p != ".gitignore"}
+    with tarfile.open(dist / f"{STEM}.tar.gz") as sdist:
+        names = {m.name.split("/", 1)[1] for m in sdist.getmembers() if m.isfile() and "/" in m.name}
+    assert wanted - names == set()
+    assert {"tests/conftest.py", "LICENSE", "patchkit/data/demo/manifest.toml", "MANIFEST.in"} <= names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_every_install_line_names_this_distribution() -> None:
+    """`pip install patchkit` installs an unrelated project: no README, doc or example may say it."""
+    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").iterdir())]
+    found = []
+    for path in texts:
+        for match in re.finditer(r"\bpip3?\s+install\b([^\n&;|#]*)", path.read_text(encoding="utf-8")):
+            found.append(match.group(0))
+            for token in match.group(1).split():
+                name = re.match(r"[A-Za-z0-9._-]*", token.strip("'\""))
+                assert name is None or name.group(0).lower() != "patchkit", f"{path.name}: {match.group(0)}"
+    assert any("patchkit-engine" in line for line in found), found
