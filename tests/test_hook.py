@@ -177,7 +177,7 @@ def test_a_plain_copy_of_the_tree_behaves_the_same(setup: Setup) -> None:
 
 @pytest.mark.skipif(" -I " in f" {HOOK_CMD} ", reason="an isolated interpreter ignores PYTHONPATH, which this test "
                     "uses to show patchkit the engine's site-packages; the .pyz reaches an engine's environment "
-                    "through --python / PATCHKIT_PYTHON instead (the consumer issue)")
+                    "run by the engine's interpreter, or through --python / PATCHKIT_PYTHON (tests/test_pyz.py)")
 def test_a_site_packages_install_found_by_distribution_name(setup: Setup) -> None:
     site = setup.workdir / "site-packages"
     copy_tree(setup.fresh("for-site", plain=True), site)
@@ -293,3 +293,8 @@ def test_the_dockerfile_pins_the_engine_and_runs_the_entrypoint_it_copies() -> N
     assert "COPY examples/entrypoint.sh /usr/local/bin/patchkit-entrypoint\n" in dockerfile
     assert 'ENTRYPOINT ["/usr/local/bin/patchkit-entrypoint"]\n' in dockerfile
     assert "COPY patches/ /opt/patchkit/patches/\n" in dockerfile
+    # The single-file runner, run isolated by the image's interpreter; nothing pip-installed into the image.
+    assert "COPY dist/patchkit.pyz /opt/patchkit/patchkit.pyz\n" in dockerfile
+    assert 'ENV PATCHKIT_CMD="${ENGINE_PYTHON} -I /opt/patchkit/patchkit.pyz"' in dockerfile
+    assert "RUN ${PATCHKIT_CMD} --version && ${PATCHKIT_CMD} apply --all --dry-run\n" in dockerfile
+    assert not [line for line in dockerfile.splitlines() if "pip install" in line and not line.startswith("#")]

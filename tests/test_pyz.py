@@ -159,6 +159,7 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     (info / "METADATA").write_text("Metadata-Version: 2.1\nName: tinyengine\nVersion: 1.0\n")
     (info / "RECORD").write_text("".join(f"{p},,\n" for p in ENGINE) + "tinyengine-1.0.dist-info/METADATA,,\n")
     (info / "INSTALLER").write_text("pip\n")
+    (info / "top_level.txt").write_text("tinyengine\n")
     patches = engine_registry(tmp_path)
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
@@ -172,7 +173,9 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
         return dict(json.loads(done.stdout.splitlines()[-1]))
 
     without = seen()
-    hook = {"PATCHKIT_CMD": f"{sys.executable} -I {pyz}", "PATCHKIT_ROOT": str(site),
+    # As examples/Dockerfile runs it for an engine in a venv: the engine's interpreter runs the archive, and
+    # finds the engine's install folder by its distribution name.
+    hook = {"PATCHKIT_CMD": f"{python} -I {pyz}", "PATCHKIT_ROOT_FROM_PACKAGE": "tinyengine",
             "PATCHKIT_PATCHES": str(patches)}
     started = seen("sh", str(ENTRYPOINT), **hook)
     baseline = seen(**hook)  # the same variables, no hook: the container's own environment
@@ -184,3 +187,39 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     assert started["path"] == without["path"]
     assert started["env"] == baseline["env"]  # no PYTHONPATH, nothing exported by the hook
     assert not [p for p in site.iterdir() if p.name.split("-")[0].split(".")[0] in ("click", "unidiff", "git")]
+
+
+FAKE_SRUN = """#!/bin/sh
+# srun on one machine: drop srun's options, log the step, run it here.
+while [ "$#" -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done
+echo "$*" >> "$SRUN_LOG"
+exec "$@"
+"""
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["node-local", "shared-tree"])
+def test_the_slurm_launcher_patches_then_starts_the_engine(tmp_path: Path, pyz: Path, shared: bool) -> None:
+    root = tmp_path / "engine"
+    write_tree(root, ENGINE)
+    patches = engine_registry(tmp_path)
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "srun").write_text(FAKE_SRUN)
+    (bin_dir / "srun").chmod(0o755)
+    log = tmp_path / "srun.log"
+    env = isolated_env(PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}", HOME=str(tmp_path / "home"),
+                       SRUN_LOG=str(log), ENGINE_ROOT=str(root), PATCHKIT_PYZ=str(pyz),
+                       PATCHKIT_PATCHES=str(patches), PATCHKIT_TARGET="engine", ENGINE_PYTHON=sys.executable,
+                       PATCHKIT_SHARED_TREE="1" if shared else "0")
+    done = subprocess.run(["bash", str(REPO / "examples" / "slurm-launch.sh"), "echo", "engine started"],
+                          capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines()[-1] == "engine started"
+    assert {p: d for p, (d, _) in read_tree(root).items()} == PATCHED
+    steps = [line.split()[3] if "patchkit.pyz" in line else line for line in log.read_text().splitlines()]
+    assert steps == (["apply", "status", "echo engine started"] if shared else ["apply", "echo engine started"])
+    # A tree that cannot be patched stops the job before the engine starts.
+    write_tree(root, {"tinyengine/ops.py": ENGINE["tinyengine/ops.py"].replace(b"x * 2\n", b"x * 5\n")})
+    refused = subprocess.run(["bash", str(REPO / "examples" / "slurm-launch.sh"), "echo", "engine started"],
+                             capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
+    assert refused.returncode == 1 and "engine started" not in refused.stdout
