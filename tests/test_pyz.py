@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+import patchkit
 from tests.conftest import Registry, git_diff, read_tree, write_tree
 
 REPO = Path(__file__).resolve().parent.parent
@@ -88,6 +90,17 @@ def test_the_demo_runs_from_the_archive_alone_without_site_packages(tmp_path: Pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert "demo: 8 of 8 steps behaved as expected" in done.stdout
     assert list(work.iterdir()) == [], "the demo left something in the working folder"
+
+
+def test_its_own_copies_win_over_site_packages_and_version_stays_lazy(tmp_path: Path, pyz: Path) -> None:
+    # This interpreter's site-packages holds click, unidiff and gitpython too: -v shows where each came from.
+    done = run_pyz(pyz, "--version", env=isolated_env(HOME=str(tmp_path)), cwd=tmp_path, flags=("-I", "-v"))
+    assert done.returncode == 0 and done.stdout.strip().endswith(patchkit.__version__), done.stderr[-2000:]
+    imported = dict(re.findall(r"^import '([\w.]+)' # (.*)$", done.stderr, re.MULTILINE))
+    ours = {m: where for m, where in imported.items() if m.split(".")[0] in ("patchkit", "click")}
+    assert "patchkit.cli" in ours and "click.core" in ours
+    assert {m: w for m, w in ours.items() if f'"{pyz}' not in w} == {}  # every one from the archive
+    assert not [m for m in imported if m.split(".")[0] in ("unidiff", "git", "gitdb", "tomlkit")]
 
 
 def engine_registry(tmp_path: Path) -> Path:
