@@ -79,3 +79,11 @@ def test_every_install_line_names_this_distribution() -> None:
                 name = re.match(r"[A-Za-z0-9._-]*", token.strip("'\""))
                 assert name is None or name.group(0).lower() != "patchkit", f"{path.name}: {match.group(0)}"
     assert any("patchkit-engine" in line for line in found), found
+
+
+def test_every_pinned_example_names_this_version() -> None:
+    """One version string: patchkit/__init__.py. Examples that pin a release must follow it."""
+    texts = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md")), *sorted((REPO / "examples").iterdir())]
+    pins = [(path.name, v) for path in texts
+            for v in re.findall(r"patchkit-engine==([\w.]+)", path.read_text(encoding="utf-8"))]
+    assert pins and {v for _, v in pins} == {patchkit.__version__}, pins
