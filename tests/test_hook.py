@@ -263,10 +263,12 @@ def test_the_emergency_skip_starts_unpatched_and_says_so_on_every_start(setup: S
 def test_the_command_gets_the_containers_environment_unchanged(setup: Setup) -> None:
     root = setup.fresh("environment")
     env = hook_env(setup, root)
-    probe = [sys.executable, "-c", "import json, os; print(json.dumps(dict(os.environ)))"]
+    # Variables every shell keeps up to date itself (bash as sh adds SHLVL and _) are not the hook's doing.
+    probe = [sys.executable, "-c", "import json, os; print(json.dumps({k: v for k, v in os.environ.items() "
+             "if k not in ('PWD', 'OLDPWD', 'SHLVL', '_')}))"]
     done = subprocess.run(["sh", str(ENTRYPOINT), *probe], env=env, capture_output=True, check=True, cwd=REPO)
     assert json.loads(done.stdout.decode().splitlines()[-1]) == json.loads(
-        subprocess.run(probe, env=env, capture_output=True, check=True).stdout
+        subprocess.run(probe, env=env, capture_output=True, check=True, cwd=REPO).stdout
     )  # nothing the hook sets (a PYTHONPATH, an exported variable) reaches the engine
     assert engine_files(root) == setup.patched
 

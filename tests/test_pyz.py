@@ -154,7 +154,9 @@ import json, os, subprocess, sys
 import tinyengine
 freeze = subprocess.run([sys.executable, "-m", "pip", "freeze", "--all"], capture_output=True, text=True,
                         check=True).stdout.splitlines()
-print(json.dumps({"freeze": freeze, "modules": sorted(sys.modules), "path": sys.path, "env": dict(os.environ),
+shell_owned = ("PWD", "OLDPWD", "SHLVL", "_")  # kept up to date by any shell, not the hook's doing
+env = {k: v for k, v in os.environ.items() if k not in shell_owned}
+print(json.dumps({"freeze": freeze, "modules": sorted(sys.modules), "path": sys.path, "env": env,
                   "scale": tinyengine.scale(1)}))
 """
 
@@ -176,8 +178,7 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     patches = engine_registry(tmp_path)
     probe = tmp_path / "probe.py"
     probe.write_text(PROBE)
-    env = isolated_env(HOME=str(tmp_path / "home"), PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}",
-                       PWD=str(tmp_path))
+    env = isolated_env(HOME=str(tmp_path / "home"), PATH=f"{venv / 'bin'}{os.pathsep}{os.environ['PATH']}")
 
     def seen(*command: str, **extra: str) -> dict[str, object]:
         done = subprocess.run([*command, str(python), str(probe)], capture_output=True, text=True,
