@@ -14,6 +14,7 @@ import click
 
 from patchkit import __version__
 from patchkit.errors import ExitCode, PatchkitError
+from patchkit.interrupts import Terminated, sigterm_as_interrupt
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
@@ -48,13 +49,17 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with sigterm_as_interrupt():  # docker stop / Kubernetes: roll back like Ctrl-C, not die mid-write
+                return super().invoke(ctx)
         except PatchkitError as exc:
             click.echo(f"patchkit: error: {exc}", err=True)
             ctx.exit(int(exc.exit_code))
+        except Terminated:
+            click.echo("patchkit: terminated (SIGTERM); any write in progress was rolled back", err=True)
+            ctx.exit(int(ExitCode.TERMINATED))
         except KeyboardInterrupt:
-            click.echo("patchkit: interrupted", err=True)
-            ctx.exit(130)
+            click.echo("patchkit: interrupted; any write in progress was rolled back", err=True)
+            ctx.exit(int(ExitCode.INTERRUPTED))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchkit.workspace import TEMP_NAME
 from tests.conftest import GIT_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -398,7 +399,7 @@ def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | No
         result.status_wrong.append(f"{where}: tree is {state}, status says {final.json()['state']}")
     if had_journal and f"recovered an interrupted {action} of {PATCH_ID} on " not in stderr:
         result.unreported.append(f"{where}: {stderr.strip()!r}")
-    stray = [p.name for p in root.rglob("*") if p.name.endswith(".patchkit-tmp") or p.name == "journal.json"]
+    stray = [p.name for p in root.rglob("*") if TEMP_NAME.fullmatch(p.name) or p.name == "journal.json"]
     if stray:
         result.leftovers.append(f"{where}: {stray}")
     if j is None:  # rerunning, as a restarted container does, must finish the job
