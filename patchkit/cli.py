@@ -14,7 +14,6 @@ import click
 
 from patchkit import __version__
 from patchkit.errors import ExitCode, PatchkitError
-from patchkit.interrupts import Terminated, sigterm_as_interrupt
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
@@ -48,6 +47,8 @@ class _Group(click.Group):
             self.add_command(command)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from patchkit.interrupts import Terminated, sigterm_as_interrupt  # not needed for --version
+
         try:
             with sigterm_as_interrupt():  # docker stop / Kubernetes: roll back like Ctrl-C, not die mid-write
                 return super().invoke(ctx)

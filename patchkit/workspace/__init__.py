@@ -16,7 +16,14 @@ See docs/safety.md for the guarantees and the threat model.
 from __future__ import annotations
 
 from patchkit.workspace.commit import commit_changes
-from patchkit.workspace.disk import FAULT_AFTER_ENV, FAULT_ERRNO_ENV, FAULT_PERSIST_ENV, TEMP_NAME, Disk
+from patchkit.workspace.disk import (
+    FAULT_AFTER_ENV,
+    FAULT_ERRNO_ENV,
+    FAULT_PERSIST_ENV,
+    FAULT_SIGNAL_ENV,
+    TEMP_NAME,
+    Disk,
+)
 from patchkit.workspace.journal import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, Area
 from patchkit.workspace.lock import (
     DEFAULT_LOCK_TIMEOUT,
@@ -36,6 +43,7 @@ __all__ = [
     "FAULT_AFTER_ENV",
     "FAULT_ERRNO_ENV",
     "FAULT_PERSIST_ENV",
+    "FAULT_SIGNAL_ENV",
     "GITIGNORE_NAME",
     "JOURNAL_NAME",
     "LOCK_NAME",

@@ -23,6 +23,9 @@ FAULT_ERRNO_ENV = "PATCHKIT_FAULT_ERRNO"
 # With the errno: from the fault on, every operation that needs a new inode or block fails the same way
 # (a disk that stays full), while renames, unlinks and fsyncs still work.
 FAULT_PERSIST_ENV = "PATCHKIT_FAULT_PERSIST"
+# Instead of the SIGKILL: send this signal (TERM, INT) to the process at the fault and again before every
+# later operation, as a supervisor repeating SIGTERM or a user hammering Ctrl-C would.
+FAULT_SIGNAL_ENV = "PATCHKIT_FAULT_SIGNAL"
 
 TEMP_PREFIX = ".patchkit-"
 TEMP_NAME = re.compile(r"\.patchkit-[0-9a-f]{16}\.(tmp|orig)")
@@ -55,17 +58,27 @@ class Disk:
         self._errno: int | None = code if isinstance(code, int) else None
         self._persist = bool(os.environ.get(FAULT_PERSIST_ENV)) and self._errno is not None
         self._full = False
+        sig = os.environ.get(FAULT_SIGNAL_ENV, "") if faults else ""
+        self._signal: int | None = getattr(signal, f"SIG{sig}", None) if sig.isalpha() else None
+        self._signalling = False
 
     def _tick(self, what: str, *, allocates: bool = False) -> None:
         if self._full and allocates:
             assert self._errno is not None
             raise OSError(self._errno, os.strerror(self._errno), what)
+        if self._signalling:
+            assert self._signal is not None
+            os.kill(os.getpid(), self._signal)
         if self._left is None:
             return
         if self._left > 0:
             self._left -= 1
             return
         self._left = None
+        if self._signal is not None:
+            self._signalling = True
+            os.kill(os.getpid(), self._signal)
+            return
         if self._errno is None:
             os.kill(os.getpid(), signal.SIGKILL)
             raise AssertionError("unreachable: SIGKILL cannot be caught")

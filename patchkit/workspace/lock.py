@@ -27,7 +27,7 @@ from patchkit.tree import STATE_DIR, check_root, open_root
 from patchkit.workspace.commit import ensure_gitignore
 from patchkit.workspace.folders import Roots
 from patchkit.workspace.journal import JOURNAL_NAME, LOCK_NAME
-from patchkit.workspace.recovery import Recovery, needs_recovery, recover
+from patchkit.workspace.recovery import Recovery, check_journal_trusted, needs_recovery, recover
 from patchkit.workspace.trust import STATE_FILE_MODE, open_state_dir, read_state
 
 DEFAULT_LOCK_TIMEOUT = 300.0
@@ -86,12 +86,15 @@ def locked(
         if not (shared and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)):
             raise WriteFailedError(f"cannot create the lock file: {exc.strerror}", where=str(path)) from None
         fd = None
+    wrote_holder = False
     try:
         recovery = None
         if fd is not None:
             _acquire(fd, path, timeout, shared, on_wait)
+            if pending:
+                check_journal_trusted(root)  # before the holder line: a refusal writes nothing at all
             if not shared:
-                _write_holder(fd)
+                wrote_holder = _write_holder(fd)
             if needs_recovery(root):
                 if shared:  # flock converts the shared lock in place
                     _acquire(fd, path, timeout, False, on_wait)
@@ -99,7 +102,7 @@ def locked(
         yield recovery
     finally:
         if fd is not None:
-            if not shared:
+            if wrote_holder:
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, 0)  # nobody holds it now
             os.close(fd)  # closing releases the flock
@@ -185,11 +188,14 @@ def _open_lock_file(state_fd: int, path: Path, create: bool) -> int | None:
     return fd
 
 
-def _write_holder(fd: int) -> None:
+def _write_holder(fd: int) -> bool:
     since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
-    with contextlib.suppress(OSError):  # informational only
+    try:  # informational only
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"pid={os.getpid()} since={since}\n".encode(), 0)
+    except OSError:
+        return False
+    return True
 
 
 def _acquire(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHook | None) -> None:

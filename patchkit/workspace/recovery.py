@@ -70,6 +70,17 @@ def needs_recovery(root: Path) -> bool:
     return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
 
 
+def check_journal_trusted(root: Path) -> None:
+    """Refuse (UntrustedStateError) a journal waiting on root that another user could have written."""
+    with open_roots(root, create=False) as roots:
+        if roots is None:
+            return
+        journal_st = lstat_at(roots.state_fd, JOURNAL_NAME)
+        if journal_st is not None and stat.S_ISREG(journal_st.st_mode):
+            state_path = roots.path(Area.STATE)
+            check_trusted(journal_st, str(state_path / JOURNAL_NAME), state_path)
+
+
 def recover(root: Path) -> Recovery | None:
     """Finish or undo the transaction an interrupted process left on root; None if there is none.
 
