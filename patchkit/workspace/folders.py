@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, open_root, read_at, split_relative
-from patchkit.workspace.disk import Disk, unlink_present
+from patchkit.workspace.disk import Disk, lstat_at, unlink_present
 from patchkit.workspace.journal import JOURNAL_NAME, Area
 from patchkit.workspace.trust import STATE_DIR_MODE, check_trusted, open_state_dir
 
@@ -122,6 +122,8 @@ def rmdir_if_empty(roots: Roots, area: Area, folder: str, disk: Disk) -> bool | 
     if parent is None:
         return None
     try:
+        if lstat_at(parent, parts[-1]) is None:  # look first: a read-only folder refuses even a missing name
+            return None
         disk.rmdir(parent, parts[-1])
         disk.fsync(parent, parts[-1])
         return True
