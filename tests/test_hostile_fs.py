@@ -25,7 +25,6 @@ from tests.safety_helpers import (
     chown_tree,
     fast_workdir,
     fault_env,
-    git_diff,
     image,
     mount_works,
     mounted,

@@ -146,7 +146,9 @@ def test_state_files_are_written_and_deleted_in_the_same_transaction(tmp_path: P
     commit_changes(tmp_path, [], state_files={"applied/x.json": None})  # deleting what is gone: a no-op
 
 
-@pytest.mark.parametrize("name", ["lock", "journal.json", ".gitignore", "../escape", "/abs", "a/.patchkit-0123456789abcdef.tmp"])
+@pytest.mark.parametrize(
+    "name", ["lock", "journal.json", ".gitignore", "../escape", "/abs", "a/.patchkit-0123456789abcdef.tmp"]
+)
 def test_reserved_or_unsafe_state_file_names_are_refused(tmp_path: Path, name: str) -> None:
     make_tree(tmp_path)
     before = image(tmp_path)

@@ -33,7 +33,6 @@ from patchkit.workspace.lock import (
     pending_label,
     read_holder,
     recover_pending,
-    state_dir,
 )
 from patchkit.workspace.recovery import Direction, Recovery, recover
 from patchkit.workspace.trust import read_state
@@ -61,5 +60,4 @@ __all__ = [
     "read_state",
     "recover",
     "recover_pending",
-    "state_dir",
 ]

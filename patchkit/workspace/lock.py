@@ -47,21 +47,6 @@ class LockHolder:
 WaitHook = Callable[[LockHolder | None, Path], None]
 
 
-def state_dir(root: Path) -> Path:
-    """`<root>/.patchkit`, created on demand (0755, checked for trust) with a .gitignore."""
-    root_fd = open_root(root)
-    try:
-        state_fd = open_state_dir(root_fd, root, create=True)
-        assert state_fd is not None
-        try:
-            ensure_gitignore(Roots(root, root_fd, state_fd))
-        finally:
-            os.close(state_fd)
-    finally:
-        os.close(root_fd)
-    return root / STATE_DIR
-
-
 @contextlib.contextmanager
 def locked(
     root: Path, timeout: float, *, shared: bool = False, on_wait: WaitHook | None = None
@@ -95,6 +80,7 @@ def locked(
                 check_journal_trusted(root)  # before the holder line: a refusal writes nothing at all
             if not shared:
                 wrote_holder = _write_holder(fd)
+                _ensure_gitignore(root)  # under the lock: recovery sweeps temp names in .patchkit
             if needs_recovery(root):
                 if shared:  # flock converts the shared lock in place
                     _acquire(fd, path, timeout, False, on_wait)
@@ -155,8 +141,6 @@ def _open_lock(root: Path, *, create: bool) -> int | None:
         if state_fd is None:
             return None
         try:
-            if create:
-                ensure_gitignore(Roots(root, root_fd, state_fd))
             return _open_lock_file(state_fd, root / STATE_DIR / LOCK_NAME, create)
         finally:
             os.close(state_fd)
@@ -186,6 +170,19 @@ def _open_lock_file(state_fd: int, path: Path, create: bool) -> int | None:
         os.close(fd)
         raise WriteFailedError("the lock is not a regular file", where=str(path), hint=f"remove {path}")
     return fd
+
+
+def _ensure_gitignore(root: Path) -> None:
+    root_fd = open_root(root)
+    try:
+        state_fd = open_state_dir(root_fd, root, create=False)
+        if state_fd is not None:
+            try:
+                ensure_gitignore(Roots(root, root_fd, state_fd))
+            finally:
+                os.close(state_fd)
+    finally:
+        os.close(root_fd)
 
 
 def _write_holder(fd: int) -> bool:
