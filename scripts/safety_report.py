@@ -214,7 +214,9 @@ def _run_checks(module: object, case: Case, scratch: Path) -> tuple[int, int, in
     for name, func in sorted(vars(module).items()):
         if not name.startswith("test_") or not callable(func):
             continue
-        marks = getattr(func, "pytestmark", []) + list(getattr(module, "pytestmark", []))
+        module_marks = getattr(module, "pytestmark", [])
+        module_marks = module_marks if isinstance(module_marks, list) else [module_marks]
+        marks = [getattr(m, "mark", m) for m in [*getattr(func, "pytestmark", []), *module_marks]]
         if any(m.name == "skipif" and m.args and m.args[0] for m in marks):
             skipped += 1
             continue
