@@ -208,3 +208,17 @@ def test_read_only_commands_create_nothing(case: Case) -> None:
         assert run.code in (0, 3), run.err
         assert not (root / STATE).exists() and not (root / ".gitignore").exists()
     assert image(root) == case.original
+
+
+def test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recovers(case: Case) -> None:
+    source = interrupted(case, "journal-source")
+    target = case.fresh("journal-target")
+    os.rename(source / STATE, target / STATE)  # root's own, trusted folder, but written for another root
+    refused(case, target, "status", "written for another root")
+    moved = interrupted(case, "journal-moved")
+    renamed = moved.with_name("journal-moved-elsewhere")  # the same volume mounted at another path
+    shutil.rmtree(renamed, ignore_errors=True)
+    os.rename(moved, renamed)
+    run = run_forked(case.args("status", renamed))
+    assert run.code == 3 and "recovered an interrupted apply" in run.err, run.err
+    assert image(renamed) == case.original

@@ -237,7 +237,7 @@ def test_a_planted_journal_cannot_write_outside_the_root(tmp_path: Path, path: s
     (root / STATE).mkdir()
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"precious\n")
-    doc = {"format": 3, "label": "x", "pid": 1, "root": str(root), "entries": [
+    doc = {"format": 3, "label": "x", "pid": 1, "root": str(root), "root_ino": root.stat().st_ino, "entries": [
         {"area": "tree", "path": path, "before": {"mode": 420, "offset": 0, "size": 7, "uid": 0, "gid": 0,
                                                   "ino": 1, "mtime_ns": 0},
          "after": {"mode": 420, "sha256": "0" * 64}, "folders": [],

@@ -246,7 +246,8 @@ def _deepest_folder(roots: Roots, entry: Entry) -> tuple[int, Path, int]:
 def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], contents: Sequence[bytes | None]) -> None:
     journal = roots.path(Area.STATE) / JOURNAL_NAME
     try:
-        put_file(disk, roots.state_fd, JOURNAL_NAME, journal_chunks(roots.root, label, entries), JOURNAL_MODE)
+        chunks = journal_chunks(roots.root, os.fstat(roots.tree_fd).st_ino, label, entries)
+        put_file(disk, roots.state_fd, JOURNAL_NAME, chunks, JOURNAL_MODE)
     except OSError as exc:
         with contextlib.suppress(OSError):  # the replace may have happened before the fsync failed
             drop_journal(roots, Disk(faults=False))

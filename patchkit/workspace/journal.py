@@ -91,7 +91,7 @@ def check_state_name(name: str) -> tuple[str, ...]:
     return parts
 
 
-def journal_chunks(root: Path, label: str, entries: Sequence[Entry]) -> list[bytes]:
+def journal_chunks(root: Path, root_ino: int, label: str, entries: Sequence[Entry]) -> list[bytes]:
     """The journal: one JSON header line, then every original's bytes back to back (no base64, no copy)."""
     blobs: list[bytes] = []
     offset = 0
@@ -116,13 +116,19 @@ def journal_chunks(root: Path, label: str, entries: Sequence[Entry]) -> list[byt
             "temp": e.temp,
             "keep": e.keep,
         })
-    doc = {"format": JOURNAL_FORMAT, "label": label, "pid": os.getpid(), "root": os.fsdecode(root), "entries": items}
+    doc = {
+        "format": JOURNAL_FORMAT, "label": label, "pid": os.getpid(), "root": os.fsdecode(root),
+        "root_ino": root_ino, "entries": items,
+    }
     # ensure_ascii: file names that are not valid UTF-8 survive as escaped surrogates, and no newline.
     return [json.dumps(doc, ensure_ascii=True, sort_keys=True).encode("ascii") + b"\n", *blobs]
 
 
-def parse_journal(data: bytes, where: Path, root: Path) -> tuple[str, list[Entry]]:
-    """The journal's label and entries; RecoveryFailedError if it is not one patchkit wrote for root."""
+def parse_journal(data: bytes, where: Path, root: Path, root_ino: int) -> tuple[str, list[Entry]]:
+    """The journal's label and entries; RecoveryFailedError if it is not one patchkit wrote for root.
+
+    The journal must name this root by its path or (a volume mounted elsewhere) its folder's inode.
+    """
     try:
         header, _, body = data.partition(b"\n")
         doc = json.loads(header)
@@ -132,6 +138,7 @@ def parse_journal(data: bytes, where: Path, root: Path) -> tuple[str, list[Entry
         if not isinstance(label, str):
             raise TypeError("label")
         written_for = doc["root"]
+        written_ino = doc["root_ino"]
         entries = [_parse_entry(item, body) for item in doc["entries"]]
         if len({(e.area, e.path) for e in entries}) != len(entries):
             raise ValueError("a path is journaled twice")
@@ -141,7 +148,7 @@ def parse_journal(data: bytes, where: Path, root: Path) -> tuple[str, list[Entry
             where=str(where),
             hint="restore the tree from the image, then delete the journal",
         ) from None
-    if written_for != os.fsdecode(root):
+    if written_for != os.fsdecode(root) and written_ino != root_ino:
         raise UntrustedStateError(
             f"the journal was written for another root ({written_for!r}); refusing to replay it here, "
             "nothing was changed",

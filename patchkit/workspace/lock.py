@@ -27,7 +27,7 @@ from patchkit.tree import STATE_DIR, check_root, open_root
 from patchkit.workspace.commit import ensure_gitignore
 from patchkit.workspace.folders import Roots
 from patchkit.workspace.journal import JOURNAL_NAME, LOCK_NAME
-from patchkit.workspace.recovery import Recovery, check_journal_trusted, needs_recovery, recover
+from patchkit.workspace.recovery import Recovery, needs_recovery, recover
 from patchkit.workspace.trust import STATE_FILE_MODE, open_state_dir, read_state
 
 DEFAULT_LOCK_TIMEOUT = 300.0
@@ -76,15 +76,13 @@ def locked(
         recovery = None
         if fd is not None:
             _acquire(fd, path, timeout, shared, on_wait)
-            if pending:
-                check_journal_trusted(root)  # before the holder line: a refusal writes nothing at all
-            if not shared:
-                wrote_holder = _write_holder(fd)
-                _ensure_gitignore(root)  # under the lock: recovery sweeps temp names in .patchkit
             if needs_recovery(root):
                 if shared:  # flock converts the shared lock in place
                     _acquire(fd, path, timeout, False, on_wait)
-                recovery = recover(root)
+                recovery = recover(root)  # first: a refused journal means nothing at all is written
+            if not shared:
+                wrote_holder = _write_holder(fd)
+                _ensure_gitignore(root)  # under the lock: recovery sweeps temp names in .patchkit
         yield recovery
     finally:
         if fd is not None:

@@ -70,17 +70,6 @@ def needs_recovery(root: Path) -> bool:
     return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
 
 
-def check_journal_trusted(root: Path) -> None:
-    """Refuse (UntrustedStateError) a journal waiting on root that another user could have written."""
-    with open_roots(root, create=False) as roots:
-        if roots is None:
-            return
-        journal_st = lstat_at(roots.state_fd, JOURNAL_NAME)
-        if journal_st is not None and stat.S_ISREG(journal_st.st_mode):
-            state_path = roots.path(Area.STATE)
-            check_trusted(journal_st, str(state_path / JOURNAL_NAME), state_path)
-
-
 def recover(root: Path) -> Recovery | None:
     """Finish or undo the transaction an interrupted process left on root; None if there is none.
 
@@ -116,7 +105,7 @@ def _recover(roots: Roots, disk: Disk) -> Recovery | None:
         check_trusted(journal_st, str(state_path / JOURNAL_NAME), state_path)
     raw = read_state_at(roots.state_fd, state_path, JOURNAL_NAME)
     assert raw.data is not None
-    label, entries = parse_journal(raw.data, state_path / JOURNAL_NAME, roots.root)
+    label, entries = parse_journal(raw.data, state_path / JOURNAL_NAME, roots.root, os.fstat(roots.tree_fd).st_ino)
     if all(matches(read(roots, e.area, e.path), e.after) for e in entries):
         finish(roots, disk, entries)
         direction, count = Direction.FORWARD, len(entries)
