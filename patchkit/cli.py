@@ -55,12 +55,10 @@ class _Group(click.Group):
         except PatchkitError as exc:
             click.echo(f"patchkit: error: {exc}", err=True)
             ctx.exit(int(exc.exit_code))
-        except Terminated:
-            click.echo("patchkit: terminated (SIGTERM); any write in progress was rolled back", err=True)
-            ctx.exit(int(ExitCode.TERMINATED))
-        except KeyboardInterrupt:
-            click.echo("patchkit: interrupted; any write in progress was rolled back", err=True)
-            ctx.exit(int(ExitCode.INTERRUPTED))
+        except KeyboardInterrupt as exc:  # Terminated is one: SIGTERM
+            what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            click.echo(f"patchkit: {what}; {exc or 'nothing was left half written'}", err=True)
+            ctx.exit(int(ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

@@ -122,9 +122,16 @@ def commit_changes(
             entries.append(_entry(roots, Area.STATE, now, Snapshot(name, data, mode)))
             contents.append(data)
         if entries:
-            with signals_held():
-                check_free_space(roots, entries, contents)
-                _transact(roots, Disk(), label, entries, contents)
+            try:
+                with signals_held():
+                    check_free_space(roots, entries, contents)
+                    _transact(roots, Disk(), label, entries, contents)
+            except KeyboardInterrupt as exc:  # SIGINT/SIGTERM, delivered once the transaction is over
+                if isinstance(exc.__context__, RecoveryFailedError):
+                    raise exc.__context__ from None  # the journal is kept: that matters more than the signal
+                done = exc.__context__ is None
+                exc.args = ("the write had already completed" if done else "the write in progress was rolled back",)
+                raise
 
 
 def ensure_gitignore(roots: Roots) -> None:
@@ -257,23 +264,14 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
             hint="free disk space or fix permissions, then rerun",
         ) from None
     failed = journal  # what to name if writing fails
+    dirty: set[tuple[Area, tuple[str, ...]]] = set()
     try:
-        dirty: set[tuple[Area, tuple[str, ...]]] = set()
         for entry, data in zip(entries, contents, strict=True):
             if interrupt_pending():
                 raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
             failed = roots.path(entry.area) / entry.path
             _write_entry(roots, disk, entry, data)
             dirty.add((entry.area, entry.parts[:-1]))
-        failed = journal
-        finish(roots, disk, entries)
-        # Folder entries need to be durable only before the journal goes: fsync each changed folder once
-        # at the end rather than after every file (half of all fsyncs on a large series).
-        for area, folders in sorted(dirty, key=lambda d: (d[0].value, d[1])):
-            failed = roots.path(area).joinpath(*folders)
-            fsync_folder(roots, disk, area, folders)
-        failed = journal
-        drop_journal(roots, disk)
     except BaseException as exc:
         try:
             roll_back(roots, disk, entries)
@@ -300,6 +298,33 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
                 hint="free disk space or fix permissions, then rerun",
             ) from None
         raise
+    # Every file is in place and fsynced: from here the transaction only goes forward. The clean-up needs no
+    # space (unlinks, rmdirs, fsyncs), so one failure is retried once; if it fails again the journal stays
+    # and the next run finishes it (it finds every new file in place).
+    try:
+        _complete(roots, disk, entries, dirty)
+    except (OSError, PatchkitError) as exc:
+        try:
+            _complete(roots, disk, entries, dirty)
+        except (OSError, PatchkitError) as again:
+            raise RecoveryFailedError(
+                f"every file was written, but finishing the transaction failed ({describe(exc)}; then "
+                f"{describe(again)}); the journal is kept",
+                where=str(journal),
+                hint="fix the cause, then run any patchkit command on this root: it completes the transaction",
+            ) from None
+
+
+def _complete(
+    roots: Roots, disk: Disk, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]]
+) -> None:
+    """Drop the kept links and emptied folders, make every changed folder durable, then drop the journal."""
+    finish(roots, disk, entries)
+    # Folder entries need to be durable only before the journal goes: fsync each changed folder once
+    # at the end rather than after every file (half of all fsyncs on a large series).
+    for area, folders in sorted(dirty, key=lambda d: (d[0].value, d[1])):
+        fsync_folder(roots, disk, area, folders)
+    drop_journal(roots, disk)
 
 
 def _write_entry(roots: Roots, disk: Disk, entry: Entry, data: bytes | None) -> None:
