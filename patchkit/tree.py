@@ -44,8 +44,12 @@ class Snapshot:
 
 def check_root(root: Path) -> Path:
     """The root as an absolute, symlink-free directory path."""
-    if not root.exists():
-        raise BadInputError("the engine root does not exist", where=str(root), hint="check --root")
+    try:
+        root.stat()
+    except FileNotFoundError:
+        raise BadInputError("the engine root does not exist", where=str(root), hint="check --root") from None
+    except OSError as exc:  # e.g. a folder on the way this user may not enter
+        raise BadInputError(f"cannot reach the engine root: {exc.strerror}", where=str(root)) from None
     if not root.is_dir():
         raise BadInputError("the engine root is not a directory", where=str(root), hint="check --root")
     return Path(os.path.realpath(root))

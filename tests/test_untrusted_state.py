@@ -222,3 +222,26 @@ def test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recove
     run = run_forked(case.args("status", renamed))
     assert run.code == 3 and "recovered an interrupted apply" in run.err, run.err
     assert image(renamed) == case.original
+
+
+def test_a_user_who_cannot_reach_the_root_gets_a_clear_error(case: Case, user: tuple[int, int]) -> None:
+    root = case.fresh("unreachable")
+    hidden = case.workdir / "hidden"
+    hidden.mkdir(mode=0o700, exist_ok=True)
+    inner = hidden / "tree"
+    shutil.rmtree(inner, ignore_errors=True)
+    os.rename(root, inner)
+
+    def status() -> None:
+        import contextlib
+        import io
+
+        from patchkit.cli import run
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = run(case.args("status", inner))
+        if code != 2 or "cannot reach the engine root" not in err.getvalue() or "Traceback" in err.getvalue():
+            raise AssertionError((code, err.getvalue()))
+
+    as_user(*user, status)
