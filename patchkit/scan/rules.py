@@ -278,9 +278,7 @@ def find_copies_over(view: ScriptView) -> Iterator[PatchSite]:
             targeted = next((i + 1 for i, w in enumerate(argv) if w == "-t" and i + 1 < len(argv)), None)
             operands = _operands(argv, 1, _COPY_VALUED[tool])
             destination = targeted if targeted is not None else (operands[-1] if len(operands) >= 2 else None)
-        elif (tool == "tar" and any(re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", w) for w in argv[1:2])) or (tool == "tar" and (
-            "--extract" in argv or "-x" in argv
-        )):
+        elif tool == "tar" and _extracts(argv):
             destination = next((i + 1 for i, w in enumerate(argv) if w in ("-C", "--directory")), None)
         elif tool == "unzip":
             destination = next((i + 1 for i, w in enumerate(argv) if w == "-d"), None)
@@ -289,6 +287,11 @@ def find_copies_over(view: ScriptView) -> Iterator[PatchSite]:
         engine = _engine(view, command, offset + destination)
         if engine is not None:
             yield _site(view, command, SiteKind.COPY_OVER, engine)
+
+
+def _extracts(argv: tuple[str, ...]) -> bool:
+    first = argv[1] if len(argv) > 1 else ""
+    return re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) is not None or "--extract" in argv or "-x" in argv
 
 
 def _extracts(argv: tuple[str, ...]) -> bool:
