@@ -294,11 +294,6 @@ def _extracts(argv: tuple[str, ...]) -> bool:
     return re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) is not None or "--extract" in argv or "-x" in argv
 
 
-def _extracts(argv: tuple[str, ...]) -> bool:
-    first = argv[1] if len(argv) > 1 else ""
-    return re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) is not None or "--extract" in argv or "-x" in argv
-
-
 def find_python_writes(view: ScriptView) -> Iterator[PatchSite]:
     """Python (a file or embedded) writing, copying over or removing an engine file."""
     for write in view.writes:
