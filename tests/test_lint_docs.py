@@ -27,7 +27,7 @@ def test_every_rule_is_in_the_docs_table_with_its_severity() -> None:
 def test_rule_codes_are_unique_and_stable_in_shape() -> None:
     codes = [rule.code for rule in Rule]
     assert len(set(codes)) == len(codes)
-    assert all(re.fullmatch(r"PK[1-3]\d\d", code) for code in codes)
+    assert all(re.fullmatch(r"PK[1-4]\d\d", code) for code in codes)
 
 
 def test_help_lists_every_option() -> None:

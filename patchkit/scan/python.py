@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import ast
 import posixpath
+import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from patchkit.scan.engine import EngineResolver
@@ -58,20 +60,48 @@ def read_python(code: str, resolver: EngineResolver, first_line: int = 1) -> Pyt
         line = getattr(exc, "lineno", None) or 1
         return PythonReading((), (), (), f"line {line + first_line - 1}: {getattr(exc, 'msg', exc)}")
     reader = _Reader(resolver, first_line - 1)
-    reader.bind(tree)
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            reader.call(node)
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and looks_like_diff(node.value):
-            reader.diffs.append(InlineDiff(node.lineno + reader.offset, node.value))
+    reader.import_modules(tree)
+    # Names are resolved per scope (a function's own assignments, then the module's), flow-insensitively.
+    module_nodes = list(_scope_nodes(tree))
+    module_names = reader.bind(module_nodes, {})
+    scopes = [(tree, module_nodes)] + [
+        (node, list(_scope_nodes(node)))
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef))
+    ]
+    for scope, nodes in scopes:
+        reader.names = module_names if scope is tree else reader.bind(nodes, module_names)
+        for node in nodes:
+            if isinstance(node, ast.Call):
+                reader.call(node)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str) and looks_like_diff(node.value):
+                reader.diffs.append(InlineDiff(node.lineno + reader.offset, node.value))
     return PythonReading(tuple(reader.writes), tuple(reader.commands), tuple(reader.diffs), None)
 
 
+def _scope_nodes(scope: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of one scope: not those inside nested function, lambda or class definitions."""
+    pending = list(ast.iter_child_nodes(scope))
+    while pending:
+        node = pending.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            pending.extend(ast.iter_child_nodes(node))
+
+
+_GIT_HEADER = re.compile(r"^diff --git \S+ \S+")
+_GIT_EXTENDED = ("index ", "new file mode ", "deleted file mode ", "rename from ", "similarity index ", "old mode ")
+
+
 def looks_like_diff(text: str) -> bool:
-    """A unified or git diff: `--- a` then `+++ b` then a hunk header, or a `diff --git` line."""
+    """A unified or git diff: `--- a` then `+++ b` then a hunk header, or a `diff --git a b` line followed by
+    a git extended header or a hunk header (a lone mention of `diff --git` in prose is not a diff)."""
     lines = text.splitlines()
-    if any(line.startswith("diff --git ") for line in lines):
-        return True
+    for index, line in enumerate(lines):
+        if _GIT_HEADER.match(line) and any(
+            later.startswith(_GIT_EXTENDED) or later.startswith("@@ -") for later in lines[index + 1 : index + 8]
+        ):
+            return True
     for index, line in enumerate(lines[:-2]):
         if (
             line.startswith("--- ")
@@ -124,8 +154,7 @@ class _Reader:
 
     # ------------------------------------------------------------------ bindings
 
-    def bind(self, tree: ast.AST) -> None:
-        pairs: list[tuple[str, ast.expr]] = []
+    def import_modules(self, tree: ast.AST) -> None:
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 for alias in node.names:
@@ -134,7 +163,12 @@ class _Reader:
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 for alias in node.names:
                     self.modules.setdefault(alias.asname or alias.name, f"{node.module}.{alias.name}")
-            elif isinstance(node, ast.Assign):
+
+    def bind(self, nodes: list[ast.AST], outer: dict[str, str]) -> dict[str, str]:
+        """The engine paths the names of one scope hold, on top of `outer` (the module's)."""
+        pairs: list[tuple[str, ast.expr]] = []
+        for node in nodes:
+            if isinstance(node, ast.Assign):
                 pairs += [(t.id, node.value) for t in node.targets if isinstance(t, ast.Name)]
             elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
                 if isinstance(node.target, ast.Name):
@@ -146,6 +180,9 @@ class _Reader:
             elif isinstance(node, (ast.For, ast.comprehension)) and isinstance(node.target, ast.Name):
                 values = node.iter.elts if isinstance(node.iter, (ast.List, ast.Tuple, ast.Set)) else [node.iter]
                 pairs += [(node.target.id, value) for value in values]
+        local_names = {name for name, _ in pairs}
+        # A local name hides the module's, even when it holds no engine path.
+        self.names = {k: v for k, v in outer.items() if k not in local_names}
         for _ in range(4):  # names defined from names: to a fixed point
             changed = False
             for name, value in pairs:
@@ -155,6 +192,7 @@ class _Reader:
                     changed = True
             if not changed:
                 break
+        return self.names
 
     # ------------------------------------------------------------------ engine paths
 
