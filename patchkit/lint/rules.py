@@ -191,8 +191,8 @@ def check_pending_waivers(lint_input: LintInput) -> Iterator[Finding]:
             waiver.path,
             None,
             f"pending waiver ({topic}): once its pull request is opened, rename it after that pull request's "
-            f"number N: git mv {waiver.path} {lint_input.waivers_dir}/N.md (and set introduced_by = N in the "
-            f"manifests it covers)",
+            f"number N: git mv {waiver.path} {lint_input.waivers_dir}/N.md (and set introduced_by = N in any "
+            f"manifest pointing at it)",
         )
 
 

@@ -236,7 +236,8 @@ def _dockerfile_commands(text: str) -> list[Command]:
                         run += parse_shell(_body(heredoc), heredoc.line)
             commands += run
         elif instruction in ("COPY", "ADD"):
-            words = [w for w in (_exec_form(body) or body.split()) if not w.startswith("--")]
+            joined = re.sub(r"\\[ \t]*\n", " ", body)
+            words = [w for w in (_exec_form(joined) or joined.split()) if not w.startswith("--")]
             if len(words) >= 2:
                 commands.append(Command((instruction, *words), (), (), (), start + 1))
         elif instruction in ("ENV", "ARG"):
