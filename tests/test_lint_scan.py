@@ -34,7 +34,7 @@ def test_heredoc_delimiters_quoted_unquoted_and_tab_stripped() -> None:
     bodies = [(c.line, h.delimiter, h.quoted, h.body, h.line) for c in commands for h in c.heredocs]
     assert bodies == [
         (1, "A", True, ("line $1",), 2),
-        (4, "B", False, ("\tbody",), 5),
+        (4, "B", False, ("body",), 5),  # <<- strips every leading tab
         (7, "C", True, (), 8),
     ]
     # The lines after the third heredoc's end are commands again.
@@ -61,9 +61,9 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
         "find \"$D\" -name '*.py' -exec sed -i 's/a/b/' {} +\n"
     )
     assert sites("run.sh", text) == [
-        (4, "in-place-edit", "$(dirname \"<sglang>/__init__.py\")/a.py"),
+        (4, "in-place-edit", "$(dirname \"<sglang>\")/a.py"),
         (6, "in-place-edit", "/usr/lib/python3/dist-packages/vllm/config.py"),
-        (7, "in-place-edit", "$(dirname \"<sglang>/__init__.py\")"),
+        (7, "in-place-edit", "$(dirname \"<sglang>\")"),
     ]
 
 
@@ -188,7 +188,7 @@ def test_dockerfile_and_workflow_readers() -> None:
         "ADD notes.txt /opt/notes.txt\n"
     )
     assert sites("docker/Dockerfile.rocm", dockerfile) == [
-        (2, "in-place-edit", "/sgl-workspace/sglang/python/x.py"),
+        (4, "in-place-edit", "/sgl-workspace/sglang/python/x.py"),  # the line the command is on
         (5, "copy-over", "/usr/local/lib/python3.10/dist-packages/sglang/x.py"),
     ]
     workflow = (

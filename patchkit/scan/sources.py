@@ -75,7 +75,6 @@ def select_paths(paths: Iterable[str], config: ScanConfig) -> list[str]:
     )
 
 
-_SHEBANG = re.compile(r"^#!\s*(?:/usr/bin/env\s+(?:-S\s+)?)?\S*?([A-Za-z]+)[\d.]*\b")
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
 
 
@@ -90,14 +89,25 @@ def language_of(path: str, text: str) -> Language | None:
         return Language.DOCKERFILE
     if lower.endswith((".yml", ".yaml")):
         return Language.WORKFLOW
-    shebang = _SHEBANG.match(text)
-    if shebang:
-        program = shebang.group(1)
-        if program in _SHELLS:
-            return Language.SHELL
-        if program.startswith("python"):
-            return Language.PYTHON
+    program = _interpreter(text)
+    if program in _SHELLS:
+        return Language.SHELL
+    if program is not None and re.fullmatch(r"python[\d.]*", program):
+        return Language.PYTHON
     return None
+
+
+def _interpreter(text: str) -> str | None:
+    """The program a `#!` line runs (`#!/usr/bin/env -S bash -e` -> bash), or None."""
+    if not text.startswith("#!"):
+        return None
+    words = text[2:].split("\n", 1)[0].split()
+    if not words:
+        return None
+    program = words[0].rsplit("/", 1)[-1]
+    if program == "env":
+        program = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), "")
+    return program or None
 
 
 def read_view(path: str, text: str, language: Language, config: ScanConfig) -> ScriptView:
