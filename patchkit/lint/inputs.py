@@ -100,7 +100,8 @@ class LintInput:
         return any(claim.number == number for claim in self.claims)
 
     def claim_of(self, spec: PatchSpec) -> WaiverClaim | None:
-        return next((c for c in self.claims if c.manifest == spec.manifest_path), None)
+        wanted = spec.manifest_path.resolve()
+        return next((c for c in self.claims if c.manifest.resolve() == wanted), None)
 
     def site_path(self, site: PatchSite) -> Path:
         """Where the site's file is, as the user sees it (relative to the working directory when below it)."""
