@@ -80,7 +80,7 @@ def test_messages_name_the_site_what_is_patched_and_the_waiver_to_write(consumer
     line = next(x for x in run.stdout.splitlines() if x.startswith(f"{LAUNCH}:13:"))
     assert "PK401 error: patch site (in-place-edit)" in line
     assert "<sglang>/srt/managers/scheduler.py" in line  # resolved through find_spec
-    assert f"write docs/waiver/N.md, N the pull request that introduces it, naming {LAUNCH}" in line
+    assert f"add docs/waiver/N.md, N the pull request that introduces it, naming {LAUNCH}" in line
     assert "5 errors, 1 warning" in run.stderr and "10 patch sites, 5 uncovered" in run.stderr
     # Every finding starts with file:line (the pending waiver concerns its whole file).
     for text in run.stdout.splitlines():

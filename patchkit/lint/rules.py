@@ -360,10 +360,9 @@ def check_sites_covered(lint_input: LintInput) -> Iterator[Finding]:
             Rule.SITE_UNCOVERED,
             lint_input.site_path(site),
             site.line,
-            f"patch site ({site.kind.label}): {site.kind.summary}, patching {site.what}: `{_short(site.command)}`; "
-            f"no waiver names {site.path}: write {lint_input.waivers_dir}/N.md, N the pull request that "
-            f"introduces it, naming {site.path} (what is patched, why the image cannot run without it, upstream "
-            f"link, removal plan), or accept it as pre-existing with --write-baseline",
+            f"patch site ({site.kind.label}) patching {site.what}: `{_short(site.command)}`; no waiver names "
+            f"{site.path}: add {lint_input.waivers_dir}/N.md, N the pull request that introduces it, naming "
+            f"{site.path}, or accept the site as pre-existing with --write-baseline",
         )
 
 
