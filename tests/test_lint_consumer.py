@@ -82,10 +82,10 @@ def test_messages_name_the_site_what_is_patched_and_the_waiver_to_write(consumer
     assert "<sglang>/srt/managers/scheduler.py" in line  # resolved through find_spec
     assert f"add docs/waiver/N.md, N the pull request that introduces it, naming {LAUNCH}" in line
     assert "5 errors, 1 warning" in run.stderr and "10 patch sites, 5 uncovered" in run.stderr
-    # Every finding starts with file:line (the pending waiver concerns its whole file).
+    # Every finding starts with file:line (a finding about a whole file points at its line 1).
     for text in run.stdout.splitlines():
         place = text.split(": ", 1)[0]
-        assert place.rsplit(":", 1)[-1].isdigit() or place.endswith(".md"), text
+        assert place.rsplit(":", 1)[-1].isdigit(), text
 
 
 def test_naming_the_file_in_a_waiver_covers_its_sites(consumer: Path) -> None:
@@ -174,6 +174,8 @@ def test_write_baseline_accepts_todays_sites_and_new_ones_still_fail(consumer: P
     assert {f["path"] for f in findings(run, "PK401")} == {LAUNCH, "docker/Dockerfile"}
     (stale,) = findings(run, "PK404")
     assert "docker/Dockerfile: copy-over: COPY docker/fused_moe.py" in stale["message"]
+    baseline_lines = (consumer / ".patchkit-baseline.json").read_text().splitlines()
+    assert stale["path"] == ".patchkit-baseline.json" and '"fingerprint"' in baseline_lines[stale["line"] - 1]
 
 
 def test_a_malformed_baseline_is_bad_input(consumer: Path) -> None:

@@ -228,4 +228,13 @@ def test_fingerprints_ignore_line_numbers_but_not_commands_or_repeats() -> None:
 def test_a_python_file_that_does_not_parse_is_a_problem_not_a_crash() -> None:
     result = scan_files([("x.py", b"def (:\n")], CONFIG)
     assert result.sites == () and len(result.problems) == 1
-    assert "does not parse" in result.problems[0].message
+    assert "does not parse" in result.problems[0].message and result.problems[0].line == 1
+    embedded = scan_files([("x.sh", b"echo\npython3 - <<'PY'\nok = 1\ndef (:\nPY\n")], CONFIG)
+    assert [(p.line, p.message.split(" (")[0]) for p in embedded.problems] == [(4, "embedded Python does not parse")]
+
+
+def test_perl_options_holding_an_i_are_not_in_place() -> None:
+    assert sites("run.sh", "perl -Mlib=/x -ne 'print' /sgl-workspace/sglang/x.py\n") == []
+    assert sites("run.sh", "perl -i.orig -pe 's/a/b/' /sgl-workspace/sglang/x.py\n") == [
+        (1, "in-place-edit", "/sgl-workspace/sglang/x.py")
+    ]

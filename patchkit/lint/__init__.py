@@ -128,7 +128,7 @@ def _read_input(request: LintRequest, here: Path) -> tuple[LintInput, ScanConfig
         scanned=result.files,
         scan_problems=result.problems,
         baselined=frozenset(e.fingerprint for e in entries) & current,
-        stale_baseline=tuple(e.shown for e in entries if e.fingerprint not in current),
+        stale_baseline=tuple((e.fingerprint, e.shown) for e in entries if e.fingerprint not in current),
         baseline_path=baseline_path,
     )
     return lint_input, config

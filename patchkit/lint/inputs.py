@@ -86,7 +86,7 @@ class LintInput:
     scanned: tuple[str, ...] = ()  # the files the scan read
     scan_problems: tuple[ScanProblem, ...] = ()
     baselined: frozenset[str] = field(default_factory=frozenset)  # fingerprints accepted by the baseline
-    stale_baseline: tuple[str, ...] = ()  # baseline entries (shown) that match no site any more
+    stale_baseline: tuple[tuple[str, str], ...] = ()  # (fingerprint, shown) of entries matching no site
     baseline_path: Path | None = None
 
     def waiver_path(self, number: int) -> Path:

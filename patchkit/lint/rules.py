@@ -154,7 +154,7 @@ def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
             yield Finding.of(
                 Rule.WAIVER_BAD_NAME,
                 waiver.path,
-                None,
+                1,
                 f"{waiver.path.name} is a translation of {waiver.translates}.md, which does not exist; add the "
                 f"waiver {lint_input.waiver_path(int(waiver.translates or 0))} itself, or remove the translation",
             )
@@ -170,7 +170,7 @@ def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
         yield Finding.of(
             Rule.WAIVER_BAD_NAME,
             waiver.path,
-            None,
+            None if waiver.path.is_dir() else 1,
             f"{waiver.path.name} is not a waiver name (<PR number>.md, digits without a leading zero); {fix}",
         )
 
@@ -189,7 +189,7 @@ def check_pending_waivers(lint_input: LintInput) -> Iterator[Finding]:
         yield Finding.of(
             Rule.WAIVER_PENDING,
             waiver.path,
-            None,
+            1,
             f"pending waiver ({topic}): once its pull request is opened, rename it after that pull request's "
             f"number N: git mv {waiver.path} {lint_input.waivers_dir}/N.md (and set introduced_by = N in any "
             f"manifest pointing at it)",
@@ -372,7 +372,7 @@ def check_scan_readable(lint_input: LintInput) -> Iterator[Finding]:
         yield Finding.of(
             Rule.SCAN_UNREADABLE,
             lint_input.root / problem.path,
-            None,
+            problem.line,
             f"{problem.message}; its patch sites are not checked: fix the file or exclude it "
             f"([tool.patchkit] scan-exclude)",
         )
@@ -380,14 +380,23 @@ def check_scan_readable(lint_input: LintInput) -> Iterator[Finding]:
 
 def check_baseline_current(lint_input: LintInput) -> Iterator[Finding]:
     """PK404: a baseline entry that matches no site: the site was removed or changed; shrink the baseline."""
-    for shown in lint_input.stale_baseline:
+    for fingerprint, shown in lint_input.stale_baseline:
+        path = lint_input.baseline_path or Path("baseline")
         yield Finding.of(
             Rule.BASELINE_STALE,
-            lint_input.baseline_path or Path("baseline"),
-            None,
+            path,
+            _line_containing(path, fingerprint),
             f"baseline entry matches no patch site any more ({shown}); run `patchkit lint --write-baseline` to "
             f"drop it",
         )
+
+
+def _line_containing(path: Path, text: str) -> int | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return next((number for number, line in enumerate(lines, 1) if text in line), None)
 
 
 def _short(command: str, limit: int = 100) -> str:

@@ -29,6 +29,7 @@ _MAX_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
 @dataclass(frozen=True)
 class ScanProblem:
     path: str
+    line: int | None
     message: str
 
 
@@ -55,7 +56,7 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
             continue
         read.append(path)
         view = read_view(path, text, language, config)
-        problems += [ScanProblem(path, message) for message in view.problems]
+        problems += [ScanProblem(path, line, message) for line, message in view.problems]
         for kind, rule in SCAN_RULES.items():
             if kind not in config.ignore:
                 sites += rule(view)

@@ -51,14 +51,15 @@ class PythonReading:
     commands: tuple[Command, ...]
     diffs: tuple[InlineDiff, ...]
     error: str | None  # why the code could not be read (a syntax error), None when it was
+    error_line: int | None = None
 
 
 def read_python(code: str, resolver: EngineResolver, first_line: int = 1) -> PythonReading:
     try:
         tree = ast.parse(code)
     except (SyntaxError, ValueError) as exc:
-        line = getattr(exc, "lineno", None) or 1
-        return PythonReading((), (), (), f"line {line + first_line - 1}: {getattr(exc, 'msg', exc)}")
+        line = (getattr(exc, "lineno", None) or 1) + first_line - 1
+        return PythonReading((), (), (), str(getattr(exc, "msg", exc)), line)
     reader = _Reader(resolver, first_line - 1)
     reader.import_modules(tree)
     # Names are resolved per scope (a function's own assignments, then the module's), flow-insensitively.

@@ -170,7 +170,7 @@ def _shown_targets(diff: str) -> str | None:
 
 
 _SED_IN_PLACE = re.compile(r"-[nrsuEz]*i.*")
-_PERL_IN_PLACE = re.compile(r"-[a-zA-Z]*i.*")
+_PERL_IN_PLACE = re.compile(r"-[pnlaswTtWXcU0-9]*i.*")  # not -I/-M/-m/-e, whose values may hold an i
 _SCRIPT_OPTIONS = {"sed": frozenset({"-e", "-f", "--expression", "--file"}), "perl": frozenset({"-e", "-E"})}
 
 

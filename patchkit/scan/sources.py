@@ -7,6 +7,7 @@ as copies; a workflow's `run:` steps as shell. Code embedded in shell (`python -
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Iterable
@@ -37,7 +38,7 @@ class ScriptView:
     diffs: tuple[InlineDiff, ...]  # diff-looking Python strings; heredoc diffs are on their commands
     resolver: EngineResolver
     scratch: frozenset[str]  # shell variables holding a temporary folder (mktemp)
-    problems: tuple[str, ...]  # parts that could not be read (a Python syntax error), with their line
+    problems: tuple[tuple[int | None, str], ...]  # (line, what) of parts that could not be read
 
 
 def matches_glob(pattern: str, path: str) -> bool:
@@ -45,6 +46,7 @@ def matches_glob(pattern: str, path: str) -> bool:
     return _glob_regex(pattern).fullmatch(path) is not None
 
 
+@functools.lru_cache(maxsize=256)
 def _glob_regex(pattern: str) -> re.Pattern[str]:
     out = []
     index = 0
@@ -111,12 +113,12 @@ def _interpreter(text: str) -> str | None:
 
 
 def read_view(path: str, text: str, language: Language, config: ScanConfig) -> ScriptView:
-    problems: list[str] = []
+    problems: list[tuple[int | None, str]] = []
     if language is Language.PYTHON:
         resolver = EngineResolver(config, {})
         reading = read_python(text, resolver)
         if reading.error:
-            problems.append(f"Python does not parse ({reading.error})")
+            problems.append((reading.error_line, f"Python does not parse ({reading.error})"))
         commands = list(reading.commands)
         return ScriptView(
             path, language, tuple(commands), reading.writes, reading.diffs, resolver,
@@ -135,7 +137,7 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     for code, first_line in _embedded_python(commands):
         reading = read_python(code, resolver, first_line)
         if reading.error:
-            problems.append(f"embedded Python does not parse ({reading.error})")
+            problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
         diffs += reading.diffs
         commands += reading.commands
