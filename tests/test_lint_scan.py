@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from patchkit.scan import ScanConfig, scan_files
 from patchkit.scan.shell import parse_shell
@@ -238,3 +240,27 @@ def test_perl_options_holding_an_i_are_not_in_place() -> None:
     assert sites("run.sh", "perl -i.orig -pe 's/a/b/' /sgl-workspace/sglang/x.py\n") == [
         (1, "in-place-edit", "/sgl-workspace/sglang/x.py")
     ]
+
+
+def test_hostile_nesting_is_a_problem_not_a_crash() -> None:
+    deep_shell = b"X=" + b"$(" * 5000 + b")" * 5000 + b"\n"
+    deep_python = b"x = " + b"+".join([b"'a'"] * 20000) + b"\n"
+    result = scan_files([("a.sh", deep_shell), ("b.py", deep_python)], CONFIG)
+    assert result.sites == ()
+    assert [(p.path, p.message) for p in result.problems] == [
+        ("a.sh", "too deeply nested to read"),
+        ("b.py", "too deeply nested to read"),
+    ]
+
+
+_SHELLISH = "abc $'\"`\\#;&|()<>{}-=/\n\t EOF<<-"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=_SHELLISH, max_size=120),
+    st.sampled_from(["a.sh", "x.py", "Dockerfile", ".github/workflows/w.yml"]),
+)
+def test_any_text_is_read_without_error(text: str, path: str) -> None:
+    result = scan_files([(path, text.encode())], CONFIG)
+    assert all(site.line >= 1 for site in result.sites)

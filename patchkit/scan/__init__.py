@@ -55,11 +55,14 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
         if language is None:
             continue
         read.append(path)
-        view = read_view(path, text, language, config)
+        try:
+            view = read_view(path, text, language, config)
+            found = [site for kind, rule in SCAN_RULES.items() if kind not in config.ignore for site in rule(view)]
+        except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash
+            problems.append(ScanProblem(path, None, "too deeply nested to read"))
+            continue
         problems += [ScanProblem(path, line, message) for line, message in view.problems]
-        for kind, rule in SCAN_RULES.items():
-            if kind not in config.ignore:
-                sites += rule(view)
+        sites += found
     return ScanResult(tuple(fingerprint_sites(sites)), tuple(read), tuple(problems))
 
 
