@@ -29,7 +29,7 @@ from patchkit.provenance import (
 )
 from patchkit.state import PatchState, TreeState, scan_tree
 from patchkit.tree import check_root
-from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, commit_changes, locked
+from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, WaitHook, commit_changes, locked
 
 
 class Action(Enum):
@@ -64,6 +64,7 @@ class Options:
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
     strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
     force: bool = False  # revert a change patchkit did not apply (upstream-contains)
+    on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
 
 
 @dataclass(frozen=True)
@@ -97,7 +98,7 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
     real_root = check_root(root)
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} of {spec.id}"
-    with locked(real_root, options.lock_timeout, shared=shared) as recovered:
+    with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
         record = read_record(real_root, spec.id, hunk_set.digest)
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None

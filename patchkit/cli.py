@@ -47,14 +47,18 @@ class _Group(click.Group):
             self.add_command(command)
 
     def invoke(self, ctx: click.Context) -> Any:
+        from patchkit.interrupts import Terminated, sigterm_as_interrupt  # not needed for --version
+
         try:
-            return super().invoke(ctx)
+            with sigterm_as_interrupt():  # docker stop / Kubernetes: roll back like Ctrl-C, not die mid-write
+                return super().invoke(ctx)
         except PatchkitError as exc:
             click.echo(f"patchkit: error: {exc}", err=True)
             ctx.exit(int(exc.exit_code))
-        except KeyboardInterrupt:
-            click.echo("patchkit: interrupted", err=True)
-            ctx.exit(130)
+        except KeyboardInterrupt as exc:  # Terminated is one: SIGTERM
+            what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
+            click.echo(f"patchkit: {what}; {exc or 'nothing was left half written'}", err=True)
+            ctx.exit(int(ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED))
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

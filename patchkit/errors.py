@@ -22,6 +22,8 @@ class ExitCode(IntEnum):
     WRITE_FAILED = 7  # an I/O error during the write phase; the tree was restored
     RECOVERY_FAILED = 8  # an interrupted transaction could not be rolled back; manual action needed
     BASE_MISMATCH = 9  # --strict-base: the tree is not verifiably the pinned base; nothing was written
+    INTERRUPTED = 130  # SIGINT; a write in progress was rolled back first
+    TERMINATED = 143  # SIGTERM (docker stop, Kubernetes); a write in progress was rolled back first
 
 
 class PatchkitError(Exception):
@@ -63,6 +65,10 @@ class DiffError(BadInputError):
 
 class UnsafePathError(BadInputError):
     """A path would leave the root, cross a symlink out of it, or is otherwise unsafe to touch."""
+
+
+class UntrustedStateError(BadInputError):
+    """Something under <root>/.patchkit could have been written by another user; nothing was read or written."""
 
 
 class PendingPatchError(BadInputError):

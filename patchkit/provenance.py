@@ -33,7 +33,8 @@ from patchkit.hunks import HunkSet
 from patchkit.manifest import Exclude, PatchSpec
 from patchkit.rewrite import rewrite_section
 from patchkit.state import FileVerdict, PatchState, TreeState
-from patchkit.tree import STATE_DIR, read_snapshot
+from patchkit.tree import STATE_DIR
+from patchkit.workspace.trust import read_state
 
 RECORD_DIR = "applied"  # under <root>/.patchkit
 RECORD_FORMAT = 1
@@ -262,7 +263,7 @@ def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
     """The applied record of patch_id under root, compared with the hunk-set digest the manifest gives now."""
     json_name, diff_name = record_names(patch_id)
     rel = f"{STATE_DIR}/{json_name}"
-    snap = read_snapshot(root, rel)
+    snap = read_state(root, json_name)  # refused (exit 2) unless nobody but us or root could have written it
     if snap.data is None:
         return RecordCheck(RecordState.NONE, rel, None, None, None)
     try:
@@ -274,7 +275,7 @@ def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
     if record.hunkset_sha256 == digest:
         return RecordCheck(RecordState.CURRENT, rel, record, None, None)
     try:
-        stored = _load_stored(root, f"{STATE_DIR}/{diff_name}", record)
+        stored = _load_stored(root, diff_name, record)
     except PatchkitError as exc:
         return RecordCheck(RecordState.STALE, rel, record, None, f"the stored copy is unusable: {exc.message}")
     return RecordCheck(RecordState.STALE, rel, record, stored, None)
@@ -303,9 +304,10 @@ def _parse_record(data: bytes) -> AppliedRecord:
     )
 
 
-def _load_stored(root: Path, rel: str, record: AppliedRecord) -> HunkSet:
+def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
     """Rebuild the hunk set a record names from its stored diff, and prove it is the same one."""
-    data = read_snapshot(root, rel).data
+    rel = f"{STATE_DIR}/{name}"
+    data = read_state(root, name).data
     if data is None:
         raise BadInputError(f"{rel} is missing")
     if _sha256(data) != record.diff_sha256:

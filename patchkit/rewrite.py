@@ -8,8 +8,6 @@ when the diff changes it.
 
 from __future__ import annotations
 
-import os
-
 from patchkit.hunks import FileOp
 from patchkit.matching import HunkState, split_lines
 from patchkit.state import FileVerdict
@@ -68,7 +66,5 @@ def with_exec(mode: int, executable: bool) -> int:
 
 
 def new_file_mode(executable: bool) -> int:
-    """Mode of a created file: 0666/0777 minus the process umask, like git apply and patch."""
-    umask = os.umask(0)
-    os.umask(umask)
-    return (0o777 if executable else 0o666) & ~umask
+    """Mode of a created file: exactly the diff's 100644/100755, whatever the umask (000 in some entrypoints)."""
+    return 0o755 if executable else 0o644

@@ -194,7 +194,7 @@ def run_series(
     real_root = check_root(root)
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
-    with locked(real_root, options.lock_timeout, shared=shared) as recovered:
+    with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
         patches = [
             _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set.digest))
             for spec, hunk_set in zip(specs, hunk_sets, strict=True)

@@ -18,6 +18,7 @@ from pathlib import Path
 from patchkit.errors import BadInputError, UnsafePathError
 
 STATE_DIR = ".patchkit"
+NAME_MAX = 255  # bytes per path component, on every filesystem patchkit writes to
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # O_NONBLOCK: opening a FIFO swapped in after the lstat must not hang.
@@ -43,8 +44,12 @@ class Snapshot:
 
 def check_root(root: Path) -> Path:
     """The root as an absolute, symlink-free directory path."""
-    if not root.exists():
-        raise BadInputError("the engine root does not exist", where=str(root), hint="check --root")
+    try:
+        root.stat()
+    except FileNotFoundError:
+        raise BadInputError("the engine root does not exist", where=str(root), hint="check --root") from None
+    except OSError as exc:  # e.g. a folder on the way this user may not enter
+        raise BadInputError(f"cannot reach the engine root: {exc.strerror}", where=str(root)) from None
     if not root.is_dir():
         raise BadInputError("the engine root is not a directory", where=str(root), hint="check --root")
     return Path(os.path.realpath(root))
@@ -55,6 +60,13 @@ def split_relative(rel: str) -> tuple[str, ...]:
     parts = tuple(rel.split("/"))
     if "\0" in rel or rel.startswith("/") or any(p in ("..", ".", "") for p in parts):
         raise UnsafePathError(f"path {rel!r} is not a plain relative path inside the root")
+    for part in parts:
+        size = len(os.fsencode(part))
+        if size > NAME_MAX:
+            raise UnsafePathError(
+                f"a name in {rel!r} is {size} bytes long; a file name may have at most {NAME_MAX}",
+                hint="shorten the name in the diff",
+            )
     return parts
 
 

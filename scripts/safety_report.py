@@ -11,6 +11,10 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   Every recovery is then killed in turn at each of its own operations too (--quick: a sample).
 - I/O errors: ENOSPC, EACCES, EROFS and EIO injected at every write point: exit 7 and the tree restored.
 - races: 8 processes released at once on one root (apply x8, apply/revert x4, and with a killed writer).
+- untrusted state and hostile filesystems: every test of tests/test_untrusted_state.py and
+  tests/test_hostile_fs.py once (as root, with an unprivileged user; mounts where allowed), then SIGTERM and
+  SIGINT at every write point (PATCHKIT_FAULT_SIGNAL) and a disk that fills up at every write point
+  (PATCHKIT_FAULT_PERSIST).
 - hostile input: the catalogue of tests/test_hostile.py, then fuzzed diffs (random bytes and mutated git
   diffs) through the parser and the real CLI, with a sentinel folder next to the root.
 
@@ -20,6 +24,7 @@ Exit status 1 if any run ended in a mixed tree, a write outside the root, or an 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import tempfile
@@ -32,9 +37,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import test_fuzz, test_hostile
+from tests import test_fuzz, test_hostile, test_hostile_fs, test_untrusted_state
 from tests.safety_helpers import (
     PATCH_ID,
+    Case,
     add_patch,
     build_case,
     error_campaign,
@@ -44,6 +50,7 @@ from tests.safety_helpers import (
     outside_images,
     race,
     run_forked,
+    unprivileged_user,
     warm_up,
     write_files,
 )
@@ -59,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     fuzz_examples = args.fuzz_examples or (250 if args.quick else 2000)
     shm = Path("/dev/shm")
     workdir = Path(tempfile.mkdtemp(prefix="patchkit-report-", dir=shm if shm.is_dir() else None))
+    os.chmod(workdir, 0o755)  # the unprivileged user of the untrusted-state checks must reach the trees
     started = time.monotonic()
     figures: list[tuple[str, int | str]] = []
     problems: list[str] = []
@@ -67,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # ------------------------------------------------------------------------------- kills
         def recovery_faults(n: int) -> range | list[int]:
-            return ([] if n % 3 else [n % 29]) if args.quick else range(0, 1000)
+            return ([] if n % 3 else [n % 11]) if args.quick else range(0, 1000)
 
         kills = [kill_campaign(case, action, recovery_faults) for action in ("apply", "revert")]
         for campaign in kills:
@@ -156,6 +164,32 @@ def main(argv: list[str] | None = None) -> int:
             ("  tracebacks or exit codes outside 0-2", cli_bad),
             ("  writes outside the root", outside_bad),
         ]
+
+        # ----------------------------------------------------------------- untrusted state, hostile fs
+        for title, module in (("untrusted state", test_untrusted_state), ("hostile filesystem", test_hostile_fs)):
+            tried, passed, skipped, failed = _run_checks(module, case, workdir / title.replace(" ", "-"))
+            problems += [f"{title}: {f}" for f in failed]
+            figures += [
+                (f"{title}: attacks and faults tried (every test of tests/{module.__name__.split('.')[-1]}.py)",
+                 tried),
+                ("  ended as documented (refused with nothing written, or whole tree and the documented exit)",
+                 passed),
+                ("  skipped (not root, or mount not allowed)", skipped),
+            ]
+        signal_runs, signal_bad = _signal_campaign(case)
+        problems += signal_bad
+        figures += [
+            ("SIGTERM/SIGINT at every write point of apply and revert, repeated at every later operation",
+             signal_runs),
+            ("  not whole (rolled back, or complete if every file was written) with exit 143/130 and a message"
+             " saying which", len(signal_bad)),
+        ]
+        full_runs, full_bad = _full_disk_campaign(case)
+        problems += full_bad
+        figures += [
+            ("disk full from each write point on (no new inode or block), apply and revert: runs failing", full_runs),
+            ("  not exit 7 with the tree restored (or, past the last file, finished forward)", len(full_bad)),
+        ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -167,6 +201,93 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems[:50]:
         print(f"  - {problem}")
     return 1 if problems else 0
+
+
+def _run_checks(module: object, case: Case, scratch: Path) -> tuple[int, int, int, list[str]]:
+    """Run every test function of a test module (with its parameters) once: (tried, passed, skipped, failed)."""
+    import inspect
+
+    import pytest
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    user = unprivileged_user() if os.geteuid() == 0 else (65534, 65534)
+    tried = passed = skipped = 0
+    failed: list[str] = []
+    for name, func in sorted(vars(module).items()):
+        if not name.startswith("test_") or not callable(func):
+            continue
+        module_marks = getattr(module, "pytestmark", [])
+        module_marks = module_marks if isinstance(module_marks, list) else [module_marks]
+        marks = [getattr(m, "mark", m) for m in [*getattr(func, "pytestmark", []), *module_marks]]
+        if any(m.name == "skipif" and m.args and m.args[0] for m in marks):
+            skipped += 1
+            continue
+        combos: list[dict[str, object]] = [{}]
+        for mark in marks:
+            if mark.name == "parametrize":
+                names = [n.strip() for n in mark.args[0].split(",")] if isinstance(mark.args[0], str) else mark.args[0]
+                values = [v if len(names) > 1 else (v,) for v in mark.args[1]]
+                combos = [{**c, **dict(zip(names, v, strict=True))} for c in combos for v in values]
+        for params in combos:
+            tried += 1
+            run_dir = Path(tempfile.mkdtemp(dir=scratch))
+            wanted = inspect.signature(func).parameters
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                given = {"case": case, "user": user, "tmp_path": run_dir, "monkeypatch": monkeypatch, **params}
+                try:
+                    func(**{k: given[k] for k in wanted})
+                    passed += 1
+                except pytest.skip.Exception:
+                    skipped += 1
+                    tried -= 1
+                except BaseException as exc:
+                    failed.append(f"{name}{params or ''}: {type(exc).__name__}: {str(exc)[:200]}")
+    return tried, passed, skipped, failed
+
+
+def _signal_campaign(case: Case) -> tuple[int, list[str]]:
+    runs, bad = 0, []
+    for action in ("apply", "revert"):
+        for sig, code in (("TERM", 143), ("INT", 130)):
+            for n in range(0, 1000):
+                root = case.fresh("signals", patched=action == "revert")
+                start = image(root)
+                run = run_forked(case.args(action, root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": sig})
+                if run.code == 0:
+                    break
+                runs += 1
+                forward = action == "apply"
+                end = image(root)
+                said = ("the write in progress was rolled back" if end == start
+                        else "the write had already completed" if end in (case.patched if forward else case.reverted,)
+                        else None)
+                left = (root / ".patchkit/journal.json").exists()
+                if run.code != code or said is None or said not in run.err or left:
+                    bad.append(f"SIG{sig} at op {n} of {action}: exit {run.code}: {run.err.strip()[:200]}")
+    return runs, bad
+
+
+def _full_disk_campaign(case: Case) -> tuple[int, list[str]]:
+    runs, bad = 0, []
+    for action in ("apply", "revert"):
+        successes = 0
+        for n in range(0, 1000):
+            root = case.fresh("full-disk", patched=action == "revert")
+            start = image(root)
+            env = {**fault_env(n, "ENOSPC"), "PATCHKIT_FAULT_PERSIST": "1"}
+            run = run_forked(case.args(action, root), env)
+            end = image(root) == (case.patched if action == "apply" else case.reverted)
+            successes = successes + 1 if run.code == 0 else 0
+            if successes == 30:  # well past the last operation: nothing fails any more
+                break
+            if run.code == 0:  # the fault hit the clean-up after every file was written: finished forward
+                if not end:
+                    bad.append(f"disk full from op {n} of {action}: exit 0 but the tree is not the finished one")
+                continue
+            runs += 1
+            if run.code != 7 or image(root) != start or (root / ".patchkit" / "journal.json").exists():
+                bad.append(f"disk full from op {n} of {action}: exit {run.code}: {run.err.strip()[:200]}")
+    return runs, bad
 
 
 def _fuzz(examples: int) -> dict[str, int]:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from patchkit.workspace import TEMP_NAME
 from tests.conftest import GIT_ENV
 
 REPO = Path(__file__).resolve().parent.parent
@@ -398,7 +399,7 @@ def _check_recovery(case: Case, root: Path, action: str, where: str, j: int | No
         result.status_wrong.append(f"{where}: tree is {state}, status says {final.json()['state']}")
     if had_journal and f"recovered an interrupted {action} of {PATCH_ID} on " not in stderr:
         result.unreported.append(f"{where}: {stderr.strip()!r}")
-    stray = [p.name for p in root.rglob("*") if p.name.endswith(".patchkit-tmp") or p.name == "journal.json"]
+    stray = [p.name for p in root.rglob("*") if TEMP_NAME.fullmatch(p.name) or p.name == "journal.json"]
     if stray:
         result.leftovers.append(f"{where}: {stray}")
     if j is None:  # rerunning, as a restarted container does, must finish the job
@@ -460,3 +461,84 @@ def race(case: Case, root: Path, runs: Sequence[tuple[str, Mapping[str, str]]]) 
     os.close(read_end)
     os.close(write_end)  # EOF on the gate: every child starts now
     return [wait_forked(child) for child in children]
+
+
+# ------------------------------------------------------------------------------------ users and mounts
+
+UNPRIVILEGED_USER = "patchkit-test"
+
+
+def unprivileged_user() -> tuple[int, int]:
+    """(uid, gid) of an unprivileged user, created with useradd if absent. Needs root: callers skip if not."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                        UNPRIVILEGED_USER], check=True, capture_output=True)
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    assert entry.pw_uid != 0
+    return entry.pw_uid, entry.pw_gid
+
+
+def as_user(uid: int, gid: int, action: Callable[[], None]) -> None:
+    """Run `action` in a forked child that has dropped to uid/gid for real; raise if it failed."""
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            os.setgroups([])
+            os.setgid(gid)
+            os.setuid(uid)
+            action()
+            code = 0
+        except BaseException:
+            import traceback
+
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, f"the action as uid {uid} failed"
+
+
+def chown_tree(root: Path, uid: int, gid: int) -> None:
+    """Give the whole tree (the root included) to uid:gid, as on an engine tree owned by a service user."""
+    os.chown(root, uid, gid)
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            os.chown(Path(dirpath) / name, uid, gid, follow_symlinks=False)
+
+
+def mount_works() -> bool:
+    """Whether this process may mount (root in a container that allows it)."""
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        return False
+    probe = Path(tempfile.mkdtemp(prefix="pk-mount-probe-"))
+    try:
+        done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(probe)], capture_output=True)
+        if done.returncode != 0:
+            return False
+        subprocess.run(["umount", str(probe)], check=True, capture_output=True)
+        return True
+    finally:
+        probe.rmdir()
+
+
+@contextlib.contextmanager
+def mounted(*args: str, target: Path) -> Iterator[Path]:
+    """`mount <args> <target>` for the duration; unmounted (lazily, if busy) afterwards."""
+    subprocess.run(["mount", *args, str(target)], check=True, capture_output=True)
+    try:
+        yield target
+    finally:
+        subprocess.run(["umount", "-l", str(target)], check=False, capture_output=True)
+
+
+@contextlib.contextmanager
+def read_only_folder(folder: Path) -> Iterator[Path]:
+    """Make one folder inside a tree a read-only bind mount of itself (EROFS on every write in it)."""
+    with mounted("--bind", str(folder), target=folder):
+        subprocess.run(["mount", "-o", "remount,bind,ro", str(folder)], check=True, capture_output=True)
+        yield folder

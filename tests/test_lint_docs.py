@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from patchkit.lint.findings import Rule
-from tests.lint_helpers import REPO, isolate_env, lint
+from tests.lint_helpers import REPO, _chdir, isolate_env, lint
 
 DOCS = (REPO / "docs" / "lint.md").read_text(encoding="utf-8")
 
@@ -27,13 +27,16 @@ def test_every_rule_is_in_the_docs_table_with_its_severity() -> None:
 def test_rule_codes_are_unique_and_stable_in_shape() -> None:
     codes = [rule.code for rule in Rule]
     assert len(set(codes)) == len(codes)
-    assert all(re.fullmatch(r"PK[1-3]\d\d", code) for code in codes)
+    assert all(re.fullmatch(r"PK[1-4]\d\d", code) for code in codes)
 
 
 def test_help_lists_every_option() -> None:
     run = lint("--help")
     assert run.exit_code == 0
-    for option in ("--patches", "--waivers", "--strict", "--base", "--pr", "--format"):
+    for option in (
+        "--patches", "--waivers", "--strict", "--base", "--pr", "--format", "--no-scan", "--baseline",
+        "--write-baseline",
+    ):
         assert option in run.stdout and option in DOCS
 
 
@@ -57,3 +60,16 @@ def test_workflow_example_runs_history_mode_with_annotations() -> None:
     workflow = (REPO / "examples" / "github-workflow-lint.yml").read_text(encoding="utf-8")
     assert "run: patchkit lint --base origin/main --format github" in workflow
     assert "fetch-depth: 0" in workflow
+
+
+def test_the_documented_run_on_the_consumer_repository_is_real() -> None:
+    """docs/lint.md and the README show `patchkit lint` on fixtures/consumer-repo: it must be today's output."""
+    block = DOCS.split("$ cd fixtures/consumer-repo && patchkit lint\n", 1)[1].split("```", 1)[0]
+    with _chdir(REPO / "fixtures" / "consumer-repo"):
+        run = lint()
+    assert run.exit_code == 1
+    assert block.splitlines() == run.stdout.splitlines() + run.stderr.splitlines()
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert run.stderr.strip() in readme
+    for line in run.stdout.splitlines():
+        assert line.split(" error: ")[0].split(" warning: ")[0] in readme

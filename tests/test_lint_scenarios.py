@@ -50,7 +50,7 @@ def test_project_registry_found_through_pyproject(monkeypatch: pytest.MonkeyPatc
 def test_clean_registry_is_clean_even_under_strict() -> None:
     run = lint_scenario("clean", "--strict")
     assert (run.exit_code, run.stdout) == (0, "")
-    assert "clean (1 patch, 1 waiver checked)" in run.stderr
+    assert "clean (1 patch, 1 waiver checked; " in run.stderr
 
 
 def test_headings_are_matched_leniently() -> None:
@@ -94,7 +94,7 @@ def test_missing_and_empty_sections_are_reported_with_their_lines() -> None:
     sections = {(f["line"], f["message"].split(";")[0]) for f in findings(run, "PK205")}
     # "## Removal plan" inside a code fence is not a heading; "## Why" holds only a comment and TODO.
     assert sections == {
-        (1, "no 'removal plan' section"),
+        (1, "no 'removal plan' section (a heading such as \"Removal plan\")"),
         (9, "section 'Why' (why the unmodified upstream image cannot run) is empty"),
     }
 

@@ -83,7 +83,7 @@ def test_commit_writes_every_change_with_modes_and_leaves_no_trace(tmp_path: Pat
     assert "pkg/gone" not in after and "pkg/gone/c.py" not in after  # like git apply: emptied folder removed
     assert after["pkg/new/deep/d.py"][1] == b"d = 4\n"
     assert not journal(tmp_path).exists()
-    assert not [p for p in tmp_path.rglob("*") if p.name.endswith(workspace.TEMP_SUFFIX)]
+    assert not [p for p in tmp_path.rglob("*") if workspace.TEMP_NAME.fullmatch(p.name)]
     assert (tmp_path / STATE / ".gitignore").read_bytes() == b"*\n"
 
 
@@ -130,7 +130,7 @@ def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> No
             assert now == done, n
             assert (root / STATE / "applied" / "unit.json").read_bytes() == b"{}"
         assert not journal(root).exists()
-        assert not [p for p in root.rglob("*") if p.name.endswith(workspace.TEMP_SUFFIX) and p.parent.name != STATE]
+        assert not [p for p in root.rglob("*") if workspace.TEMP_NAME.fullmatch(p.name) and p.parent.name != STATE]
     else:
         pytest.fail("the writer never finished")
     assert outcomes["back"] > 20 and outcomes["forward"] >= 1 and outcomes["untouched"] >= 1, outcomes
@@ -146,7 +146,9 @@ def test_state_files_are_written_and_deleted_in_the_same_transaction(tmp_path: P
     commit_changes(tmp_path, [], state_files={"applied/x.json": None})  # deleting what is gone: a no-op
 
 
-@pytest.mark.parametrize("name", ["lock", "journal.json", ".gitignore", "../escape", "/abs", "a/.b.patchkit-tmp"])
+@pytest.mark.parametrize(
+    "name", ["lock", "journal.json", ".gitignore", "../escape", "/abs", "a/.patchkit-0123456789abcdef.tmp"]
+)
 def test_reserved_or_unsafe_state_file_names_are_refused(tmp_path: Path, name: str) -> None:
     make_tree(tmp_path)
     before = image(tmp_path)
@@ -193,12 +195,12 @@ def test_a_failing_restore_keeps_the_journal_and_the_next_run_finishes(
                 raise OSError(errno.EIO, "Input/output error", dst)
         real_replace(src, dst, **kwargs)
 
-    monkeypatch.setattr("patchkit.workspace.os.replace", broken_replace)
+    monkeypatch.setattr("patchkit.workspace.disk.os.replace", broken_replace)
     with pytest.raises(RecoveryFailedError, match="the journal is kept") as info:
         commit_changes(tmp_path, changes_for(tmp_path), label="apply of unit")
     assert info.value.exit_code is ExitCode.RECOVERY_FAILED
     assert journal(tmp_path).exists()
-    monkeypatch.setattr("patchkit.workspace.os.replace", real_replace)
+    monkeypatch.setattr("patchkit.workspace.disk.os.replace", real_replace)
     with locked(tmp_path, 5) as report:
         assert report is not None and report.direction is Direction.BACK and report.files == 2
     assert report.message.startswith("recovered an interrupted apply of unit on ")
@@ -235,11 +237,13 @@ def test_a_planted_journal_cannot_write_outside_the_root(tmp_path: Path, path: s
     (root / STATE).mkdir()
     outside = tmp_path / "outside.txt"
     outside.write_bytes(b"precious\n")
-    doc = {"format": 1, "label": "x", "pid": 1, "entries": [
-        {"area": "tree", "path": path, "before": {"mode": 420, "data": "cHduZWQK"},
-         "after": {"mode": 420, "sha256": "0" * 64}, "folders": []},
+    doc = {"format": 3, "label": "x", "pid": 1, "root": str(root), "root_ino": root.stat().st_ino, "entries": [
+        {"area": "tree", "path": path, "before": {"mode": 420, "offset": 0, "size": 7, "uid": 0, "gid": 0,
+                                                  "ino": 1, "mtime_ns": 0},
+         "after": {"mode": 420, "sha256": "0" * 64}, "folders": [],
+         "temp": ".patchkit-0123456789abcdef.tmp", "keep": ".patchkit-0123456789abcdef.orig"},
     ]}
-    journal(root).write_text(json.dumps(doc), encoding="utf-8")
+    journal(root).write_bytes(json.dumps(doc).encode() + b"\npwned!")
     with pytest.raises(RecoveryFailedError):
         recover(root)
     assert outside.read_bytes() == b"precious\n"
@@ -267,10 +271,10 @@ def test_status_on_a_read_only_tree_with_a_journal_is_a_clear_failure(
     _kill_after_journal(tmp_path)
     before = image(tmp_path)
 
-    def read_only(root: Path) -> int:
+    def read_only(root: Path, *, create: bool) -> int:
         raise OSError(errno.EROFS, "Read-only file system", str(root))
 
-    monkeypatch.setattr(workspace, "_open_lock", read_only)
+    monkeypatch.setattr("patchkit.workspace.lock._open_lock", read_only)
     with pytest.raises(RecoveryFailedError, match="cannot be written") as info, locked(tmp_path, 1, shared=True):
         pass
     assert "apply of unit" in str(info.value) and info.value.exit_code is ExitCode.RECOVERY_FAILED
@@ -282,10 +286,10 @@ def test_status_on_a_read_only_tree_without_a_journal_needs_no_lock(
 ) -> None:
     make_tree(tmp_path)
 
-    def read_only(root: Path) -> int:
+    def read_only(root: Path, *, create: bool) -> int:
         raise OSError(errno.EROFS, "Read-only file system", str(root))
 
-    monkeypatch.setattr(workspace, "_open_lock", read_only)
+    monkeypatch.setattr("patchkit.workspace.lock._open_lock", read_only)
     with locked(tmp_path, 1, shared=True) as report:
         assert report is None
     with pytest.raises(WriteFailedError, match="lock file"), locked(tmp_path, 1):
@@ -332,11 +336,11 @@ def test_a_symlinked_state_folder_is_refused(tmp_path: Path) -> None:
 
 def test_the_fault_hook_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PATCHKIT_FAULT_AFTER", raising=False)
-    assert workspace._Disk()._left is None
+    assert workspace.Disk()._left is None
     monkeypatch.setenv("PATCHKIT_FAULT_AFTER", "not-a-number")
-    assert workspace._Disk()._left is None
+    assert workspace.Disk()._left is None
     monkeypatch.setenv("PATCHKIT_FAULT_AFTER", "3")
     monkeypatch.setenv("PATCHKIT_FAULT_ERRNO", "EACCES")
-    disk = workspace._Disk()
+    disk = workspace.Disk()
     assert disk._left == 3 and disk._errno == errno.EACCES
-    assert workspace._Disk(faults=False)._left is None
+    assert workspace.Disk(faults=False)._left is None

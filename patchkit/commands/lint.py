@@ -1,4 +1,5 @@
-"""`patchkit lint`: check the registry against the waiver policy; exit 1 on findings (errors)."""
+"""`patchkit lint`: check the registry and the repository's patch sites against the waiver policy; exit 1 on
+findings (errors)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import click
 
 from patchkit.commands.options import patches_option
 from patchkit.errors import ExitCode
-from patchkit.lint import LintRequest, run_lint
-from patchkit.lint.report import OutputFormat, format_findings, summarise
+from patchkit.lint import LintRequest, run_lint, write_lint_baseline
+from patchkit.lint.coverage import Cover
+from patchkit.lint.report import OutputFormat, format_report, summarise
 
 
 @click.command("lint")
@@ -30,6 +32,23 @@ from patchkit.lint.report import OutputFormat, format_findings, summarise
     "(default: read from the CI environment, e.g. GITHUB_REF).",
 )
 @click.option(
+    "--scan/--no-scan",
+    default=True,
+    show_default=True,
+    help="Scan the repository's scripts, Dockerfiles and workflows for patch sites (git apply, patch, heredoc "
+    "diffs, sed -i on engine files, fork installs, ...); globs: [tool.patchkit] scan, scan-exclude.",
+)
+@click.option(
+    "--baseline",
+    metavar="FILE",
+    help="Accepted pre-existing patch sites (default: [tool.patchkit] baseline, .patchkit-baseline.json).",
+)
+@click.option(
+    "--write-baseline",
+    is_flag=True,
+    help="Write every patch site no waiver covers to the baseline file, accepting them, and exit 0.",
+)
+@click.option(
     "--format",
     "output_format",
     type=click.Choice([f.value for f in OutputFormat]),
@@ -45,9 +64,13 @@ def command(
     strict: bool,
     base: str | None,
     pr: int | None,
+    scan: bool,
+    baseline: str | None,
+    write_baseline: bool,
     output_format: str,
 ) -> None:
-    """Check manifests and waivers: every patch needs a waiver named after the PR that introduces it.
+    """Check manifests, waivers and the repository's patch sites: every change to the engine needs a waiver
+    named after the PR that introduces it.
 
     Exit status: 0 clean (warnings allowed), 1 findings, 2 bad input.
 
@@ -57,12 +80,27 @@ def command(
       patchkit lint --strict                        # pending entries fail too
       patchkit lint --base origin/main --format github
       patchkit lint --base origin/main --pr 2816
+      patchkit lint --write-baseline                # accept today's uncovered sites; new ones still fail
     """
-    report = run_lint(LintRequest(patches=patches_dir, waivers=waivers_dir, strict=strict, base=base, pr=pr))
+    request = LintRequest(
+        patches=patches_dir, waivers=waivers_dir, strict=strict, base=base, pr=pr, scan=scan, baseline=baseline
+    )
+    if write_baseline:
+        path, count = write_lint_baseline(request)
+        click.echo(f"patchkit lint: wrote {count} accepted patch site{'' if count == 1 else 's'} to {path}", err=True)
+        ctx.exit(int(ExitCode.OK))
+    report = run_lint(request)
     chosen = OutputFormat(output_format)
-    text = format_findings(report.findings, chosen)
+    text = format_report(report, chosen)
     if text:
         click.echo(text)
     if chosen is OutputFormat.TEXT:
-        click.echo(summarise(report.findings, report.patch_count, report.waiver_count), err=True)
+        uncovered = sum(c.cover is Cover.NONE for c in report.sites)
+        sites = len(report.sites) if scan else None
+        click.echo(
+            summarise(
+                report.findings, report.patch_count, report.waiver_count, sites, report.files_scanned, uncovered
+            ),
+            err=True,
+        )
     ctx.exit(int(ExitCode.REFUSED if report.failed else ExitCode.OK))

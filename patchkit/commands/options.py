@@ -165,7 +165,7 @@ def run_patch_command(
     if keep_going and selection.patch is not None:
         raise click.UsageError("--keep-going goes with --all")
     # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
-    emit_recovery(recover_pending(Path(root), options.lock_timeout))
+    emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
     patches = find_locations(patches=patches_dir).patches
     if selection.patch is None:
         series = run_series(load_series(patches, selection.target), Path(root), action, options, keep_going=keep_going)

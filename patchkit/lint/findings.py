@@ -36,10 +36,21 @@ class Rule(Enum):
     WAIVER_UPSTREAM_UNCITED = ("PK206", Severity.ERROR, "waiver does not cite a patch's upstream PR")
     WAIVER_ID_UNNAMED = ("PK207", Severity.ERROR, "waiver does not name a patch's id")
     WAIVER_EXCLUDE_UNNAMED = ("PK208", Severity.ERROR, "waiver does not name an excluded path (partial port)")
-    WAIVER_ORPHAN = ("PK209", Severity.ERROR, "waiver that no manifest points at")
+    WAIVER_ORPHAN = ("PK209", Severity.ERROR, "waiver that no manifest points at and that covers no patch site")
+    WAIVER_PENDING = ("PK210", Severity.WARNING, "pending waiver PENDING-<topic>.md: rename it once the PR is open")
+    WAIVER_NUMBER_IS_UPSTREAM = ("PK211", Severity.WARNING, "introduced_by equals the patch's upstream PR number")
     HISTORY_WAIVER_UNCHANGED = ("PK301", Severity.ERROR, "patch changed in the range, its waiver did not")
     HISTORY_WRONG_PR = ("PK302", Severity.ERROR, "new patch's introduced_by is not this pull request")
     HISTORY_PR_UNKNOWN = ("PK303", Severity.WARNING, "pull request number unknown; introduced_by not checked")
+    SITE_UNCOVERED = ("PK401", Severity.ERROR, "patch site in the repository that no waiver covers")
+    HISTORY_SITE_UNWAIVED = (
+        "PK402",
+        Severity.ERROR,
+        "patch site added or changed in the range without a waiver of this PR, added in the range, naming it",
+    )
+    HISTORY_SITE_BASE_UNWAIVED = ("PK403", Severity.ERROR, "pre-existing patch site without a waiver on the base")
+    BASELINE_STALE = ("PK404", Severity.WARNING, "baseline entry that matches no patch site any more")
+    SCAN_UNREADABLE = ("PK405", Severity.WARNING, "scanned file that could not be read (its sites are unknown)")
 
     def __init__(self, code: str, severity: Severity, summary: str) -> None:
         self.code = code

@@ -1,20 +1,30 @@
 """History mode: what a pull request changed (`REV..HEAD`), checked against the waiver policy.
 
 A patch added or changed in the range must have its waiver added or changed in the same range, and a newly
-added patch must name the pull request that adds it. The range is diffed from the merge base of REV and HEAD,
-so commits that landed on the base branch after this branch forked are not counted as this branch's changes.
+added patch must name the pull request that adds it. A patch site of the repository scan that is not on the
+base (by fingerprint: added, or its command changed) needs the waiver named after this pull request, added in
+the range and naming its file; a site already on the base needs a waiver naming it on the base. The range is
+diffed from the merge base of REV and HEAD, so commits that landed on the base branch after this branch forked
+are not counted as this branch's changes.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInputError
 from patchkit.lint.ci import PullRequest
+from patchkit.lint.coverage import Cover, cover_site, names_file, waivers_naming
 from patchkit.lint.findings import Finding, Rule
-from patchkit.lint.inputs import LintInput
+from patchkit.lint.inputs import LintInput, WaiverFile
 from patchkit.manifest import MANIFEST_NAME, line_of_key
+from patchkit.scan import PatchSite, ScanConfig, scan_files
+from patchkit.scan.sources import select_paths
+
+if TYPE_CHECKING:
+    import git
 
 
 @dataclass(frozen=True)
@@ -25,6 +35,7 @@ class RangeChanges:
     root: Path  # the work tree, resolved
     added: frozenset[str]
     changed: frozenset[str]  # added, modified or deleted
+    merge_base: str = ""  # the commit the range starts from
 
     def relative(self, path: Path) -> str:
         return PurePosixPath(path.resolve().relative_to(self.root)).as_posix()
@@ -40,15 +51,8 @@ def read_range_changes(rev: str, patches_dir: Path, waivers_dir: Path) -> RangeC
         )
     import git  # ~140 ms; only history mode pays for it
 
-    try:
-        repo = git.Repo(start, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
-        raise BadInputError(
-            "--base needs a git repository, and this folder is not in one", where=str(start)
-        ) from None
-    if repo.working_tree_dir is None:
-        raise BadInputError("--base needs a repository with a work tree", where=str(start))
-    root = Path(repo.working_tree_dir).resolve()
+    repo = _open_repository(start)
+    root = Path(str(repo.working_tree_dir)).resolve()
     try:
         base = repo.commit(rev)
         head = repo.head.commit
@@ -77,10 +81,27 @@ def read_range_changes(rev: str, patches_dir: Path, waivers_dir: Path) -> RangeC
     output = repo.git.diff(
         "--name-status", "--no-renames", "-z", merge_bases[0].hexsha, head.hexsha, "--", *folders
     )
-    return _parse_name_status(rev, root, output)
+    return _parse_name_status(rev, root, output, merge_bases[0].hexsha)
 
 
-def _parse_name_status(rev: str, root: Path, output: str) -> RangeChanges:
+def _open_repository(start: Path) -> git.Repo:
+    import git  # ~140 ms; only history mode pays for it
+
+    # A waiver-only repository has no patches folder: look from the nearest folder that exists.
+    while not start.exists() and start != start.parent:
+        start = start.parent
+    try:
+        repo = git.Repo(start, search_parent_directories=True)
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+        raise BadInputError(
+            "--base needs a git repository, and this folder is not in one", where=str(start)
+        ) from None
+    if repo.working_tree_dir is None:
+        raise BadInputError("--base needs a repository with a work tree", where=str(start))
+    return repo
+
+
+def _parse_name_status(rev: str, root: Path, output: str, merge_base: str = "") -> RangeChanges:
     fields = [f for f in output.split("\0") if f]
     # With --no-renames every record is exactly "<status>\0<path>".
     pairs = list(zip(fields[0::2], fields[1::2], strict=True))
@@ -89,7 +110,118 @@ def _parse_name_status(rev: str, root: Path, output: str) -> RangeChanges:
         root=root,
         added=frozenset(path for status, path in pairs if status.startswith("A")),
         changed=frozenset(path for _, path in pairs),
+        merge_base=merge_base,
     )
+
+
+@dataclass(frozen=True)
+class BaseSnapshot:
+    """The scan and the waivers as they were at the merge base."""
+
+    fingerprints: frozenset[str]
+    waiver_texts: tuple[tuple[str, str], ...]  # (project-relative path, text)
+
+
+def read_base_snapshot(changes: RangeChanges, lint_input: LintInput, config: ScanConfig) -> BaseSnapshot:
+    """Scan the merge base's files (the same globs as the work tree) and read its waivers, through git."""
+    from git.objects import Blob
+
+    repo = _open_repository(changes.root)
+    commit = repo.commit(changes.merge_base)
+    project = changes.relative(lint_input.root)
+    prefix = "" if project == "." else project + "/"
+    waivers = changes.relative(lint_input.waivers_dir) + "/"
+    blobs: dict[str, bytes] = {}
+    texts: list[tuple[str, str]] = []
+    candidates: dict[str, Blob] = {}
+    for item in commit.tree.traverse():
+        if not isinstance(item, Blob) or not str(item.path).startswith(prefix):
+            continue
+        path = str(item.path)
+        if path.startswith(waivers) and path.endswith(".md"):
+            texts.append((path[len(prefix) :], item.data_stream.read().decode("utf-8", errors="replace")))
+        candidates[path[len(prefix) :]] = item
+    for path in select_paths(candidates, config):
+        blobs[path] = candidates[path].data_stream.read()
+    result = scan_files(blobs.items(), config)
+    return BaseSnapshot(frozenset(s.fingerprint for s in result.sites), tuple(texts))
+
+
+def check_site_history(
+    lint_input: LintInput, changes: RangeChanges, base: BaseSnapshot, pull_request: PullRequest | None
+) -> list[Finding]:
+    """PK402, PK403 (and PK303 for sites when the pull request is unknown) for every site of the scan."""
+    findings: list[Finding] = []
+    waiver_folder = changes.relative(lint_input.waivers_dir)
+    added_waivers = [w for w in lint_input.waivers if w.is_waiver and changes.relative(w.path) in changes.added]
+    for site in lint_input.sites:
+        cover = cover_site(lint_input, site)
+        if cover.cover is Cover.REGISTRY:
+            continue
+        place = lint_input.site_path(site)
+        if site.fingerprint not in base.fingerprints:
+            findings += _check_new_site(lint_input, changes, site, place, added_waivers, pull_request, cover.by)
+        elif site.fingerprint not in lint_input.baselined and not any(
+            names_file(text, waiver_folder, site.path) for _, text in base.waiver_texts
+        ):
+            findings.append(
+                Finding.of(
+                    Rule.HISTORY_SITE_BASE_UNWAIVED,
+                    place,
+                    site.line,
+                    f"pre-existing patch site ({site.kind.label}) patching {site.what} has no waiver on "
+                    f"{changes.rev}: the waiver named after the pull request that introduced it must already "
+                    f"name {site.path} on the base branch; fix that there, or accept the site with "
+                    f"--write-baseline",
+                )
+            )
+    return findings
+
+
+def _check_new_site(
+    lint_input: LintInput,
+    changes: RangeChanges,
+    site: PatchSite,
+    place: Path,
+    added: list[WaiverFile],
+    pull_request: PullRequest | None,
+    covered_by: str | None,
+) -> list[Finding]:
+    what = f"patch site ({site.kind.label}) added or changed in {changes.rev}..HEAD, patching {site.what}"
+    if pull_request is None:
+        if waivers_naming(lint_input, site, added):
+            return [
+                Finding.of(
+                    Rule.HISTORY_PR_UNKNOWN,
+                    place,
+                    site.line,
+                    f"cannot check that the waiver of the {what} is named after this pull request: its number "
+                    f"is unknown; pass --pr N, or run in a pull-request build of a CI that sets e.g. GITHUB_REF",
+                )
+            ]
+        return [
+            Finding.of(
+                Rule.HISTORY_SITE_UNWAIVED,
+                place,
+                site.line,
+                f"{what}: no waiver added in this range names {site.path}; add "
+                f"{lint_input.waivers_dir}/N.md, N this pull request, naming it",
+            )
+        ]
+    expected = lint_input.waiver_path(pull_request.number)
+    mine = [w for w in added if w.path == expected]
+    if waivers_naming(lint_input, site, mine):
+        return []
+    if mine:
+        fix = f"{expected} is added but does not name {site.path}: name it (a path or a link)"
+    elif lint_input.waiver(pull_request.number) is not None:
+        fix = f"{expected} exists but is not added by this pull request: a new site needs its own new waiver"
+    else:
+        fix = f"add {expected} to this pull request, naming {site.path}"
+    if covered_by is not None and all(w.path != Path(covered_by) for w in mine):
+        fix += f" ({covered_by} names the file, but a site this pull request adds or changes needs the waiver " \
+            f"of this pull request, #{pull_request.number})"
+    return [Finding.of(Rule.HISTORY_SITE_UNWAIVED, place, site.line, f"{what}: {fix}")]
 
 
 def check_history(

@@ -1,21 +1,37 @@
-"""Read everything lint looks at, once: each patch folder's manifest (loaded or the reason it is not) and each
-file of the waivers folder (parsed). Rules then only read this snapshot."""
+"""Read everything lint looks at, once: each patch folder's manifest (loaded or the reason it is not), each
+file of the waivers folder (parsed), and the repository scan's patch sites. Rules then only read this snapshot."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 
 from patchkit.errors import ManifestError, RegistryError
 from patchkit.lint.findings import split_where
 from patchkit.lint.waivers import WaiverDoc, parse_waiver
 from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+from patchkit.scan import PatchSite, ScanProblem
 from patchkit.tomlcompat import tomllib
 
 # A waiver is `<PR number>.md`; no leading zero, so one PR maps to exactly one file name.
 WAIVER_NAME = re.compile(r"^([1-9][0-9]*)\.md$")
+# A translation of a waiver or of the folder's README: `2306_zh.md`, `2306.zh-CN.md`, `README_zh.md`.
+_LANGUAGE = r"[A-Za-z]{2,3}(?:[-_][A-Za-z]{2,4})?"
+TRANSLATION_NAME = re.compile(rf"^([1-9][0-9]*|readme)[._-]({_LANGUAGE})\.md$", re.IGNORECASE)
+# A waiver written before its pull request exists: `PENDING-<topic>.md`.
+PENDING_NAME = re.compile(r"^pending[-_](.+)\.md$", re.IGNORECASE)
 _TOML_ERROR_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+_PR_REF = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)#([1-9][0-9]*)$")
+
+
+class WaiverKind(Enum):
+    NUMBERED = "numbered"  # <PR>.md
+    TRANSLATION = "translation"  # <PR>_<lang>.md or README_<lang>.md
+    PENDING = "pending"  # PENDING-<topic>.md
+    README = "readme"
+    OTHER = "other"  # anything else: a bad name (PK203)
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,11 @@ class WaiverClaim:
     manifest: Path
     declared: bool  # the key [waiver] introduced_by is present
     number: int | None  # its value, when it is an integer
+    # Read from the raw TOML so that keys newer than this lint still count: the upstream PRs the waiver must
+    # cite as (owner/repo, number), `origin = "local"` and its `reason`.
+    upstream_prs: tuple[tuple[str, int], ...] = ()
+    origin: str | None = None
+    reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -43,6 +64,13 @@ class WaiverFile:
     path: Path
     number: int | None  # None when the file is not named <digits>.md
     doc: WaiverDoc | None  # None for entries that are not markdown files
+    kind: WaiverKind = WaiverKind.NUMBERED
+    translates: str | None = None  # a translation: the stem of the original ("2306", "README")
+
+    @property
+    def is_waiver(self) -> bool:
+        """A waiver in its own right (numbered or pending), not a translation or a README."""
+        return self.doc is not None and self.kind in (WaiverKind.NUMBERED, WaiverKind.PENDING)
 
 
 @dataclass(frozen=True)
@@ -53,6 +81,13 @@ class LintInput:
     broken: tuple[BrokenManifest, ...]
     claims: tuple[WaiverClaim, ...]  # one per manifest.toml that parses as TOML
     waivers: tuple[WaiverFile, ...]
+    root: Path = Path()  # the project root, which site paths are relative to (as shown to the user)
+    sites: tuple[PatchSite, ...] = ()
+    scanned: tuple[str, ...] = ()  # the files the scan read
+    scan_problems: tuple[ScanProblem, ...] = ()
+    baselined: frozenset[str] = field(default_factory=frozenset)  # fingerprints accepted by the baseline
+    stale_baseline: tuple[tuple[str, str], ...] = ()  # (fingerprint, shown) of entries matching no site
+    baseline_path: Path | None = None
 
     def waiver_path(self, number: int) -> Path:
         return self.waivers_dir / f"{number}.md"
@@ -64,8 +99,20 @@ class LintInput:
         """Some manifest, loadable or not, points at waiver `number`."""
         return any(claim.number == number for claim in self.claims)
 
+    def claim_of(self, spec: PatchSpec) -> WaiverClaim | None:
+        wanted = spec.manifest_path.resolve()
+        return next((c for c in self.claims if c.manifest.resolve() == wanted), None)
 
-def read_lint_input(patches_dir: Path, waivers_dir: Path) -> LintInput:
+    def site_path(self, site: PatchSite) -> Path:
+        """Where the site's file is, as the user sees it (relative to the working directory when below it)."""
+        return self.root / site.path
+
+
+def read_lint_input(patches_dir: Path, waivers_dir: Path, patches_required: bool = True) -> LintInput:
+    """The registry and waivers. Without a patches folder (a waiver-only repository) there are no manifests;
+    that is an error only when the folder was asked for (`patches_required`): a typo must not pass silently."""
+    if not patches_dir.exists() and not patches_required:
+        return LintInput(patches_dir, waivers_dir, (), (), (), tuple(_read_waivers(waivers_dir)))
     if not patches_dir.is_dir():
         raise RegistryError(
             "the patches folder does not exist",
@@ -111,7 +158,41 @@ def _read_claim(manifest: Path) -> WaiverClaim | None:
     declared = isinstance(waiver, dict) and "introduced_by" in waiver
     number = waiver.get("introduced_by") if isinstance(waiver, dict) else None
     valid = isinstance(number, int) and not isinstance(number, bool)
-    return WaiverClaim(manifest, declared, number if valid else None)
+    upstream = data.get("upstream")
+    upstream = upstream if isinstance(upstream, dict) else {}
+    origin = upstream.get("origin", data.get("origin"))
+    reason = upstream.get("reason", data.get("reason"))
+    return WaiverClaim(
+        manifest,
+        declared,
+        number if valid else None,
+        upstream_prs=_upstream_prs(upstream),
+        origin=origin if isinstance(origin, str) else None,
+        reason=reason if isinstance(reason, str) else None,
+    )
+
+
+def _upstream_prs(upstream: dict[str, object]) -> tuple[tuple[str, int], ...]:
+    """`pr = N` and every entry of `prs = [...]` ("owner/repo#N" or N, for upstream.repo), in order, once."""
+    repo = upstream.get("repo") if isinstance(upstream.get("repo"), str) else None
+    found: list[tuple[str, int]] = []
+    entries = [upstream.get("pr")]
+    listed = upstream.get("prs")
+    if isinstance(listed, list):
+        entries += listed
+    for entry in entries:
+        ref: tuple[str, int] | None = None
+        if isinstance(entry, int) and not isinstance(entry, bool) and entry > 0 and repo:
+            ref = (str(repo), entry)
+        elif isinstance(entry, str):
+            match = _PR_REF.match(entry.strip())
+            if match:
+                ref = (match.group(1), int(match.group(2)))
+            elif entry.strip().isdigit() and repo and int(entry) > 0:
+                ref = (str(repo), int(entry))
+        if ref is not None and ref not in found:
+            found.append(ref)
+    return tuple(found)
 
 
 def _read_waivers(waivers_dir: Path) -> list[WaiverFile]:
@@ -119,11 +200,29 @@ def _read_waivers(waivers_dir: Path) -> list[WaiverFile]:
         return []
     waivers = []
     for path in sorted(p for p in waivers_dir.iterdir() if not p.name.startswith(".")):
-        match = WAIVER_NAME.match(path.name)
         doc = None
         if path.is_file() and path.suffix.lower() == ".md":
             # A stray byte must not hide the rest of the waiver from the checks.
             doc = parse_waiver(path.read_bytes().decode("utf-8", errors="replace"))
-        waivers.append(WaiverFile(path, int(match.group(1)) if match and path.is_file() else None, doc))
+        waivers.append(classify_waiver(path, doc))
     return waivers
+
+
+def classify_waiver(path: Path, doc: WaiverDoc | None) -> WaiverFile:
+    name = path.name
+    if path.is_dir() or doc is None:
+        return WaiverFile(path, None, doc, WaiverKind.OTHER)
+    numbered = WAIVER_NAME.match(name)
+    if numbered:
+        return WaiverFile(path, int(numbered.group(1)), doc, WaiverKind.NUMBERED)
+    if name.lower() == "readme.md":
+        return WaiverFile(path, None, doc, WaiverKind.README)
+    translation = TRANSLATION_NAME.match(name)
+    if translation:
+        original = translation.group(1)
+        stem = "README" if original.lower() == "readme" else original
+        return WaiverFile(path, None, doc, WaiverKind.TRANSLATION, translates=stem)
+    if PENDING_NAME.match(name):
+        return WaiverFile(path, None, doc, WaiverKind.PENDING)
+    return WaiverFile(path, None, doc, WaiverKind.OTHER)
 

@@ -6,6 +6,8 @@ import json
 from collections.abc import Iterable
 from enum import Enum
 
+from patchkit.lint import LintReport
+from patchkit.lint.coverage import Cover
 from patchkit.lint.findings import Finding, Severity
 
 
@@ -31,11 +33,55 @@ def format_findings(findings: Iterable[Finding], output_format: OutputFormat) ->
     return "\n".join(line_of(f) for f in items)
 
 
-def summarise(findings: Iterable[Finding], patches: int, waivers: int) -> str:
+def format_report(report: LintReport, output_format: OutputFormat) -> str:
+    """The report: findings in line formats; in JSON also the verdict a CI scheduler reads directly:
+    `patches_engine` (the repository changes the engine or serving stack: a registry patch or a patch site),
+    `change_patches_engine` (history mode: this change adds or changes a patch site; null without --base),
+    and `sites`, where each site is and what covers it."""
+    if output_format is not OutputFormat.JSON:
+        return format_findings(report.findings, output_format)
+    items = list(report.findings)
+    errors = sum(f.severity is Severity.ERROR for f in items)
+    new = report.new_sites
+    document = {
+        "passed": errors == 0,
+        "patches_engine": bool(report.sites) or report.patch_count > 0,
+        "change_patches_engine": None if new is None else bool(new),
+        "registry_patches": report.patch_count,
+        "files_scanned": report.files_scanned,
+        "sites": [
+            {
+                "path": (report.site_root / c.site.path).as_posix(),
+                "line": c.site.line,
+                "kind": c.site.kind.label,
+                "engine_path": c.site.engine_path,
+                "command": c.site.command,
+                "fingerprint": c.site.fingerprint,
+                "covered_by": None if c.cover is Cover.NONE else {"kind": c.cover.value, "by": c.by},
+                "new": None if new is None else c.site.fingerprint in new,
+            }
+            for c in report.sites
+        ],
+        "findings": [_as_json(f) for f in items],
+        "errors": errors,
+        "warnings": len(items) - errors,
+    }
+    return json.dumps(document, indent=2, ensure_ascii=False)
+
+
+def summarise(
+    findings: Iterable[Finding], patches: int, waivers: int, sites: int | None = None, files: int = 0,
+    uncovered: int = 0,
+) -> str:
     items = list(findings)
     errors = sum(f.severity is Severity.ERROR for f in items)
     warnings = len(items) - errors
     checked = f"{_count(patches, 'patch', 'patches')}, {_count(waivers, 'waiver', 'waivers')} checked"
+    if sites is not None:
+        checked += (
+            f"; {_count(files, 'file', 'files')} scanned, {_count(sites, 'patch site', 'patch sites')}, "
+            f"{uncovered} uncovered"
+        )
     if not items:
         return f"patchkit lint: clean ({checked})"
     counts = f"{_count(errors, 'error', 'errors')}, {_count(warnings, 'warning', 'warnings')}"

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from patchkit.errors import PatchkitError
+from patchkit.lint.coverage import Cover, cover_site, waivers_naming
 from patchkit.lint.findings import Finding, Rule, split_where
-from patchkit.lint.inputs import LintInput, WaiverFile
+from patchkit.lint.inputs import PENDING_NAME, LintInput, WaiverFile, WaiverKind
 from patchkit.lint.waivers import Topic, WaiverDoc
 from patchkit.manifest import PatchSpec, Upstream, line_of_key
 
@@ -24,6 +25,14 @@ _TOPIC_FIX = {
     Topic.LINK: "link the upstream PR or issue",
     Topic.REMOVAL: "say when and how the patch and this waiver are removed (e.g. once the pinned image "
     "contains the upstream fix)",
+}
+
+
+_TOPIC_EXAMPLES = {
+    Topic.WHAT: '"What is patched"',
+    Topic.WHY: '"Why the unmodified image cannot run"',
+    Topic.LINK: '"Upstream PR / issue links" or "Upstream status"',
+    Topic.REMOVAL: '"Removal plan"',
 }
 
 
@@ -133,9 +142,22 @@ def check_waiver_exists(lint_input: LintInput) -> Iterator[Finding]:
 
 
 def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
-    """PK203: waivers are flat files named `<digits>.md`, so a PR number finds exactly one file."""
+    """PK203: waivers are flat files named `<digits>.md`, so a PR number finds exactly one file. Also allowed:
+    README.md, translations of an existing waiver (`2306_zh.md`) or README, and PENDING-<topic>.md (PK210)."""
+    stems = {w.path.stem for w in lint_input.waivers if w.kind in (WaiverKind.NUMBERED, WaiverKind.README)}
     for waiver in lint_input.waivers:
-        if waiver.number is not None or waiver.path.name.lower() == "readme.md":
+        if waiver.kind in (WaiverKind.NUMBERED, WaiverKind.README, WaiverKind.PENDING):
+            continue
+        if waiver.kind is WaiverKind.TRANSLATION:
+            if waiver.translates in stems or (waiver.translates or "").lower() == "readme":
+                continue
+            yield Finding.of(
+                Rule.WAIVER_BAD_NAME,
+                waiver.path,
+                1,
+                f"{waiver.path.name} is a translation of {waiver.translates}.md, which does not exist; add the "
+                f"waiver {lint_input.waiver_path(int(waiver.translates or 0))} itself, or remove the translation",
+            )
             continue
         if waiver.path.is_dir():
             fix = "waivers are flat files: move its files up and remove the folder"
@@ -143,11 +165,34 @@ def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
             digits = re.findall(r"\d+", waiver.path.stem)
             target = f"{int(digits[0])}.md" if len(digits) == 1 and int(digits[0]) > 0 else "<PR number>.md"
             fix = f"rename it to {target} after the pull request that introduces its patch, or move it elsewhere"
+            if target == "<PR number>.md":
+                fix += f" (before that pull request exists, name it PENDING-{_topic_of(waiver.path.stem)}.md)"
         yield Finding.of(
             Rule.WAIVER_BAD_NAME,
             waiver.path,
-            None,
+            None if waiver.path.is_dir() else 1,
             f"{waiver.path.name} is not a waiver name (<PR number>.md, digits without a leading zero); {fix}",
+        )
+
+
+def _topic_of(stem: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", stem.lower()).strip("-") or "topic"
+
+
+def check_pending_waivers(lint_input: LintInput) -> Iterator[Finding]:
+    """PK210: a waiver written before its pull request exists; once it does, the file takes the PR's number."""
+    for waiver in lint_input.waivers:
+        if waiver.kind is not WaiverKind.PENDING:
+            continue
+        match = PENDING_NAME.match(waiver.path.name)
+        topic = match.group(1) if match else waiver.path.stem
+        yield Finding.of(
+            Rule.WAIVER_PENDING,
+            waiver.path,
+            1,
+            f"pending waiver ({topic}): once its pull request is opened, rename it after that pull request's "
+            f"number N: git mv {waiver.path} {lint_input.waivers_dir}/N.md (and set introduced_by = N in any "
+            f"manifest pointing at it)",
         )
 
 
@@ -166,8 +211,8 @@ def check_waiver_named_upstream(lint_input: LintInput) -> Iterator[Finding]:
 
 
 def check_waiver_sections(lint_input: LintInput) -> Iterator[Finding]:
-    """PK205: every required section is present and says something."""
-    for waiver, doc in _named_waivers(lint_input):
+    """PK205: every required section is present and says something (pending waivers too)."""
+    for waiver, doc in _named_waivers(lint_input, pending=True):
         for topic in Topic:
             section = doc.section_for(topic)
             if section is None:
@@ -175,7 +220,8 @@ def check_waiver_sections(lint_input: LintInput) -> Iterator[Finding]:
                     Rule.WAIVER_SECTIONS,
                     waiver.path,
                     _top_line(doc),
-                    f"no '{topic.label}' section; add a heading for it and {_TOPIC_FIX[topic]}",
+                    f"no '{topic.label}' section (a heading such as {_TOPIC_EXAMPLES[topic]}); add it and "
+                    f"{_TOPIC_FIX[topic]}",
                 )
             elif section.is_empty:
                 yield Finding.of(
@@ -187,16 +233,35 @@ def check_waiver_sections(lint_input: LintInput) -> Iterator[Finding]:
 
 
 def check_upstream_cited(lint_input: LintInput) -> Iterator[Finding]:
-    """PK206: the waiver links the upstream PR of every patch it covers, so a reader can check its state."""
+    """PK206: the waiver links every upstream PR of every patch it covers (`pr` and each of `prs`), or, for a
+    local patch (`origin = "local"`), says that it is local."""
     for waiver, doc, spec in _covered_patches(lint_input):
-        if not cites_upstream(doc.text, spec.upstream):
-            yield Finding.of(
-                Rule.WAIVER_UPSTREAM_UNCITED,
-                waiver.path,
-                _topic_line(doc, Topic.LINK),
-                f"does not cite the upstream PR of patch {spec.id}; link {spec.upstream.url} "
-                f"or write {spec.upstream.repo}#{spec.upstream.pr}",
-            )
+        claim = lint_input.claim_of(spec)
+        if claim is not None and claim.origin == "local":
+            if not re.search(r"\blocal\b", doc.text, re.IGNORECASE):
+                reason = f' ("{claim.reason}")' if claim.reason else ""
+                yield Finding.of(
+                    Rule.WAIVER_UPSTREAM_UNCITED,
+                    waiver.path,
+                    _topic_line(doc, Topic.LINK),
+                    f"patch {spec.id} is local (origin = \"local\"{reason}) but the waiver does not say so; "
+                    f"write that it is a local patch with no upstream PR, and why",
+                )
+            continue
+        references = list(claim.upstream_prs) if claim is not None and claim.upstream_prs else []
+        if not references:
+            references = [(spec.upstream.repo, spec.upstream.pr)]
+        for repo, number in references:
+            url = spec.upstream.url if (repo, number) == (spec.upstream.repo, spec.upstream.pr) else ""
+            upstream = Upstream(repo, number, url or f"https://github.com/{repo}/pull/{number}", None)
+            if not cites_upstream(doc.text, upstream):
+                yield Finding.of(
+                    Rule.WAIVER_UPSTREAM_UNCITED,
+                    waiver.path,
+                    _topic_line(doc, Topic.LINK),
+                    f"does not cite the upstream PR {repo}#{number} of patch {spec.id}; link {upstream.url} "
+                    f"or write {repo}#{number}",
+                )
 
 
 def check_patch_named(lint_input: LintInput) -> Iterator[Finding]:
@@ -213,10 +278,11 @@ def check_patch_named(lint_input: LintInput) -> Iterator[Finding]:
 
 
 def check_excludes_documented(lint_input: LintInput) -> Iterator[Finding]:
-    """PK208: a partial port is documented: every excluded path is named in the waiver."""
+    """PK208: a partial port is documented: every excluded path is named in the waiver, as written in the
+    manifest, as its folder (`atom/spec_decode/` for `atom/spec_decode/**`), or by naming every file it matches."""
     for waiver, doc, spec in _covered_patches(lint_input):
         for exclude in spec.excludes:
-            if not _mentions(doc.text, exclude.pattern):
+            if not _exclude_named(doc.text, exclude.pattern, spec):
                 yield Finding.of(
                     Rule.WAIVER_EXCLUDE_UNNAMED,
                     waiver.path,
@@ -227,6 +293,29 @@ def check_excludes_documented(lint_input: LintInput) -> Iterator[Finding]:
                 )
 
 
+def _exclude_named(text: str, pattern: str, spec: PatchSpec) -> bool:
+    folder = re.sub(r"/(?:\*\*?)?(?:/\*\*?)*$", "", pattern).rstrip("/")
+    if _mentions(text, pattern) or (folder and not any(c in folder for c in "*?[") and _mentions(text, folder)):
+        return True
+    matched = _excluded_files(spec, pattern)
+    return bool(matched) and all(_mentions(text, path) for path in matched)
+
+
+def _excluded_files(spec: PatchSpec, pattern: str) -> list[str]:
+    """The files of the vendored diff an exclude matches; none when the diff is pending or unreadable."""
+    if spec.pending:
+        return []
+    from patchkit.diffs import parse_diff  # imports unidiff: only now
+    from patchkit.filtering import match_exclude
+    from patchkit.hunks import paths_of
+
+    try:
+        diff = parse_diff(spec.read_diff(), spec.strip, str(spec.diff_path))
+    except (PatchkitError, OSError):
+        return []
+    return sorted({p for p in paths_of(diff.files) if match_exclude(pattern, p)})
+
+
 def check_orphan_waivers(lint_input: LintInput) -> Iterator[Finding]:
     """PK209: a waiver no manifest points at is stale: a removed patch takes its waiver with it."""
     for waiver in lint_input.waivers:
@@ -235,13 +324,83 @@ def check_orphan_waivers(lint_input: LintInput) -> Iterator[Finding]:
             continue
         if _upstream_namesakes(lint_input, waiver):
             continue  # PK204 says precisely what is wrong with it
+        if any(waivers_naming(lint_input, site, [waiver]) for site in lint_input.sites):
+            continue  # it waives a patch site of the repository
         yield Finding.of(
             Rule.WAIVER_ORPHAN,
             waiver.path,
             1,
-            f"no manifest has introduced_by = {number}; delete this waiver if its patch was removed, or fix "
-            f"the introduced_by of the patch it justifies",
+            f"no manifest has introduced_by = {number} and the waiver names no file holding a patch site; "
+            f"delete this waiver if its patch was removed, fix the introduced_by of the patch it justifies, or "
+            f"name the script it covers (its repository path)",
         )
+
+
+def check_introduced_by_upstream(lint_input: LintInput) -> Iterator[Finding]:
+    """PK211: introduced_by equal to the upstream PR number is almost always the upstream PR written twice."""
+    for spec in lint_input.specs:
+        if spec.introduced_by is not None and spec.introduced_by == spec.upstream.pr:
+            yield Finding.of(
+                Rule.WAIVER_NUMBER_IS_UPSTREAM,
+                spec.manifest_path,
+                line_of_key(spec.manifest_path, "introduced_by"),
+                f"introduced_by = {spec.introduced_by} is also the upstream PR of patch {spec.id} "
+                f"({spec.upstream.repo}#{spec.upstream.pr}); introduced_by is the pull request of THIS repository "
+                f"that adds the patch: check it, and rename the waiver with it",
+            )
+
+
+def check_sites_covered(lint_input: LintInput) -> Iterator[Finding]:
+    """PK401: every patch site of the repository is covered: a waiver names its file, it runs a registry patch,
+    or the baseline accepts it."""
+    for site in lint_input.sites:
+        if cover_site(lint_input, site).cover is not Cover.NONE:
+            continue
+        yield Finding.of(
+            Rule.SITE_UNCOVERED,
+            lint_input.site_path(site),
+            site.line,
+            f"patch site ({site.kind.label}) patching {site.what}: `{_short(site.command)}`; no waiver names "
+            f"{site.path}: add {lint_input.waivers_dir}/N.md, N the pull request that introduces it, naming "
+            f"{site.path}, or accept the site as pre-existing with --write-baseline",
+        )
+
+
+def check_scan_readable(lint_input: LintInput) -> Iterator[Finding]:
+    """PK405: a scanned file that could not be read: its patch sites are unknown."""
+    for problem in lint_input.scan_problems:
+        yield Finding.of(
+            Rule.SCAN_UNREADABLE,
+            lint_input.root / problem.path,
+            problem.line,
+            f"{problem.message}; its patch sites are not checked: fix the file or exclude it "
+            f"([tool.patchkit] scan-exclude)",
+        )
+
+
+def check_baseline_current(lint_input: LintInput) -> Iterator[Finding]:
+    """PK404: a baseline entry that matches no site: the site was removed or changed; shrink the baseline."""
+    for fingerprint, shown in lint_input.stale_baseline:
+        path = lint_input.baseline_path or Path("baseline")
+        yield Finding.of(
+            Rule.BASELINE_STALE,
+            path,
+            _line_containing(path, fingerprint),
+            f"baseline entry matches no patch site any more ({shown}); run `patchkit lint --write-baseline` to "
+            f"drop it",
+        )
+
+
+def _line_containing(path: Path, text: str) -> int | None:
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return next((number for number, line in enumerate(lines, 1) if text in line), None)
+
+
+def _short(command: str, limit: int = 100) -> str:
+    return command if len(command) <= limit else command[: limit - 1] + "…"
 
 
 RULES: tuple[RuleCheck, ...] = (
@@ -252,12 +411,17 @@ RULES: tuple[RuleCheck, ...] = (
     check_waiver_declared,
     check_waiver_exists,
     check_waiver_names,
+    check_pending_waivers,
     check_waiver_named_upstream,
     check_waiver_sections,
     check_upstream_cited,
     check_patch_named,
     check_excludes_documented,
     check_orphan_waivers,
+    check_introduced_by_upstream,
+    check_sites_covered,
+    check_scan_readable,
+    check_baseline_current,
 )
 
 
@@ -290,9 +454,11 @@ def _upstream_namesakes(lint_input: LintInput, waiver: WaiverFile) -> list[tuple
     ]
 
 
-def _named_waivers(lint_input: LintInput) -> Iterator[tuple[WaiverFile, WaiverDoc]]:
+def _named_waivers(lint_input: LintInput, pending: bool = False) -> Iterator[tuple[WaiverFile, WaiverDoc]]:
     for waiver in lint_input.waivers:
-        if waiver.number is not None and waiver.doc is not None:
+        if waiver.doc is None:
+            continue
+        if waiver.number is not None or (pending and waiver.kind is WaiverKind.PENDING):
             yield waiver, waiver.doc
 
 

@@ -23,7 +23,11 @@ _PLACEHOLDER = re.compile(r"^\W*(?:todo|tbd|tba|fixme|xxx|n\s*/?\s*a|none|\.\.\.
 class Topic(Enum):
     """A section every waiver needs, with the heading words that count as naming it."""
 
-    WHAT = ("what is patched", r"\bwhat\b|\b(?:patched|scope|changes?|summary|description|contents?|patch)\b")
+    WHAT = (
+        "what is patched",
+        r"\bwhat\b|\b(?:patched|scope|changes?|summary|description|contents?|patch|patches|modifications?"
+        r"|affected|details|overview)\b",
+    )
     WHY = (
         "why the unmodified upstream image cannot run",
         r"\bwhy\b|\b(?:rationale|reasons?|justification|motivation|problem|necessity|needed)\b"
@@ -32,7 +36,8 @@ class Topic(Enum):
     LINK = (
         "upstream PR/issue link",
         r"\b(?:links?|references?|urls?|tracking)\b"
-        r"|\bupstream\s+(?:prs?|pull\s+requests?|issues?|fix|change)\b"
+        r"|\bupstream\s+(?:prs?|pull\s+requests?|issues?|fix|change|status|state|tracking)\b"
+        r"|\b(?:status|upstreaming)\b"
         r"|^(?:upstream|prs?|pull\s+requests?|issues?)$",
     )
     REMOVAL = (

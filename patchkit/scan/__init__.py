@@ -1,0 +1,88 @@
+"""The repository scan: find every place a consuming repository changes the engine or serving stack.
+
+`scan_tree` reads the candidate files of a work tree (globs from `[tool.patchkit]`, see config.py), `scan_files`
+the same from any (path, bytes) pairs (a git commit's files in history mode). Each file becomes a ScriptView
+(sources.py); every enabled rule of SCAN_RULES (rules.py) reports the patch sites of its kind. Nothing here
+prints, exits or writes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from patchkit.scan.config import ScanConfig
+from patchkit.scan.rules import SCAN_RULES
+from patchkit.scan.sites import PatchSite, SiteKind, fingerprint_sites
+from patchkit.scan.sources import language_of, read_view, select_paths
+
+__all__ = ["PatchSite", "ScanConfig", "ScanProblem", "ScanResult", "SiteKind", "scan_files", "scan_tree"]
+
+# Folders never worth walking into (their files are excluded by the default globs anyway).
+_PRUNE = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache",
+                    ".pytest_cache", ".tox", ".patchkit"})
+_MAX_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
+
+
+@dataclass(frozen=True)
+class ScanProblem:
+    path: str
+    line: int | None
+    message: str
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    sites: tuple[PatchSite, ...]
+    files: tuple[str, ...]  # every file read
+    problems: tuple[ScanProblem, ...]
+
+
+def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanResult:
+    """Sites of the given (repository-relative POSIX path, content) pairs; paths are filtered by the globs."""
+    contents = dict(files)
+    sites: list[PatchSite] = []
+    read: list[str] = []
+    problems: list[ScanProblem] = []
+    for path in select_paths(contents, config):
+        data = contents[path]
+        if len(data) > _MAX_BYTES or b"\0" in data[:8192]:
+            continue
+        text = data.decode("utf-8", errors="replace")
+        language = language_of(path, text)
+        if language is None:
+            continue
+        read.append(path)
+        try:
+            view = read_view(path, text, language, config)
+            found = [site for kind, rule in SCAN_RULES.items() if kind not in config.ignore for site in rule(view)]
+        except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash
+            problems.append(ScanProblem(path, None, "too deeply nested to read"))
+            continue
+        problems += [ScanProblem(path, line, message) for line, message in view.problems]
+        sites += found
+    return ScanResult(tuple(fingerprint_sites(sites)), tuple(read), tuple(problems))
+
+
+def scan_tree(root: Path, config: ScanConfig) -> ScanResult:
+    """Sites of the work tree below `root`; symlinks are not followed (they may point anywhere)."""
+    return scan_files(_tree_files(root, config), config)
+
+
+def _tree_files(root: Path, config: ScanConfig) -> Iterable[tuple[str, bytes]]:
+    candidates = []
+    for folder, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d not in _PRUNE)
+        for name in filenames:
+            path = Path(folder) / name
+            candidates.append((PurePosixPath(path.relative_to(root).as_posix()).as_posix(), path))
+    wanted = set(select_paths((rel for rel, _ in candidates), config))
+    for rel, path in candidates:
+        if rel not in wanted or path.is_symlink() or not path.is_file():
+            continue
+        try:
+            yield rel, path.read_bytes()
+        except OSError:
+            continue

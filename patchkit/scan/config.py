@@ -1,0 +1,145 @@
+"""What the repository scan reads and what counts as the engine: `[tool.patchkit]` keys with defaults.
+
+    [tool.patchkit]
+    scan = ["**/*.sh", "benchmarks/**"]        # files to read (globs, relative to the project root)
+    scan-exclude = ["third_party/**"]          # files not to read, on top of the default test/vendor folders
+    engine-roots = ["/sgl-workspace", "$ATOM_ROOT"]   # where the image keeps engine checkouts
+    engine-packages = ["sglang", "vllm"]       # distributions whose fork or URL install is a patch site
+    scan-ignore = ["pip-fork"]                 # site kinds not to report (see SiteKind)
+    baseline = ".patchkit-baseline.json"       # accepted pre-existing sites (--write-baseline)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from patchkit.errors import RegistryError
+from patchkit.scan.sites import SiteKind
+from patchkit.tomlcompat import tomllib
+
+DEFAULT_INCLUDE = (
+    "**/*.sh",
+    "**/*.bash",
+    "**/*.py",
+    "**/Dockerfile",
+    "**/Dockerfile.*",
+    "**/*.Dockerfile",
+    "**/*.dockerfile",
+    "**/Containerfile",
+    ".github/workflows/*.yml",
+    ".github/workflows/*.yaml",
+    "benchmarks/**",
+    "runners/**",
+)
+# Tests, vendored trees and tool caches: not what runs at build or run time of the image.
+DEFAULT_EXCLUDE = (
+    ".git/**",
+    "**/.venv/**",
+    "**/venv/**",
+    "**/node_modules/**",
+    "**/site-packages/**",
+    "**/__pycache__/**",
+    "tests/**",
+    "**/tests/**",
+    "**/test_*.py",
+    "**/*_test.py",
+    "**/conftest.py",
+)
+DEFAULT_ENGINE_ROOTS = ("/sgl-workspace", "/opt/ATOM", "/opt/vllm", "$ATOM_ROOT", "$SGLANG_ROOT", "$VLLM_ROOT")
+DEFAULT_ENGINE_PACKAGES = (
+    "atom",
+    "aiter",
+    "sglang",
+    "sgl-kernel",
+    "vllm",
+    "flashinfer",
+    "flashinfer-python",
+    "triton",
+    "torch",
+    "transformers",
+    "xformers",
+)
+DEFAULT_BASELINE = ".patchkit-baseline.json"
+
+
+@dataclass(frozen=True)
+class ScanConfig:
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    engine_roots: tuple[str, ...] = DEFAULT_ENGINE_ROOTS
+    engine_packages: tuple[str, ...] = DEFAULT_ENGINE_PACKAGES
+    ignore: frozenset[SiteKind] = frozenset()
+    baseline: str = DEFAULT_BASELINE
+
+    def is_engine_package(self, name: str) -> bool:
+        wanted = normalise_package(name)
+        return any(normalise_package(p) == wanted for p in self.engine_packages)
+
+
+def normalise_package(name: str) -> str:
+    return name.strip().lower().replace("_", "-").replace(".", "-")
+
+
+@dataclass(frozen=True)
+class ProjectConfig:
+    """The nearest pyproject.toml's `[tool.patchkit]` table and the folder it is in (the project root)."""
+
+    root: Path
+    table: Mapping[str, object]
+    source: Path | None  # the pyproject.toml, None when there is none
+
+
+def find_project_config(start: Path) -> ProjectConfig:
+    for folder in (start, *start.parents):
+        candidate = folder / "pyproject.toml"
+        if candidate.is_file():
+            try:
+                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+                raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
+            tool = data.get("tool", {})
+            section = tool.get("patchkit", {}) if isinstance(tool, dict) else {}
+            if not isinstance(section, dict):
+                raise RegistryError("[tool.patchkit] must be a table", where=str(candidate))
+            return ProjectConfig(folder, section, candidate)
+    return ProjectConfig(start, {}, None)
+
+
+def read_scan_config(project: ProjectConfig) -> ScanConfig:
+    """The scan settings of `[tool.patchkit]`; a wrong type or an unknown site kind is bad input."""
+    table = project.table
+
+    def strings(key: str, default: tuple[str, ...]) -> tuple[str, ...]:
+        value = table.get(key)
+        if value is None:
+            return default
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise RegistryError(
+                f"[tool.patchkit] {key} must be a list of strings", where=str(project.source),
+                hint=f'e.g. {key} = ["{default[0]}"]' if default else None,
+            )
+        return tuple(value)
+
+    known = SiteKind.by_label()
+    ignored = strings("scan-ignore", ())
+    unknown = [name for name in ignored if name not in known]
+    if unknown:
+        raise RegistryError(
+            f"[tool.patchkit] scan-ignore names unknown site kinds: {', '.join(unknown)}",
+            where=str(project.source),
+            hint=f"known kinds: {', '.join(known)}",
+        )
+    baseline = table.get("baseline", DEFAULT_BASELINE)
+    if not isinstance(baseline, str) or not baseline:
+        raise RegistryError("[tool.patchkit] baseline must be a file path", where=str(project.source))
+    return ScanConfig(
+        include=strings("scan", DEFAULT_INCLUDE),
+        # Extra excludes add to the defaults: a repository rarely wants its tests scanned.
+        exclude=DEFAULT_EXCLUDE + strings("scan-exclude", ()),
+        engine_roots=strings("engine-roots", DEFAULT_ENGINE_ROOTS),
+        engine_packages=strings("engine-packages", DEFAULT_ENGINE_PACKAGES),
+        ignore=frozenset(known[name] for name in ignored),
+        baseline=baseline,
+    )

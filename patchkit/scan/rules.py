@@ -1,0 +1,390 @@
+"""The scan rules: independent functions from one file's ScriptView to the patch sites of one kind.
+
+SCAN_RULES maps every SiteKind to its rule, so a kind can be switched off (`[tool.patchkit] scan-ignore`) and
+each rule tested alone. A rule never reports a call of patchkit itself (managed patching).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Iterator
+
+from patchkit.scan.config import normalise_package
+from patchkit.scan.python import diff_targets, looks_like_diff
+from patchkit.scan.shell import Command, argv_of, program_name
+from patchkit.scan.sites import PatchSite, SiteKind
+from patchkit.scan.sources import ScriptView, is_managed
+
+ScanRule = Callable[[ScriptView], Iterator[PatchSite]]
+
+_SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/", "$TMPDIR", "${TMPDIR", "$RUNNER_TEMP", "${RUNNER_TEMP")
+
+
+def _site(view: ScriptView, command: Command, kind: SiteKind, engine: str | None, text: str = "") -> PatchSite:
+    return PatchSite(view.path, command.line, kind, text or command.text, engine)
+
+
+def _commands(view: ScriptView) -> Iterator[tuple[Command, int, tuple[str, ...]]]:
+    """(command, index of its argv[0] in its words, argv) for every command that is not patchkit's."""
+    for command in view.commands:
+        offset, argv = argv_of(command)
+        if argv and not is_managed(command):
+            yield command, offset, argv
+
+
+def _engine(view: ScriptView, command: Command, index: int) -> str | None:
+    """The engine path word `index` of the command names, if any."""
+    known = dict(command.known)
+    if index in known:
+        return known[index]
+    return view.resolver.engine_path(command.words[index]) if 0 <= index < len(command.words) else None
+
+
+def _directory_before(view: ScriptView, command: Command) -> str | None:
+    """The folder of the last `cd DIR` / `pushd DIR` before the command in the same file."""
+    folder = None
+    for other in view.commands:
+        if other is command:
+            break
+        _, argv = argv_of(other)
+        if len(argv) >= 2 and argv[0] in ("cd", "pushd") and not argv[1].startswith("-"):
+            folder = argv[1]
+    return folder
+
+
+def _is_scratch(view: ScriptView, word: str) -> bool:
+    """A temporary folder: `$(mktemp -d)` held in a variable, or under /tmp: not the engine's tree."""
+    if word.startswith(_SCRATCH_PREFIXES) or "mktemp" in word:
+        return True
+    return any(word.startswith((f"${name}", f"${{{name}}}")) for name in view.scratch)
+
+
+def _operands(argv: tuple[str, ...], start: int, valued: frozenset[str]) -> list[int]:
+    """Indexes (into argv) of the operands from `start`: not options, nor the values of `valued` options."""
+    out: list[int] = []
+    index = start
+    while index < len(argv):
+        word = argv[index]
+        if word == "--":
+            out += range(index + 1, len(argv))
+            break
+        if word.startswith("-") and len(word) > 1:
+            index += 2 if word in valued else 1
+            continue
+        out.append(index)
+        index += 1
+    return out
+
+
+# ---------------------------------------------------------------------------------------- git apply / patch
+
+
+_GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
+_GIT_READ_ONLY = frozenset({"--check", "--stat", "--numstat", "--summary"})
+
+
+def find_git_apply(view: ScriptView) -> Iterator[PatchSite]:
+    """`git apply` / `git am` that change files (not `--check` / `--stat`), unless run in a temporary repo."""
+    for command, offset, argv in _commands(view):
+        if program_name(argv[0]) != "git":
+            continue
+        index, folder, folder_at = 1, None, None
+        while index < len(argv) and argv[index].startswith("-"):
+            option = argv[index]
+            if option in ("-C", "--work-tree") and index + 1 < len(argv):
+                folder, folder_at = argv[index + 1], index + 1
+            elif option.startswith("--work-tree="):
+                folder = option.split("=", 1)[1]
+            index += 2 if option in _GIT_VALUED else 1
+        if index >= len(argv) or argv[index] not in ("apply", "am"):
+            continue
+        rest = argv[index + 1 :]
+        if argv[index] == "apply" and _GIT_READ_ONLY & set(rest) and "--apply" not in rest:
+            continue
+        directories = [r.split("=", 1)[1] for r in rest if r.startswith("--directory=")]
+        folder = folder or _directory_before(view, command)
+        if folder is not None and _is_scratch(view, folder):
+            continue
+        engine = _engine(view, command, offset + folder_at) if folder_at is not None else None
+        for candidate in [folder, *directories]:
+            engine = engine or (view.resolver.engine_path(candidate) if candidate else None)
+        yield _site(view, command, SiteKind.GIT_APPLY, engine)
+
+
+_PATCH_VALUED = frozenset({"-p", "-d", "-i", "-o", "-r", "-B", "-D", "-F", "-V", "-Y", "-z", "-g"})
+
+
+def find_patch(view: ScriptView) -> Iterator[PatchSite]:
+    """`patch -p1 < x.diff`, `patch -d DIR -i x.diff`, `patch FILE x.diff`; not `--dry-run`, not a bare word."""
+    for command, offset, argv in _commands(view):
+        if program_name(argv[0]) != "patch":
+            continue
+        rest = argv[1:]
+        if not rest and not command.redirects and not command.heredocs:
+            continue  # a function named patch, or the word alone
+        if {"--dry-run", "--help", "--version"} & set(rest):
+            continue
+        folder_at = next((i for i, w in enumerate(argv) if w == "-d" and i + 1 < len(argv)), None)
+        folder = argv[folder_at + 1] if folder_at is not None else None
+        folder = folder or next((w.split("=", 1)[1] for w in rest if w.startswith("--directory=")), None)
+        folder = folder or next((w[2:] for w in rest if w.startswith("-d") and len(w) > 2), None)
+        cwd = folder or _directory_before(view, command)
+        if cwd is not None and _is_scratch(view, cwd):
+            continue
+        engine = _engine(view, command, offset + folder_at + 1) if folder_at is not None else None
+        for index in _operands(argv, 1, _PATCH_VALUED)[:1]:
+            engine = engine or _engine(view, command, offset + index)
+        engine = engine or (view.resolver.engine_path(cwd) if cwd else None)
+        yield _site(view, command, SiteKind.PATCH, engine)
+
+
+def find_heredoc_diffs(view: ScriptView) -> Iterator[PatchSite]:
+    """Heredoc bodies (and Python string constants) that are unified diffs: inline patches."""
+    for command in view.commands:
+        if is_managed(command):
+            continue
+        for heredoc in command.heredocs:
+            body = "\n".join(heredoc.body)
+            if looks_like_diff(body):
+                text = f"{command.text} [diff {_digest(body)}]"
+                yield _site(view, command, SiteKind.HEREDOC_DIFF, _shown_targets(body), text)
+    for diff in view.diffs:
+        command = Command((), (), (), (), diff.line)
+        yield _site(view, command, SiteKind.HEREDOC_DIFF, _shown_targets(diff.text), f"[diff {_digest(diff.text)}]")
+
+
+def _digest(text: str) -> str:
+    return "sha256:" + hashlib.sha256(text.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+
+
+def _shown_targets(diff: str) -> str | None:
+    targets = diff_targets(diff)
+    if not targets:
+        return None
+    more = f" (+{len(targets) - 1} more)" if len(targets) > 1 else ""
+    return targets[0] + more
+
+
+# ---------------------------------------------------------------------------------------- in-place edits
+
+
+_SED_IN_PLACE = re.compile(r"-[nrsuEz]*i.*")
+_PERL_IN_PLACE = re.compile(r"-[pnlaswTtWXcU0-9]*i.*")  # not -I/-M/-m/-e, whose values may hold an i
+_SCRIPT_OPTIONS = {"sed": frozenset({"-e", "-f", "--expression", "--file"}), "perl": frozenset({"-e", "-E"})}
+
+
+def find_in_place_edits(view: ScriptView) -> Iterator[PatchSite]:
+    """`sed -i` / `perl -pi` whose target is an engine path (also under `find ... -exec` and `xargs`)."""
+    for command, offset, argv in _commands(view):
+        for start, word in enumerate(argv):
+            tool = program_name(word)
+            if tool not in ("sed", "perl"):
+                continue
+            if start and argv[start - 1] not in ("-exec", "-execdir") and not _after_xargs(argv, start):
+                continue
+            targets = _edit_targets(argv, start, tool)
+            if targets is None:
+                break
+            if start and argv[0] == "find":
+                targets += [i for i in range(1, len(argv)) if not argv[i].startswith(("-", "(", "!"))][:1]
+            engine = next((e for i in targets if (e := _engine(view, command, offset + i)) is not None), None)
+            if engine is not None:
+                yield _site(view, command, SiteKind.IN_PLACE_EDIT, engine)
+            break
+
+
+def _after_xargs(argv: tuple[str, ...], start: int) -> bool:
+    return "xargs" in argv[:start] and all(w.startswith("-") for w in argv[argv.index("xargs") + 1 : start])
+
+
+def _edit_targets(argv: tuple[str, ...], start: int, tool: str) -> list[int] | None:
+    """Indexes of the files an in-place sed / perl edits; None when it does not edit in place."""
+    in_place = False
+    script_given = False
+    operands: list[int] = []
+    index = start + 1
+    pattern = _SED_IN_PLACE if tool == "sed" else _PERL_IN_PLACE
+    while index < len(argv):
+        word = argv[index]
+        if word in _SCRIPT_OPTIONS[tool]:
+            script_given = True
+            index += 2
+            continue
+        if word.startswith(("--expression=", "--file=")):
+            script_given = True
+        elif word == "--in-place" or word.startswith("--in-place="):
+            in_place = True
+        elif word.startswith("-") and len(word) > 1:
+            if pattern.fullmatch(word) and not word.startswith("-e"):
+                in_place = True
+            if tool == "perl" and word.endswith("e") and "i" in word[:-1]:
+                script_given = True  # -pie: -p -i -e
+                index += 2
+                continue
+            if tool == "perl" and re.fullmatch(r"-[a-zA-Z]*e", word):
+                script_given = True
+                index += 2
+                continue
+        elif word in ("{}", ";", "+", "\\;"):
+            pass
+        else:
+            operands.append(index)
+        index += 1
+    if not in_place:
+        return None
+    return operands if script_given else operands[1:]
+
+
+# ---------------------------------------------------------------------------------------- writes and copies
+
+
+_WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>"})
+
+
+def find_file_writes(view: ScriptView) -> Iterator[PatchSite]:
+    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE`."""
+    for command, offset, argv in _commands(view):
+        engine = next(
+            (e for r in command.redirects if r.op in _WRITE_OPERATORS and (e := view.resolver.engine_path(r.target))),
+            None,
+        )
+        if engine is None and program_name(argv[0]) == "tee":
+            engine = next(
+                (e for i in _operands(argv, 1, frozenset()) if (e := _engine(view, command, offset + i))), None
+            )
+        if engine is not None:
+            yield _site(view, command, SiteKind.FILE_WRITE, engine)
+
+
+_COPY_VALUED = {
+    "cp": frozenset({"-t", "-S", "--target-directory"}),
+    "mv": frozenset({"-t", "-S", "--target-directory"}),
+    "install": frozenset({"-m", "-o", "-g", "-t", "-S", "--mode", "--owner", "--group"}),
+    "rsync": frozenset({"-e", "--rsh", "--exclude", "--include", "--filter", "-f"}),
+    "ln": frozenset({"-t", "-S", "--target-directory"}),
+    "COPY": frozenset(),
+    "ADD": frozenset(),
+}
+
+
+def find_copies_over(view: ScriptView) -> Iterator[PatchSite]:
+    """`cp`/`mv`/`install`/`rsync`/`ln` and Dockerfile `COPY`/`ADD` onto an engine path; `tar -C` and
+    `unzip -d` extracting into one."""
+    for command, offset, argv in _commands(view):
+        tool = program_name(argv[0])
+        destination: int | None = None
+        if tool in _COPY_VALUED:
+            targeted = next((i + 1 for i, w in enumerate(argv) if w == "-t" and i + 1 < len(argv)), None)
+            operands = _operands(argv, 1, _COPY_VALUED[tool])
+            destination = targeted if targeted is not None else (operands[-1] if len(operands) >= 2 else None)
+        elif tool == "tar" and _extracts(argv):
+            destination = next((i + 1 for i, w in enumerate(argv) if w in ("-C", "--directory")), None)
+        elif tool == "unzip":
+            destination = next((i + 1 for i, w in enumerate(argv) if w == "-d"), None)
+        if destination is None or destination >= len(argv):
+            continue
+        engine = _engine(view, command, offset + destination)
+        if engine is not None:
+            yield _site(view, command, SiteKind.COPY_OVER, engine)
+
+
+def _extracts(argv: tuple[str, ...]) -> bool:
+    first = argv[1] if len(argv) > 1 else ""
+    return re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) is not None or "--extract" in argv or "-x" in argv
+
+
+def find_python_writes(view: ScriptView) -> Iterator[PatchSite]:
+    """Python (a file or embedded) writing, copying over or removing an engine file."""
+    for write in view.writes:
+        command = Command((), (), (), (), write.line)
+        yield _site(view, command, SiteKind.PYTHON_WRITE, write.target, write.statement)
+
+
+# ---------------------------------------------------------------------------------------- pip
+
+
+_PIP_VALUED = frozenset(
+    {
+        "-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
+        "-t", "--target", "--prefix", "--root", "--src", "--upgrade-strategy", "-C", "--config-settings",
+        "--platform", "--python-version", "--implementation", "--abi", "--progress-bar", "--log", "--cache-dir",
+        "--trusted-host", "--proxy", "--timeout", "--retries", "--exists-action", "--global-option",
+        "--install-option", "--no-binary", "--only-binary", "--python",
+    }
+)
+_DIRECT_URL = re.compile(r"^(?:git|hg|svn|bzr)\+\S+|^(?:https?|file|ftp)://\S+")
+_NAMED_URL = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)\s*$")
+
+
+def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
+    """`pip install` of an engine package from a VCS URL, an archive URL or `name @ url`."""
+    for command, _offset, argv in _commands(view):
+        start = _pip_install(argv)
+        if start is None:
+            continue
+        words = list(argv[start:])
+        index = 0
+        while index < len(words):
+            word = words[index]
+            if word in ("-e", "--editable") and index + 1 < len(words):
+                index += 1
+                word = words[index]
+            elif word in _PIP_VALUED:
+                index += 2
+                continue
+            elif word.startswith("-"):
+                index += 1
+                continue
+            if index + 2 < len(words) and words[index + 1] == "@":
+                word = f"{word} @ {words[index + 2]}"
+                index += 2
+            package = _url_package(word)
+            if package is not None and view.resolver.config.is_engine_package(package[0]):
+                yield _site(view, command, SiteKind.PIP_FORK, f"{package[0]} from {package[1]}")
+                break
+            index += 1
+
+
+def _pip_install(argv: tuple[str, ...]) -> int | None:
+    """The index of the first argument after `install` of a pip command, or None."""
+    for index, word in enumerate(argv):
+        name = program_name(word)
+        is_pip = re.fullmatch(r"pip[\d.]*", name) is not None
+        is_module = word == "pip" and index >= 1 and argv[index - 1] == "-m"
+        is_uv = word == "pip" and index >= 1 and program_name(argv[index - 1]) == "uv"
+        if (is_pip or is_module or is_uv) and index + 1 < len(argv) and argv[index + 1] == "install":
+            return index + 2
+    return None
+
+
+def _url_package(word: str) -> tuple[str, str] | None:
+    """(distribution name, URL) of a direct-URL requirement, or None for a plain name or a local path."""
+    named = _NAMED_URL.match(word)
+    if named:
+        return named.group(1), named.group(2)
+    if not _DIRECT_URL.match(word):
+        return None
+    egg = re.search(r"[#&]egg=([A-Za-z0-9][A-Za-z0-9._-]*)", word)
+    if egg:
+        return egg.group(1), word
+    path = re.sub(r"^[a-z+]+://", "", word.split("#", 1)[0]).rstrip("/")
+    last = path.rsplit("/", 1)[-1]
+    last = last.split("@", 1)[0]
+    if last.endswith(".whl"):
+        return last.split("-", 1)[0], word
+    last = re.sub(r"(?:\.git|\.tar\.gz|\.tgz|\.zip|\.tar\.bz2)$", "", last)
+    last = re.sub(r"-\d[\w.]*$", "", last)  # sglang-0.4.1 -> sglang
+    return (normalise_package(last), word) if last else None
+
+
+SCAN_RULES: dict[SiteKind, ScanRule] = {
+    SiteKind.GIT_APPLY: find_git_apply,
+    SiteKind.PATCH: find_patch,
+    SiteKind.HEREDOC_DIFF: find_heredoc_diffs,
+    SiteKind.IN_PLACE_EDIT: find_in_place_edits,
+    SiteKind.FILE_WRITE: find_file_writes,
+    SiteKind.COPY_OVER: find_copies_over,
+    SiteKind.PYTHON_WRITE: find_python_writes,
+    SiteKind.PIP_FORK: find_pip_forks,
+}

@@ -1,0 +1,318 @@
+"""Which files the scan reads, what language each is, and what each says: a ScriptView per file.
+
+Shell scripts are read as shell; Python as Python; a Dockerfile's RUN instructions as shell and its COPY / ADD
+as copies; a workflow's `run:` steps as shell. Code embedded in shell (`python - <<EOF`, `python -c "..."`,
+`bash -c "..."`, `sh <<EOF`) is read too, with its own line numbers in the file.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from patchkit.scan.config import ScanConfig
+from patchkit.scan.engine import EngineResolver
+from patchkit.scan.python import InlineDiff, PythonWrite, read_python
+from patchkit.scan.shell import Command, Heredoc, argv_of, parse_shell, program_name
+
+
+class Language(Enum):
+    SHELL = "shell"
+    PYTHON = "python"
+    DOCKERFILE = "dockerfile"
+    WORKFLOW = "workflow"
+
+
+@dataclass(frozen=True)
+class ScriptView:
+    """Everything the scan rules look at in one file."""
+
+    path: str  # repository-relative POSIX path
+    language: Language
+    commands: tuple[Command, ...]  # in file order, embedded code included
+    writes: tuple[PythonWrite, ...]
+    diffs: tuple[InlineDiff, ...]  # diff-looking Python strings; heredoc diffs are on their commands
+    resolver: EngineResolver
+    scratch: frozenset[str]  # shell variables holding a temporary folder (mktemp)
+    problems: tuple[tuple[int | None, str], ...]  # (line, what) of parts that could not be read
+
+
+def matches_glob(pattern: str, path: str) -> bool:
+    """`*` within one path component, `**` across components (`**/x` also matches `x`), `?` one character."""
+    return _glob_regex(pattern).fullmatch(path) is not None
+
+
+@functools.lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out = []
+    index = 0
+    while index < len(pattern):
+        if pattern.startswith("**/", index):
+            out.append("(?:.*/)?")
+            index += 3
+        elif pattern.startswith("**", index):
+            out.append(".*")
+            index += 2
+        elif pattern[index] == "*":
+            out.append("[^/]*")
+            index += 1
+        elif pattern[index] == "?":
+            out.append("[^/]")
+            index += 1
+        else:
+            out.append(re.escape(pattern[index]))
+            index += 1
+    return re.compile("".join(out))
+
+
+def select_paths(paths: Iterable[str], config: ScanConfig) -> list[str]:
+    return sorted(
+        p
+        for p in paths
+        if any(matches_glob(g, p) for g in config.include) and not any(matches_glob(g, p) for g in config.exclude)
+    )
+
+
+_SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})
+
+
+def language_of(path: str, text: str) -> Language | None:
+    name = path.rsplit("/", 1)[-1]
+    lower = name.lower()
+    if lower.endswith((".sh", ".bash")):
+        return Language.SHELL
+    if lower.endswith(".py"):
+        return Language.PYTHON
+    if lower in ("dockerfile", "containerfile") or lower.startswith("dockerfile.") or lower.endswith(".dockerfile"):
+        return Language.DOCKERFILE
+    if lower.endswith((".yml", ".yaml")):
+        return Language.WORKFLOW
+    program = _interpreter(text)
+    if program in _SHELLS:
+        return Language.SHELL
+    if program is not None and re.fullmatch(r"python[\d.]*", program):
+        return Language.PYTHON
+    return None
+
+
+def _interpreter(text: str) -> str | None:
+    """The program a `#!` line runs (`#!/usr/bin/env -S bash -e` -> bash), or None."""
+    if not text.startswith("#!"):
+        return None
+    words = text[2:].split("\n", 1)[0].split()
+    if not words:
+        return None
+    program = words[0].rsplit("/", 1)[-1]
+    if program == "env":
+        program = next((w for w in words[1:] if not w.startswith("-") and "=" not in w), "")
+    return program or None
+
+
+def read_view(path: str, text: str, language: Language, config: ScanConfig) -> ScriptView:
+    problems: list[tuple[int | None, str]] = []
+    if language is Language.PYTHON:
+        resolver = EngineResolver(config, {})
+        reading = read_python(text, resolver)
+        if reading.error:
+            problems.append((reading.error_line, f"Python does not parse ({reading.error})"))
+        commands = list(reading.commands)
+        return ScriptView(
+            path, language, tuple(commands), reading.writes, reading.diffs, resolver,
+            _scratch(commands), tuple(problems),
+        )
+    if language is Language.DOCKERFILE:
+        commands = _dockerfile_commands(text)
+    elif language is Language.WORKFLOW:
+        commands = _workflow_commands(text)
+    else:
+        commands = parse_shell(text)
+    commands = _with_embedded_shell(commands)
+    resolver = EngineResolver.for_commands(config, commands)
+    writes: list[PythonWrite] = []
+    diffs: list[InlineDiff] = []
+    for code, first_line in _embedded_python(commands):
+        reading = read_python(code, resolver, first_line)
+        if reading.error:
+            problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
+        writes += reading.writes
+        diffs += reading.diffs
+        commands += reading.commands
+    commands.sort(key=lambda c: c.line)
+    return ScriptView(
+        path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
+    )
+
+
+def _scratch(commands: Iterable[Command]) -> frozenset[str]:
+    names = set()
+    for command in commands:
+        for name, value in command.assignments:
+            if "mktemp" in value:
+                names.add(name)
+    return frozenset(names)
+
+
+# ---------------------------------------------------------------------------------------- embedded code
+
+_PYTHON = re.compile(r"^python[\d.]*$")
+
+
+def _with_embedded_shell(commands: list[Command]) -> list[Command]:
+    """Commands plus those of `bash -c "..."`, `sh <<EOF` bodies and the like, recursively."""
+    out: list[Command] = []
+    for command in commands:
+        out.append(command)
+        words = command.words
+        for index, word in enumerate(words):
+            if program_name(word) not in _SHELLS:
+                continue
+            following = words[index + 1 :]
+            if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
+                out += _with_embedded_shell(parse_shell(following[1], command.line))
+            elif not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
+                for heredoc in command.heredocs:
+                    out += _with_embedded_shell(parse_shell(_body(heredoc), heredoc.line))
+            break
+    return out
+
+
+def _embedded_python(commands: Iterable[Command]) -> Iterable[tuple[str, int]]:
+    for command in commands:
+        words = command.words
+        for index, word in enumerate(words):
+            if not _PYTHON.match(program_name(word)):
+                continue
+            following = words[index + 1 :]
+            if len(following) >= 2 and following[0] == "-c":
+                yield following[1], command.line
+            elif not following or following[0] == "-" or (following[0].startswith("-") and "-c" not in following):
+                for heredoc in command.heredocs:
+                    yield _body(heredoc), heredoc.line
+            break
+
+
+def _body(heredoc: Heredoc) -> str:
+    return "\n".join(heredoc.body) + "\n"
+
+
+# ---------------------------------------------------------------------------------------- Dockerfiles
+
+_INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)(\s+|$)")
+_RUN_FLAG = re.compile(r"^\s*(?:--[a-z-]+(?:=\S*)?\s+)*")
+_DOCKER_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
+
+
+def _dockerfile_commands(text: str) -> list[Command]:
+    lines = text.splitlines()
+    commands: list[Command] = []
+    index = 0
+    while index < len(lines):
+        start = index
+        match = _INSTRUCTION.match(lines[index])
+        if not match or lines[index].lstrip().startswith("#"):
+            index += 1
+            continue
+        # The instruction's lines: backslash continuations, skipping comment and blank lines inside, as Docker does.
+        block = [lines[index]]
+        while block[-1].rstrip().endswith("\\") and index + 1 < len(lines):
+            index += 1
+            following = lines[index]
+            block.append("\\" if not following.strip() or following.lstrip().startswith("#") else following)
+        index += 1
+        delimiters = _DOCKER_HEREDOC.findall("\n".join(block))
+        for delimiter in delimiters:  # BuildKit heredocs: their bodies follow the instruction
+            while index < len(lines):
+                block.append(lines[index])
+                index += 1
+                if lines[index - 1].strip() == delimiter:
+                    break
+        instruction = match.group(1).upper()
+        body = "\n".join(block)[match.end() :]
+        padding = " " * match.end()
+        if instruction == "RUN":
+            flags = _RUN_FLAG.match(body)
+            body = body[flags.end() :] if flags else body
+            exec_form = _exec_form(body)
+            if exec_form is not None:
+                commands.append(Command(tuple(exec_form), (), (), (), start + 1))
+                continue
+            run = parse_shell(padding + body, start + 1)
+            for command in run:
+                # `RUN <<EOF` runs the heredoc itself as a script.
+                if not command.words and command.heredocs:
+                    for heredoc in command.heredocs:
+                        run += parse_shell(_body(heredoc), heredoc.line)
+            commands += run
+        elif instruction in ("COPY", "ADD"):
+            joined = re.sub(r"\\[ \t]*\n", " ", body)
+            words = [w for w in (_exec_form(joined) or joined.split()) if not w.startswith("--")]
+            if len(words) >= 2:
+                commands.append(Command((instruction, *words), (), (), (), start + 1))
+        elif instruction in ("ENV", "ARG"):
+            pairs = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)", body)
+            if not pairs and len(body.split()) >= 2 and instruction == "ENV":
+                name, value = body.split(None, 1)
+                pairs = [(name, value)]
+            for name, value in pairs:
+                commands.append(Command((), ((name, value.strip("'\"")),), (), (), start + 1))
+    return commands
+
+
+def _exec_form(body: str) -> list[str] | None:
+    stripped = body.strip()
+    if not stripped.startswith("["):
+        return None
+    try:
+        value = json.loads(stripped)
+    except ValueError:
+        return None
+    return [str(v) for v in value] if isinstance(value, list) else None
+
+
+# ---------------------------------------------------------------------------------------- workflows
+
+_RUN_KEY = re.compile(r"^(\s*)(?:-\s+)?run:\s*(.*?)\s*$")
+
+
+def _workflow_commands(text: str) -> list[Command]:
+    """The shell of every `run:` step (a plain, quoted or block scalar), at its own lines."""
+    lines = text.splitlines()
+    commands: list[Command] = []
+    for index, line in enumerate(lines):
+        match = _RUN_KEY.match(line)
+        if not match:
+            continue
+        value = match.group(2)
+        key_indent = line.index("run:")
+        if re.fullmatch(r"[|>][-+0-9]*(?:\s+#.*)?", value):
+            block: list[str] = []
+            indent: int | None = None
+            for following in lines[index + 1 :]:
+                if not following.strip():
+                    block.append("")
+                    continue
+                width = len(following) - len(following.lstrip())
+                if width <= key_indent:
+                    break
+                indent = width if indent is None else indent
+                block.append(following[indent:] if width >= indent else following.lstrip())
+            commands += parse_shell("\n".join(block) + "\n", index + 2)
+        elif value and not value.startswith("#"):
+            if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+                value = value[1:-1]
+            commands += parse_shell(value, index + 1)
+    return commands
+
+
+def is_managed(command: Command) -> bool:
+    """A call of patchkit itself: managed patching (the registry's own waivers apply), never a site."""
+    _, argv = argv_of(command)
+    if not argv:
+        return False
+    if program_name(argv[0]) == "patchkit":
+        return True
+    return _PYTHON.match(program_name(argv[0])) is not None and argv[1:3] == ("-m", "patchkit")

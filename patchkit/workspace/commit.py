@@ -1,0 +1,380 @@
+"""The transaction: the one place that writes the engine tree.
+
+`commit_changes`, under the root's exclusive lock and with SIGINT/SIGTERM held:
+
+1. re-reads every file the plan was made from: each must be as planned, a regular file with one link;
+2. checks free space and inodes on every filesystem it will write (statvfs, with a margin);
+3. writes the journal (journal.py) atomically and durably;
+4. for each path: links the original to a random `.patchkit-<hex>.orig` name in its folder (so a rollback
+   is a rename, needing no space), writes an exclusive random temp file, gives it the original's owner
+   (when root) and xattrs, fchmods it to the new mode, fsyncs it, checks right before the replace that the
+   original is still the file it planned from (inode, size, mtime), and os.replaces it over the old name.
+   Creations and modifications first, deletions last. A pending SIGINT/SIGTERM is noticed between files;
+5. drops the kept links, removes folders the deletions emptied (like git apply), fsyncs every changed
+   folder once, and unlinks the journal: from here on the transaction is done.
+
+An I/O error, a file changed behind its back, or a signal during 4-5 is rolled back in-process
+(recovery.roll_back) before the error is raised; a kill leaves the journal for the next run.
+
+Modes: a new file gets exactly the diff's mode (0644/0755), a new folder 0755, set by fchmod whatever the
+umask; a rewritten file keeps its rwx bits (or takes the diff's new mode) and loses setuid, setgid and
+sticky, like git; as root it keeps its owner and group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import hashlib
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
+from patchkit.interrupts import interrupt_pending, signals_held
+from patchkit.plan import FileChange
+from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, split_relative
+from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
+from patchkit.workspace.folders import (
+    Roots,
+    describe,
+    drop_journal,
+    fsync_folder,
+    open_parent,
+    open_roots,
+    read,
+)
+from patchkit.workspace.journal import (
+    GITIGNORE_NAME,
+    JOURNAL_NAME,
+    Area,
+    Entry,
+    Original,
+    Target,
+    check_state_name,
+    check_tree_path,
+    journal_chunks,
+)
+from patchkit.workspace.recovery import finish, roll_back
+from patchkit.workspace.trust import JOURNAL_MODE, STATE_FILE_MODE, read_state_at
+
+_NO_STATE_FILES: Mapping[str, bytes | None] = {}
+# Free space and inodes a transaction leaves untouched on each filesystem, on top of what it needs.
+SPACE_MARGIN = 1 << 20
+INODE_MARGIN = 16
+_BLOCK = 4096
+# Filesystems without hard links: the journal's copy is the only way back there.
+_NO_LINKS = (errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP)
+
+
+class _Changed(Exception):
+    """A file changed between the plan check and its replace (a writer without the lock)."""
+
+
+def commit_changes(
+    root: Path,
+    changes: Sequence[FileChange],
+    *,
+    state_files: Mapping[str, bytes | None] = _NO_STATE_FILES,
+    label: str = "write",
+) -> None:
+    """Write every change, then every state file, or none of them. Call under the exclusive lock.
+
+    `state_files` are paths under `<root>/.patchkit` (e.g. "applied/<id>.json"; None deletes one), written in
+    the same transaction after the tree. `label` names the transaction in a later recovery report.
+    On an I/O error the tree is restored and WriteFailedError raised (RecoveryFailedError if even the
+    restore fails; the journal then stays for the next run to finish).
+    """
+    ordered = sorted(changes, key=lambda c: not c.after.exists)  # deletions last: folders empty only then
+    for change in ordered:
+        try:
+            check_tree_path(change.path)
+        except ValueError:
+            raise UnsafePathError(
+                f"{change.path!r} is inside .git or {STATE_DIR}; the tree diff may not write there"
+            ) from None
+    for name in state_files:
+        try:
+            check_state_name(name)
+        except ValueError as exc:
+            raise UnsafePathError(str(exc), where=str(root / STATE_DIR)) from None
+    with open_roots(root, create=True) as roots:
+        assert roots is not None
+        ensure_gitignore(roots)
+        entries: list[Entry] = []
+        contents: list[bytes | None] = []
+        for change in ordered:
+            now = read(roots, Area.TREE, change.path)
+            if now != change.before:  # the plan must still describe the tree
+                raise WriteFailedError(
+                    f"{change.path} changed while the plan was being made; nothing was written",
+                    where=str(root),
+                    hint="another tool wrote to the tree without patchkit's lock; rerun",
+                )
+            entries.append(_entry(roots, Area.TREE, now, change.after))
+            contents.append(change.after.data)
+        for name, data in state_files.items():
+            now = read_state_at(roots.state_fd, roots.path(Area.STATE), name)
+            mode = (now.mode if now.mode is not None else STATE_FILE_MODE) if data is not None else None
+            if (now.data, now.mode) == (data, mode):
+                continue
+            entries.append(_entry(roots, Area.STATE, now, Snapshot(name, data, mode)))
+            contents.append(data)
+        if entries:
+            try:
+                with signals_held():
+                    check_free_space(roots, entries, contents)
+                    _transact(roots, Disk(), label, entries, contents)
+            except KeyboardInterrupt as exc:  # SIGINT/SIGTERM, delivered once the transaction is over
+                if isinstance(exc.__context__, RecoveryFailedError):
+                    raise exc.__context__ from None  # the journal is kept: that matters more than the signal
+                done = exc.__context__ is None
+                exc.args = ("the write had already completed" if done else "the write in progress was rolled back",)
+                raise
+
+
+def ensure_gitignore(roots: Roots) -> None:
+    """`.patchkit/.gitignore` with `*`, so the state never shows up in `git status`. Not journaled."""
+    if lstat_at(roots.state_fd, GITIGNORE_NAME) is None:
+        put_file(Disk(faults=False), roots.state_fd, GITIGNORE_NAME, b"*\n", STATE_FILE_MODE)
+
+
+def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot) -> Entry:
+    parts = split_relative(before.path)
+    folders: list[tuple[str, int | None]] = []
+    fd: int | None = os.dup(roots.fd(area))
+    shown = roots.path(area)
+    original = None
+    try:
+        for i, part in enumerate(parts[:-1]):
+            shown = shown / part
+            mode = None
+            if fd is not None:
+                child = open_child_dir(fd, part, before.path, str(shown))
+                os.close(fd)
+                fd = child
+                if fd is not None:
+                    mode = os.fstat(fd).st_mode & 0o7777
+            folders.append(("/".join(parts[: i + 1]), mode))
+        if before.data is not None:
+            assert fd is not None
+            st = lstat_at(fd, parts[-1])
+            if st is None or not stat.S_ISREG(st.st_mode):
+                raise WriteFailedError(f"{before.path} vanished while the plan was being made; nothing was written",
+                                       where=str(shown / parts[-1]), hint="rerun")
+            if st.st_nlink > 1:
+                raise UnsafePathError(
+                    f"{before.path!r} has {st.st_nlink} hard links; a replace would split them (the other names "
+                    "would keep the old content); nothing was written",
+                    where=str(roots.path(area) / before.path),
+                    hint="break the link (cp the file over itself) or patch the tree the links point into",
+                )
+            original = Original(st.st_uid, st.st_gid, st.st_ino, st.st_size, st.st_mtime_ns)
+    finally:
+        if fd is not None:
+            os.close(fd)
+    target = None
+    if after.data is not None:
+        assert after.mode is not None
+        target = Target(hashlib.sha256(after.data).hexdigest(), after.mode & PERMISSION_BITS)
+    return Entry(area, before.path, before, target, tuple(folders), random_name("tmp"), random_name("orig"), original)
+
+
+def check_free_space(roots: Roots, entries: Sequence[Entry], contents: Sequence[bytes | None]) -> None:
+    """Refuse before writing anything when a filesystem lacks the space or inodes the transaction needs.
+
+    Needed: the journal (every original, on the state folder's filesystem), and per file its new content
+    (the original stays until the end) and one inode, plus each new folder; with SPACE_MARGIN/INODE_MARGIN.
+    The restore path needs neither (it renames the kept originals back).
+    """
+    journal_bytes = sum(len(e.before.data or b"") for e in entries) + 4096 + 512 * len(entries)
+    need: dict[int, list[int]] = {}  # st_dev -> [bytes, inodes, a descriptor to statvfs]
+    shown: dict[int, Path] = {}
+    opened: list[int] = []
+    try:
+        def add(fd: int, where: Path, size: int, inodes: int) -> None:
+            dev = os.fstat(fd).st_dev
+            if dev not in need:
+                need[dev] = [0, 0, os.dup(fd)]
+                opened.append(need[dev][2])
+                shown[dev] = where
+            need[dev][0] += size
+            need[dev][1] += inodes
+
+        add(roots.state_fd, roots.path(Area.STATE), _blocks(journal_bytes), 1)
+        for entry, data in zip(entries, contents, strict=True):
+            if data is None:
+                continue
+            fd, where, missing = _deepest_folder(roots, entry)
+            try:
+                add(fd, where, _blocks(len(data)) + missing * _BLOCK, 1 + missing)
+            finally:
+                os.close(fd)
+        privileged = os.geteuid() == 0
+        for dev, (size, inodes, fd) in need.items():
+            vfs = os.fstatvfs(fd)
+            free = (vfs.f_bfree if privileged else vfs.f_bavail) * vfs.f_frsize
+            free_inodes = vfs.f_ffree if privileged else vfs.f_favail
+            short_space = size + SPACE_MARGIN > free
+            short_inodes = vfs.f_files > 0 and inodes + INODE_MARGIN > free_inodes  # 0: no inode limit (btrfs)
+            if short_space or short_inodes:
+                raise WriteFailedError(
+                    f"not enough room on the filesystem: this write needs {size} bytes and {inodes} inodes plus a "
+                    f"margin of {SPACE_MARGIN} bytes and {INODE_MARGIN} inodes; {free} bytes and "
+                    f"{free_inodes} inodes are free; nothing was changed",
+                    where=str(shown[dev]),
+                    hint="free space (or inodes) on that filesystem, then rerun",
+                )
+    finally:
+        for fd in opened:
+            os.close(fd)
+
+
+def _blocks(size: int) -> int:
+    return -(-size // _BLOCK) * _BLOCK
+
+
+def _deepest_folder(roots: Roots, entry: Entry) -> tuple[int, Path, int]:
+    """The deepest existing folder on the entry's way, its path, and how many folders are still missing."""
+    fd = os.dup(roots.fd(entry.area))
+    where = roots.path(entry.area)
+    folders = entry.parts[:-1]
+    for i, part in enumerate(folders):
+        child = open_child_dir(fd, part, entry.path, str(where / part))
+        if child is None:
+            return fd, where, len(folders) - i
+        os.close(fd)
+        fd = child
+        where = where / part
+    return fd, where, 0
+
+
+def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], contents: Sequence[bytes | None]) -> None:
+    journal = roots.path(Area.STATE) / JOURNAL_NAME
+    try:
+        chunks = journal_chunks(roots.root, os.fstat(roots.tree_fd).st_ino, label, entries)
+        put_file(disk, roots.state_fd, JOURNAL_NAME, chunks, JOURNAL_MODE)
+    except OSError as exc:
+        with contextlib.suppress(OSError):  # the replace may have happened before the fsync failed
+            drop_journal(roots, Disk(faults=False))
+        raise WriteFailedError(
+            f"cannot write the journal: {exc.strerror}; nothing was changed",
+            where=str(journal),
+            hint="free disk space or fix permissions, then rerun",
+        ) from None
+    failed = journal  # what to name if writing fails
+    dirty: set[tuple[Area, tuple[str, ...]]] = set()
+    try:
+        for entry, data in zip(entries, contents, strict=True):
+            if interrupt_pending():
+                raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
+            failed = roots.path(entry.area) / entry.path
+            _write_entry(roots, disk, entry, data)
+            dirty.add((entry.area, entry.parts[:-1]))
+    except BaseException as exc:
+        try:
+            roll_back(roots, disk, entries)
+            drop_journal(roots, disk)
+        except (OSError, PatchkitError) as again:
+            raise RecoveryFailedError(
+                f"writing failed ({describe(exc)}) and so did restoring the tree ({describe(again)}); "
+                "the journal is kept",
+                where=str(failed),
+                hint="fix the cause (disk space, permissions), then run any patchkit command on this root: "
+                "it rolls the tree back first",
+            ) from None
+        if isinstance(exc, _Changed):
+            raise WriteFailedError(
+                f"{exc} changed while patchkit was writing it (another process wrote it without patchkit's "
+                "lock); the tree was restored, nothing changed by patchkit",
+                where=str(failed),
+                hint="stop the other writer, then rerun",
+            ) from None
+        if isinstance(exc, OSError):
+            raise WriteFailedError(
+                f"writing failed: {exc.strerror}; the tree was restored, nothing changed",
+                where=str(failed),
+                hint="free disk space or fix permissions, then rerun",
+            ) from None
+        raise
+    # Every file is in place and fsynced: from here the transaction only goes forward. The clean-up needs no
+    # space (unlinks, rmdirs, fsyncs), so one failure is retried once; if it fails again the journal stays
+    # and the next run finishes it (it finds every new file in place).
+    try:
+        _complete(roots, disk, entries, dirty)
+    except (OSError, PatchkitError) as exc:
+        try:
+            _complete(roots, disk, entries, dirty)
+        except (OSError, PatchkitError) as again:
+            raise RecoveryFailedError(
+                f"every file was written, but finishing the transaction failed ({describe(exc)}; then "
+                f"{describe(again)}); the journal is kept",
+                where=str(journal),
+                hint="fix the cause, then run any patchkit command on this root: it completes the transaction",
+            ) from None
+
+
+def _complete(
+    roots: Roots, disk: Disk, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]]
+) -> None:
+    """Drop the kept links and emptied folders, make every changed folder durable, then drop the journal."""
+    finish(roots, disk, entries)
+    # Folder entries need to be durable only before the journal goes: fsync each changed folder once
+    # at the end rather than after every file (half of all fsyncs on a large series).
+    for area, folders in sorted(dirty, key=lambda d: (d[0].value, d[1])):
+        fsync_folder(roots, disk, area, folders)
+    drop_journal(roots, disk)
+
+
+def _write_entry(roots: Roots, disk: Disk, entry: Entry, data: bytes | None) -> None:
+    parts = entry.parts
+    name = parts[-1]
+    create = None if data is None else dict(entry.folders)
+    parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
+    if parent is None:  # a deletion whose folder is already gone
+        return
+    like: int | None = None
+    try:
+        if entry.original is not None:
+            _keep_original(disk, parent, entry)
+        if data is None:
+            _check_unchanged(parent, entry)
+            disk.unlink(parent, name)
+            return
+        assert entry.after is not None
+        owner = None
+        if entry.original is not None:
+            like = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+            owner = (entry.original.uid, entry.original.gid)
+        put_file(
+            disk, parent, name, data, entry.after.mode, tmp=entry.temp, owner=owner, like_fd=like,
+            before_replace=lambda: _check_unchanged(parent, entry), sync_folder=False,
+        )
+    finally:
+        if like is not None:
+            os.close(like)
+        os.close(parent)
+
+
+def _keep_original(disk: Disk, parent: int, entry: Entry) -> None:
+    """Hard-link the original to the entry's keep name: a rollback then renames it back."""
+    try:
+        disk.link(parent, entry.parts[-1], entry.keep)
+    except OSError as exc:
+        if exc.errno not in _NO_LINKS:
+            raise
+        # No hard links here: a rollback writes the journal's copy instead.
+
+
+def _check_unchanged(parent: int, entry: Entry) -> None:
+    """Right before a replace or unlink: the name still holds the file planned from (or is still absent)."""
+    st = lstat_at(parent, entry.parts[-1])
+    o = entry.original
+    if o is None:
+        if st is not None:
+            raise _Changed(entry.path)
+        return
+    if st is None or (st.st_ino, st.st_size, st.st_mtime_ns) != (o.ino, o.size, o.mtime_ns):
+        raise _Changed(entry.path)
+

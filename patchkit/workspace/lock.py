@@ -1,0 +1,222 @@
+"""The root's lock, `<root>/.patchkit/lock`: one writer at a time, readers beside each other.
+
+A writer (apply, revert) takes an exclusive flock, creating the state folder, its .gitignore and the lock
+file if needed, and writes its pid and start time into the lock file so a waiting process can say who it
+waits for. A reader (status, apply --dry-run) creates nothing: it takes a shared flock on the lock file if
+there is one, and reads without a lock when there is none (no writer has ever run there, or the tree is
+read-only). An interrupted transaction is recovered first, under the exclusive lock (a reader upgrades in
+place), before the caller looks at the tree.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+from patchkit.errors import LockTimeoutError, PatchkitError, RecoveryFailedError, WriteFailedError
+from patchkit.tree import STATE_DIR, check_root, open_root
+from patchkit.workspace.commit import ensure_gitignore
+from patchkit.workspace.folders import Roots
+from patchkit.workspace.journal import JOURNAL_NAME, LOCK_NAME
+from patchkit.workspace.recovery import Recovery, needs_recovery, recover
+from patchkit.workspace.trust import STATE_FILE_MODE, open_state_dir, read_state
+
+DEFAULT_LOCK_TIMEOUT = 300.0
+WAIT_NOTICE_AFTER = 1.0  # seconds of waiting before `on_wait` is told who holds the lock
+_HOLDER = re.compile(rb"pid=(\d{1,10}) since=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\n")
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    """Who holds (or last held) a root's lock for writing, as it wrote into the lock file."""
+
+    pid: int
+    since: str  # UTC, ISO 8601
+    path: Path  # the lock file
+
+
+WaitHook = Callable[[LockHolder | None, Path], None]
+
+
+@contextlib.contextmanager
+def locked(
+    root: Path, timeout: float, *, shared: bool = False, on_wait: WaitHook | None = None
+) -> Iterator[Recovery | None]:
+    """Hold the root's lock from the state check to the last write; yield what recovery did, if any.
+
+    `on_wait(holder, lock_path)` is called once if the lock is still busy after WAIT_NOTICE_AFTER seconds
+    (holder None: the lock file names nobody alive, e.g. only readers hold it).
+    """
+    path = root / STATE_DIR / LOCK_NAME
+    pending = needs_recovery(root)
+    try:
+        fd = _open_lock(root, create=not shared or pending)
+    except OSError as exc:
+        if pending:
+            raise RecoveryFailedError(
+                f"an interrupted {pending_label(root)} left a journal, but the root cannot be written "
+                f"({exc.strerror}), so the tree cannot be rolled back and may be half patched",
+                where=str(root / STATE_DIR / JOURNAL_NAME),
+                hint="make the tree writable and rerun any patchkit command on it; it recovers first",
+            ) from None
+        if not (shared and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)):
+            raise WriteFailedError(f"cannot create the lock file: {exc.strerror}", where=str(path)) from None
+        fd = None
+    wrote_holder = False
+    try:
+        recovery = None
+        if fd is not None:
+            _acquire(fd, path, timeout, shared, on_wait)
+            if needs_recovery(root):
+                if shared:  # flock converts the shared lock in place
+                    _acquire(fd, path, timeout, False, on_wait)
+                recovery = recover(root)  # first: a refused journal means nothing at all is written
+            if not shared:
+                wrote_holder = _write_holder(fd)
+                _ensure_gitignore(root)  # under the lock: recovery sweeps temp names in .patchkit
+        yield recovery
+    finally:
+        if fd is not None:
+            if wrote_holder:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(fd, 0)  # nobody holds it now
+            os.close(fd)  # closing releases the flock
+
+
+def recover_pending(root: Path, timeout: float, on_wait: WaitHook | None = None) -> Recovery | None:
+    """Recover an interrupted transaction on root, if its journal is there; cheap when there is none."""
+    real_root = check_root(root)
+    if not needs_recovery(real_root):
+        return None
+    with locked(real_root, timeout, on_wait=on_wait) as recovery:
+        return recovery
+
+
+def pending_label(root: Path) -> str:
+    """What the interrupted transaction on root was doing, for a message ("transaction" if unknown)."""
+    import json
+
+    try:
+        data = read_state(root, JOURNAL_NAME).data or b""
+        label = json.loads(data.partition(b"\n")[0]).get("label")
+    except (OSError, ValueError, AttributeError, PatchkitError):
+        label = None
+    return label if isinstance(label, str) and label.isprintable() else "transaction"
+
+
+def read_holder(fd: int, path: Path) -> LockHolder | None:
+    """The writer named in the lock file, if that process is still alive."""
+    try:
+        match = _HOLDER.fullmatch(os.pread(fd, 128, 0))
+    except OSError:
+        return None
+    if match is None:
+        return None
+    pid = int(match.group(1))
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, another user's
+    return LockHolder(pid, match.group(2).decode(), path)
+
+
+def _open_lock(root: Path, *, create: bool) -> int | None:
+    """The lock file's descriptor; None when a reader finds none (or no state folder) and creates nothing."""
+    root_fd = open_root(root)
+    try:
+        state_fd = open_state_dir(root_fd, root, create=create)
+        if state_fd is None:
+            return None
+        try:
+            return _open_lock_file(state_fd, root / STATE_DIR / LOCK_NAME, create)
+        finally:
+            os.close(state_fd)
+    finally:
+        os.close(root_fd)
+
+
+def _open_lock_file(state_fd: int, path: Path, create: bool) -> int | None:
+    flags = os.O_RDWR | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    fd = None
+    if create:
+        try:
+            fd = os.open(LOCK_NAME, flags | os.O_CREAT | os.O_EXCL, 0o600, dir_fd=state_fd)
+            os.fchmod(fd, STATE_FILE_MODE)  # explicit: readers of other users may take a shared lock
+        except FileExistsError:
+            fd = None
+    if fd is None:
+        try:
+            fd = os.open(LOCK_NAME, flags, dir_fd=state_fd)
+        except FileNotFoundError:
+            if create:
+                raise
+            return None
+        except PermissionError:  # a reader of another user: a read-only descriptor flocks just as well
+            fd = os.open(LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=state_fd)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise WriteFailedError("the lock is not a regular file", where=str(path), hint=f"remove {path}")
+    return fd
+
+
+def _ensure_gitignore(root: Path) -> None:
+    root_fd = open_root(root)
+    try:
+        state_fd = open_state_dir(root_fd, root, create=False)
+        if state_fd is not None:
+            try:
+                ensure_gitignore(Roots(root, root_fd, state_fd))
+            finally:
+                os.close(state_fd)
+    finally:
+        os.close(root_fd)
+
+
+def _write_holder(fd: int) -> bool:
+    since = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    try:  # informational only
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"pid={os.getpid()} since={since}\n".encode(), 0)
+    except OSError:
+        return False
+    return True
+
+
+def _acquire(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHook | None) -> None:
+    flags = (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB
+    start = time.monotonic()
+    deadline = start + timeout
+    delay = 0.01
+    told = on_wait is None
+    while True:
+        try:
+            fcntl.flock(fd, flags)
+            return
+        except BlockingIOError:
+            now = time.monotonic()
+            if not told and now - start >= WAIT_NOTICE_AFTER:
+                told = True
+                assert on_wait is not None
+                on_wait(read_holder(fd, path), path)
+            if now >= deadline:
+                holder = read_holder(fd, path)
+                who = f" (pid {holder.pid}, since {holder.since})" if holder else ""
+                raise LockTimeoutError(
+                    f"another patchkit process{who} has held the lock for over {timeout:g}s",
+                    where=str(path),
+                    hint="wait for it to finish, or raise --lock-timeout; "
+                    "the lock is released automatically when that process exits",
+                ) from None
+            time.sleep(delay)
+            delay = min(delay * 2, 0.2)

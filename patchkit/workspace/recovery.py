@@ -1,0 +1,196 @@
+"""Finishing or undoing a transaction: in-process after an error or a signal, or by the next run after a kill.
+
+A rollback puts every path back to exactly what it was: a replaced or deleted file by renaming its kept hard
+link (the original inode, so bytes, owner, mode, xattrs and ACLs come back as they were, and no new inode or
+block is needed on a full disk); only when that link is gone does it write the journal's copy (then
+setuid/setgid/sticky are not restored, the owner is). It removes only names the journal lists (its own temp
+files and links, files it created, folders it created), looks before it unlinks (a read-only folder refuses
+even a missing name), and skips what is already as it was, so a rollback that is itself killed is finished by
+the next run. Signals are held while it runs (interrupts.signals_held).
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+
+from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
+from patchkit.interrupts import signals_held
+from patchkit.tree import STATE_DIR, Snapshot, read_entry
+from patchkit.workspace.disk import PERMISSION_BITS, TEMP_NAME, Disk, lstat_at, put_file, unlink_present
+from patchkit.workspace.folders import (
+    Roots,
+    describe,
+    drop_journal,
+    open_parent,
+    open_roots,
+    read,
+    rmdir_if_empty,
+)
+from patchkit.workspace.journal import JOURNAL_NAME, Area, Entry, matches, parse_journal
+from patchkit.workspace.trust import check_trusted, read_state_at
+
+
+class Direction(Enum):
+    BACK = "rolled back"
+    FORWARD = "rolled forward"
+
+
+@dataclass(frozen=True)
+class Recovery:
+    """What `recover` did about an interrupted transaction."""
+
+    root: Path
+    label: str  # e.g. "apply of demo-pr2106"
+    direction: Direction
+    files: int  # files rewritten (back) or found already complete (forward)
+
+    @property
+    def message(self) -> str:
+        if self.direction is Direction.FORWARD:
+            detail = f"completed it (all {self.files} files were already written)"
+        elif self.files == 0:
+            detail = "rolled back (no file had been changed yet)"
+        else:
+            detail = f"rolled back {self.files} file{'' if self.files == 1 else 's'}"
+        return f"recovered an interrupted {self.label} on {self.root}: {detail}"
+
+
+def needs_recovery(root: Path) -> bool:
+    """A journal, or a stray temp name of ours in the state folder (a kill while one was being written)."""
+    folder = root / STATE_DIR
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
+
+
+def recover(root: Path) -> Recovery | None:
+    """Finish or undo the transaction an interrupted process left on root; None if there is none.
+
+    Rolls forward (only cleans up) when every file already has its new content, else restores every file and
+    folder. The caller holds the exclusive lock. A journal another user could have written is refused
+    (UntrustedStateError, exit 2) before anything is done.
+    """
+    with signals_held():
+        try:
+            with open_roots(root, create=False) as roots:
+                return None if roots is None else _recover(roots, Disk())
+        except UntrustedStateError:
+            raise
+        except (OSError, PatchkitError) as exc:
+            if isinstance(exc, RecoveryFailedError):
+                raise
+            raise RecoveryFailedError(
+                f"cannot recover the interrupted transaction: {describe(exc)}; the journal is kept",
+                where=str(root / STATE_DIR / JOURNAL_NAME),
+                hint="fix the cause and rerun any patchkit command on this root, or restore the tree from the "
+                "image and delete the journal",
+            ) from None
+
+
+def _recover(roots: Roots, disk: Disk) -> Recovery | None:
+    state_path = roots.path(Area.STATE)
+    journal_st = lstat_at(roots.state_fd, JOURNAL_NAME)
+    if journal_st is None:
+        # Killed while writing the journal (or the .gitignore): the tree was never touched.
+        _sweep_state_temps(roots, disk)
+        return None
+    if stat.S_ISREG(journal_st.st_mode):
+        check_trusted(journal_st, str(state_path / JOURNAL_NAME), state_path)
+    raw = read_state_at(roots.state_fd, state_path, JOURNAL_NAME)
+    assert raw.data is not None
+    label, entries = parse_journal(raw.data, state_path / JOURNAL_NAME, roots.root, os.fstat(roots.tree_fd).st_ino)
+    if all(matches(read(roots, e.area, e.path), e.after) for e in entries):
+        finish(roots, disk, entries)
+        direction, count = Direction.FORWARD, len(entries)
+    else:
+        direction, count = Direction.BACK, roll_back(roots, disk, entries)
+    drop_journal(roots, disk)
+    _sweep_state_temps(roots, disk)
+    return Recovery(roots.root, label, direction, count)
+
+
+def _sweep_state_temps(roots: Roots, disk: Disk) -> None:
+    # Only the top of the (trusted, locked) state folder: nobody else can have put a name there.
+    for name in os.listdir(roots.state_fd):
+        if TEMP_NAME.fullmatch(name):
+            unlink_present(disk, roots.state_fd, name)
+
+
+def finish(roots: Roots, disk: Disk, entries: Sequence[Entry]) -> None:
+    """The tail of a transaction whose files are all written: drop temps and kept links, then the folders
+    its deletions emptied (like git apply)."""
+    for entry in entries:
+        parts = entry.parts
+        parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=None)
+        if parent is None:
+            continue
+        try:
+            unlink_present(disk, parent, entry.temp)
+            unlink_present(disk, parent, entry.keep)
+        finally:
+            os.close(parent)
+    for entry in entries:
+        if entry.after is None:
+            for folder, _ in reversed(entry.folders):
+                if rmdir_if_empty(roots, entry.area, folder, disk) is False:
+                    break
+
+
+def roll_back(roots: Roots, disk: Disk, entries: Sequence[Entry]) -> int:
+    """Put every entry back as it was; returns how many paths needed changing."""
+    rewritten = sum(_restore(roots, disk, entry) for entry in reversed(entries))
+    created = {(e.area, folder) for e in entries for folder, mode in e.folders if mode is None}
+    for area, folder in sorted(created, key=lambda item: item[1].count("/"), reverse=True):
+        rmdir_if_empty(roots, area, folder, disk)
+    return rewritten
+
+
+def _restore(roots: Roots, disk: Disk, entry: Entry) -> bool:
+    parts = entry.parts
+    name = parts[-1]
+    parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=None)
+    if parent is not None:
+        try:
+            unlink_present(disk, parent, entry.temp)
+            kept = lstat_at(parent, entry.keep)
+            if kept is not None and entry.original is not None and kept.st_ino == entry.original.ino:
+                now = lstat_at(parent, name)
+                if now is not None and (now.st_dev, now.st_ino) == (kept.st_dev, kept.st_ino):
+                    disk.unlink(parent, entry.keep)  # never replaced: the original is still in place
+                    return False
+                disk.replace(parent, entry.keep, name)  # the original inode goes back, exactly as it was
+                disk.fsync(parent, name)
+                return True
+            unlink_present(disk, parent, entry.keep)  # not the original (cannot be, in a trusted journal)
+            now_snap = read_entry(parent, name, entry.path, str(roots.path(entry.area) / entry.path))
+            if _same(now_snap, entry.before):
+                return False
+            if entry.before.data is None:
+                unlink_present(disk, parent, name)
+                disk.fsync(parent, name)
+                return True
+        finally:
+            os.close(parent)
+    if entry.before.data is None:
+        return False
+    # The kept link is gone: write the journal's copy back (setuid/setgid/sticky are not restored).
+    assert entry.before.mode is not None
+    parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=dict(entry.folders))
+    assert parent is not None
+    try:
+        owner = None if entry.original is None else (entry.original.uid, entry.original.gid)
+        put_file(disk, parent, name, entry.before.data, entry.before.mode & PERMISSION_BITS, owner=owner)
+    finally:
+        os.close(parent)
+    return True
+
+
+def _same(snap: Snapshot, other: Snapshot) -> bool:
+    return (snap.data, snap.mode) == (other.data, other.mode)

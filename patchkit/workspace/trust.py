@@ -1,0 +1,136 @@
+"""What patchkit may believe of its own state folder, `<root>/.patchkit`: only what nobody else could write.
+
+The engine tree may belong to a less privileged user, and whoever owns the root can rename `.patchkit` away
+and put a folder of their own there. So every read of a journal or an applied record, and every write into
+the state folder, first checks each folder from `.patchkit` down and the file itself, on the descriptor or
+link-free lstat it is about to use: owned by the running user or root, and not writable by group or others.
+Anything else is refused (UntrustedStateError, exit 2) before a byte is read or written. Inside a folder
+that passes, nobody else can swap an entry, so an lstat-then-open of a name in it cannot be raced.
+
+Modes are set explicitly (fchmod), never left to the umask: the state folder and its `applied/` folder
+0755, records and the lock 0644 (they are no secret: a record names a diff that is in the registry), the
+journal 0600 (it holds the original bytes of files that may be private).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import stat
+from pathlib import Path
+
+from patchkit.errors import UntrustedStateError
+from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, read_entry, split_relative
+
+STATE_DIR_MODE = 0o755
+STATE_FILE_MODE = 0o644
+JOURNAL_MODE = 0o600
+
+_HINT = (
+    "patchkit only trusts state that nobody but the running user or root could have written. If you know "
+    "what is in it, `chown -R root: {root} && chmod -R go-w {root}`; otherwise remove {root} (patchkit then "
+    "judges the tree by content alone; check the tree first if a journal is there)"
+)
+
+
+def check_trusted(st: os.stat_result, shown: str, state_root: Path) -> None:
+    """Refuse a state file or folder another user owns or may write."""
+    uid = st.st_uid
+    what = "folder" if stat.S_ISDIR(st.st_mode) else "file"
+    problem = None
+    if uid not in (0, os.geteuid()):
+        problem = f"is owned by uid {uid}"
+    elif st.st_mode & 0o022:
+        problem = f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    if problem is not None:
+        raise UntrustedStateError(
+            f"the state {what} {problem}; refusing to read or write patchkit state another user could have "
+            "written, nothing was changed",
+            where=shown,
+            hint=_HINT.format(root=state_root),
+        )
+
+
+def open_state_dir(root_fd: int, root: Path, *, create: bool) -> int | None:
+    """A checked descriptor of `<root>/.patchkit`; None if it is missing and create is False."""
+    shown = root / STATE_DIR
+    fd = open_child_dir(root_fd, STATE_DIR, STATE_DIR, str(shown))
+    if fd is None and create:
+        try:
+            os.mkdir(STATE_DIR, 0o700, dir_fd=root_fd)
+            made = True
+        except FileExistsError:  # a racing patchkit (or someone else: checked below)
+            made = False
+        fd = open_child_dir(root_fd, STATE_DIR, STATE_DIR, str(shown))
+        if fd is not None and made:
+            with contextlib.suppress(OSError):
+                if os.fstat(fd).st_uid == os.geteuid():
+                    os.fchmod(fd, STATE_DIR_MODE)
+        if fd is None:
+            raise FileNotFoundError(errno.ENOENT, "vanished while being created", str(shown))
+    if fd is None:
+        return None
+    try:
+        check_trusted(os.fstat(fd), str(shown), shown)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def open_state_folder(state_fd: int, state_path: Path, folders: tuple[str, ...], rel: str) -> int | None:
+    """Descriptor of a folder under .patchkit, each step link-free and checked; None if one is missing."""
+    fd = os.dup(state_fd)
+    shown = state_path
+    for part in folders:
+        shown = shown / part
+        try:
+            child = open_child_dir(fd, part, rel, str(shown))
+        finally:
+            os.close(fd)
+        if child is None:
+            return None
+        fd = child
+        try:
+            check_trusted(os.fstat(fd), str(shown), state_path)
+        except BaseException:
+            os.close(fd)
+            raise
+    return fd
+
+
+def read_state_at(state_fd: int, state_path: Path, rel: str) -> Snapshot:
+    """`rel` under the (checked) state folder, as found; refused unless it and its folders are trusted."""
+    parts = split_relative(rel)
+    folder = open_state_folder(state_fd, state_path, parts[:-1], rel)
+    if folder is None:
+        return Snapshot(rel, None, None)
+    shown = str(state_path.joinpath(*parts))
+    try:
+        try:
+            st = os.stat(parts[-1], dir_fd=folder, follow_symlinks=False)
+        except FileNotFoundError:
+            return Snapshot(rel, None, None)
+        if stat.S_ISREG(st.st_mode):
+            check_trusted(st, shown, state_path)
+        return read_entry(folder, parts[-1], rel, shown)  # refuses links and non-files
+    finally:
+        os.close(folder)
+
+
+def read_state(root: Path, rel: str) -> Snapshot:
+    """`<root>/.patchkit/<rel>` if patchkit may trust it (see module doc); absent if there is none."""
+    from patchkit.tree import open_root
+
+    root_fd = open_root(root)
+    try:
+        state_fd = open_state_dir(root_fd, root, create=False)
+    finally:
+        os.close(root_fd)
+    if state_fd is None:
+        return Snapshot(rel, None, None)
+    try:
+        return read_state_at(state_fd, root / STATE_DIR, rel)
+    finally:
+        os.close(state_fd)

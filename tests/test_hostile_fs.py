@@ -1,0 +1,317 @@
+"""Issue 10, the tree ends whole: planted temp names, long names, read-only folders, full disks, SIGTERM,
+hard links, xattrs, a writer without the lock, and who holds the lock. Real CLI, real trees, as root."""
+
+from __future__ import annotations
+
+import errno
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchkit.errors import WriteFailedError
+from patchkit.plan import FileChange
+from patchkit.tree import Snapshot, read_snapshot
+from patchkit.workspace import TEMP_NAME, Disk, LockHolder, commit_changes, locked
+from tests.safety_helpers import (
+    Case,
+    add_patch,
+    as_user,
+    build_case,
+    chown_tree,
+    fast_workdir,
+    fault_env,
+    image,
+    mount_works,
+    mounted,
+    read_only_folder,
+    run_forked,
+    unprivileged_user,
+    whole_state,
+)
+
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+MOUNTS = pytest.mark.skipif(not mount_works(), reason="mount is not allowed here")
+STATE = ".patchkit"
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
+    with fast_workdir(tmp_path_factory.mktemp("hostile-fs")) as workdir:
+        os.chmod(workdir, 0o755)
+        yield build_case(workdir)
+
+
+def leftovers(root: Path) -> list[str]:
+    return [p.name for p in root.rglob("*") if TEMP_NAME.fullmatch(p.name) or p.name == "journal.json"]
+
+
+# ----------------------------------------------------------------------------------------- temp files
+
+
+@ROOT_ONLY
+def test_names_planted_where_temp_files_used_to_go_are_never_written_through(case: Case, tmp_path: Path) -> None:
+    root = case.fresh("planted-temps")
+    uid, gid = unprivileged_user()
+    chown_tree(root, uid, gid)
+    outside = case.workdir / "shadow"  # a file outside the root, on the same filesystem
+    outside.write_bytes(b"root's secret\n")
+    # The old, predictable temp name hard-linked to it (planted as root here: fs.protected_hardlinks would
+    # stop the user on this kernel, not on every one).
+    os.link(outside, root / "engine" / ".core.py.patchkit-tmp")
+
+    def plant() -> None:
+        os.mkdir(root / "engine" / "tools" / ".helper.py.patchkit-tmp")  # used to wedge the tree (exit 8)
+        (root / "engine" / ".run.sh.patchkit-tmp").write_bytes(b"#!/bin/sh\nevil\n")
+
+    as_user(uid, gid, plant)
+    run = run_forked(case.args("apply", root))
+    assert run.code == 0, run.err
+    assert outside.read_bytes() == b"root's secret\n"
+    outside.unlink()
+    assert (root / "engine" / "tools" / ".helper.py.patchkit-tmp").is_dir()
+    assert (root / "engine" / ".run.sh.patchkit-tmp").read_bytes() == b"#!/bin/sh\nevil\n"
+    assert (root / "engine" / "run.sh").stat().st_uid == uid, "the engine file is not the planted one"
+    planted = {"engine/.core.py.patchkit-tmp", "engine/tools/.helper.py.patchkit-tmp", "engine/.run.sh.patchkit-tmp"}
+    assert {p: v for p, v in image(root).items() if p not in planted} == case.patched
+    assert leftovers(root) == []
+
+
+def test_temp_files_are_created_exclusively_and_checked(tmp_path: Path) -> None:
+    disk = Disk(faults=False)
+    fd = os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        (tmp_path / "taken").write_bytes(b"x")
+        (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+        for name in ("taken", "link"):
+            with pytest.raises(FileExistsError):
+                disk.create(fd, name)
+        assert not (tmp_path / "nowhere").exists()
+        os.close(disk.create(fd, "fresh"))
+        assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o600
+    finally:
+        os.close(fd)
+
+
+# ----------------------------------------------------------------------------------------- long names
+
+
+def test_names_of_255_bytes_apply_and_revert_and_256_is_a_clear_error(tmp_path: Path) -> None:
+    long = "n" * 252 + ".py"  # 255 bytes: legal; the old temp name (.<name>.patchkit-tmp) was not
+    before = {f"engine/{long}": (b"a = 1\nb = 2\n", 0o644), "engine/other.py": (b"x = 1\n", 0o644)}
+    after = {f"engine/{long}": (b"a = 1\nb = 3\n", 0o644), "engine/other.py": (b"x = 2\n", 0o644),
+             f"engine/{'c' * 255}": (b"created = 1\n", 0o644)}
+    case = build_case(tmp_path, before, after)
+    root = case.fresh("long")
+    assert run_forked(case.args("apply", root)).code == 0
+    assert image(root) == case.patched
+    assert run_forked(case.args("revert", root)).code == 0
+    assert image(root) == case.reverted
+    too_long = "z" * 256
+    diff = f"--- a/engine/{too_long}\n+++ b/engine/{too_long}\n@@ -1 +1 @@\n-x = 1\n+x = 2\n".encode()
+    add_patch(case.patches, "too-long", diff)
+    run = run_forked(["apply", "too-long", "--root", str(root), "--patches", str(case.patches)])
+    assert run.code == 2, run.err
+    assert "256 bytes long" in run.err and "Traceback" not in run.err
+    assert image(root) == case.reverted
+
+
+# ----------------------------------------------------------------------------------- read-only folders
+
+
+@MOUNTS
+@pytest.mark.parametrize("folder", ["engine/legacy", "engine/tools", "engine"])
+def test_a_read_only_folder_inside_the_tree_is_rolled_back_in_process(case: Case, folder: str) -> None:
+    root = case.fresh(f"ro-{folder.replace('/', '-')}")
+    with read_only_folder(root / folder):
+        run = run_forked(case.args("apply", root))
+        assert run.code == 7, run.err  # not 8: the rollback only undoes what was done
+        assert "Read-only file system" in run.err and "the tree was restored" in run.err
+        assert image(root) == case.original
+        assert leftovers(root) == []
+        status = run_forked(case.args("status", root))
+        assert status.code == 3, status.err
+    assert run_forked(case.args("apply", root)).code == 0
+    assert image(root) == case.patched
+
+
+# ----------------------------------------------------------------------------------------- full disks
+
+
+@MOUNTS
+@pytest.mark.parametrize("limit", ["space", "inodes"])
+def test_a_full_filesystem_is_refused_before_anything_is_written(case: Case, tmp_path: Path, limit: str) -> None:
+    mount_point = tmp_path / "small"
+    mount_point.mkdir()
+    with mounted("-t", "tmpfs", "-o", "size=4m,nr_inodes=400", "tmpfs", target=mount_point):
+        root = mount_point / "tree"
+        subprocess.run(["cp", "-a", str(case.pristine), str(root)], check=True)
+        if limit == "space":
+            filler = mount_point / "filler"
+            with filler.open("wb") as out:
+                with pytest.raises(OSError) as info:
+                    while True:
+                        out.write(b"\0" * 65536)
+                        out.flush()
+                assert info.value.errno == errno.ENOSPC
+            filler.write_bytes(filler.read_bytes()[: -(256 << 10)])  # leave 256 KiB: less than the margin
+        else:
+            with pytest.raises(OSError) as info:
+                for i in range(1000):
+                    (mount_point / f"f{i}").touch()
+            assert info.value.errno == errno.ENOSPC
+            for i in range(12):  # a few inodes free: enough to start, less than the margin
+                (mount_point / f"f{i}").unlink(missing_ok=True)
+        run = run_forked(case.args("apply", root))
+        assert run.code == 7, run.err
+        assert "nothing was changed" in run.err and "Traceback" not in run.err
+        assert "not enough room" in run.err, run.err
+        assert image(root) == case.original
+        assert leftovers(root) == []
+
+
+def test_a_disk_that_fills_up_mid_write_is_restored_without_new_inodes(case: Case) -> None:
+    # From the fault on, everything that needs an inode or a block fails (PATCHKIT_FAULT_PERSIST): the
+    # rollback must get by with renames of the kept originals and unlinks.
+    runs = 0
+    for n in range(14, 60, 3):
+        root = case.fresh("full-mid-write")
+        env = {**fault_env(n, "ENOSPC"), "PATCHKIT_FAULT_PERSIST": "1"}
+        run = run_forked(case.args("apply", root), env)
+        if run.code == 0:
+            break
+        runs += 1
+        assert run.code == 7, (n, run.err)
+        assert image(root) == case.original, n
+        assert leftovers(root) == [], n
+    assert runs >= 5
+
+
+# -------------------------------------------------------------------------------------------- signals
+
+
+@pytest.mark.parametrize(("name", "code", "word"), [("TERM", 143, "terminated"), ("INT", 130, "interrupted")])
+def test_sigterm_and_sigint_mid_write_roll_back_and_say_so(case: Case, name: str, code: int, word: str) -> None:
+    # The signal arrives at operation n and again at every later one (a supervisor repeating SIGTERM, a user
+    # hammering Ctrl-C): the rollback must still run to its end, with no journal left.
+    # Once every file is written the transaction only goes forward: then the signal ends the run after it.
+    seen = {"before": 0, "after": 0}
+    for n in range(10, 100, 4):
+        root = case.fresh(f"signal-{name}")
+        run = run_forked(case.args("apply", root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": name})
+        if run.code == 0:
+            break
+        assert run.code == code, (n, run.code, run.err)
+        state = whole_state(case, root)
+        assert state is not None, n
+        seen[state] += 1
+        said = "the write in progress was rolled back" if state == "before" else "the write had already completed"
+        assert f"patchkit: {word}" in run.err and said in run.err, (n, run.err)
+        assert leftovers(root) == [], n
+    assert seen["before"] >= 5 and seen["after"] >= 1, seen
+
+
+def test_a_real_sigterm_to_a_fresh_interpreter_leaves_a_whole_tree(case: Case) -> None:
+    import sys
+
+    from tests.safety_helpers import REPO
+
+    for delay in (0.05, 0.15, 0.3):
+        root = case.fresh("real-sigterm")
+        proc = subprocess.Popen([sys.executable, "-m", "patchkit", *case.args("apply", root)], cwd=REPO,
+                                stderr=subprocess.PIPE, stdout=subprocess.DEVNULL)
+        time.sleep(delay)
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode in (0, 143, -signal.SIGTERM), err
+        assert whole_state(case, root) in ("before", "after"), err
+        assert not (root / STATE / "journal.json").exists()
+
+
+# -------------------------------------------------------------------------------- links, xattrs, races
+
+
+def test_a_hard_linked_target_is_refused(case: Case, tmp_path: Path) -> None:
+    root = case.fresh("hardlink")
+    other = case.workdir / "other-name"
+    other.unlink(missing_ok=True)
+    os.link(root / "engine" / "core.py", other)
+    run = run_forked(case.args("apply", root))
+    assert run.code == 2, run.err
+    assert "2 hard links" in run.err and "engine/core.py" in run.err
+    assert image(root) == case.original and not (root / STATE / "journal.json").exists()
+    other.unlink()
+    assert run_forked(case.args("apply", root)).code == 0
+
+
+def test_xattrs_and_acls_survive_a_replace(case: Case) -> None:
+    root = case.fresh("xattrs")
+    target = root / "engine" / "core.py"
+    try:
+        os.setxattr(target, "user.patchkit-test", b"kept")
+    except OSError as exc:
+        pytest.skip(f"no user xattrs here: {exc.strerror}")
+    acl = shutil_which("setfacl")
+    if acl:
+        subprocess.run([acl, "-m", "u:nobody:r", str(target)], check=True)
+    assert run_forked(case.args("apply", root)).code == 0
+    assert os.getxattr(target, "user.patchkit-test") == b"kept"
+    if acl:
+        out = subprocess.run(["getfacl", "-c", str(target)], capture_output=True, text=True, check=True).stdout
+        assert "user:nobody:r--" in out
+
+
+def shutil_which(name: str) -> str | None:
+    import shutil
+
+    return shutil.which(name)
+
+
+def test_a_writer_without_the_lock_is_caught_before_its_write_is_lost(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "a.py").write_bytes(b"a = 1\n")
+    (tmp_path / "b.py").write_bytes(b"b = 1\n")
+    changes = [FileChange(rel, read_snapshot(tmp_path, rel), Snapshot(rel, data, 0o644))
+               for rel, data in (("a.py", b"a = 2\n"), ("b.py", b"b = 2\n"))]
+    real_fsync = Disk.fsync
+    done = {"n": 0}
+
+    def fsync_then_someone_writes(self: Disk, fd: int, name: str) -> None:
+        real_fsync(self, fd, name)
+        if name == "b.py" and not done["n"]:  # b's temp file is ready; another tool appends to b.py now
+            done["n"] = 1
+            with (tmp_path / "b.py").open("ab") as out:
+                out.write(b"# appended by someone else\n")
+
+    monkeypatch.setattr(Disk, "fsync", fsync_then_someone_writes)
+    with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
+        commit_changes(tmp_path, changes)
+    assert (tmp_path / "a.py").read_bytes() == b"a = 1\n"
+    assert (tmp_path / "b.py").read_bytes() == b"b = 1\n# appended by someone else\n", "their write is kept"
+    assert leftovers(tmp_path) == []
+
+
+def test_a_waiter_is_told_who_holds_the_lock(tmp_path: Path) -> None:
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        with locked(tmp_path, 5):
+            os.write(ready_w, b"x")
+            time.sleep(1.6)
+        os._exit(0)
+    os.read(ready_r, 1)
+    told: list[tuple[LockHolder | None, Path]] = []
+    started = time.monotonic()
+    with locked(tmp_path, 10, on_wait=lambda holder, path: told.append((holder, path))):
+        waited = time.monotonic() - started
+    os.waitpid(pid, 0)
+    assert waited >= 1.0 and len(told) == 1
+    holder, path = told[0]
+    assert holder is not None and holder.pid == pid and holder.since.endswith("Z")
+    assert path == tmp_path / STATE / "lock"
+    assert (tmp_path / STATE / "lock").read_bytes() == b"", "released: the lock names nobody"

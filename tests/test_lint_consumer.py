@@ -1,0 +1,286 @@
+"""`patchkit lint` on a consuming benchmark repository (fixtures/consumer-repo), through the real CLI.
+
+The repository has no patches/ registry, only waivers in docs/waiver/ (one with a translation, one pending),
+and scripts with patch sites of every kind next to harmless look-alikes.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from patchkit.scan.rules import SCAN_RULES
+from patchkit.scan.sites import SiteKind
+from tests.conftest import git
+from tests.lint_helpers import REPO, Run, findings, isolate_env, lint
+
+CONSUMER = REPO / "fixtures" / "consumer-repo"
+LAUNCH = "benchmarks/sglang/mi355x/launch_server.sh"
+APPLY = "benchmarks/sglang/mi355x/apply_eagle_fix.sh"
+
+# Every site of the fixture: (path, line, kind). The first five are uncovered.
+UNCOVERED = {
+    (".github/workflows/benchmark.yml", 17, "pip-fork"),
+    (LAUNCH, 13, "in-place-edit"),
+    (LAUNCH, 16, "file-write"),
+    ("docker/Dockerfile", 5, "copy-over"),
+    ("runners/atom/run_atom.sh", 7, "git-apply"),
+}
+COVERED = {
+    (APPLY, 8, "patch"),
+    (APPLY, 8, "heredoc-diff"),
+    (APPLY, 18, "git-apply"),
+    (APPLY, 18, "heredoc-diff"),
+    ("runners/vllm/tune_vllm.py", 12, "python-write"),
+}
+
+
+@pytest.fixture(autouse=True)
+def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_env(monkeypatch)
+
+
+@pytest.fixture
+def consumer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    root = tmp_path / "consumer"
+    shutil.copytree(CONSUMER, root)
+    monkeypatch.chdir(root)
+    return root
+
+
+def _sites(run: Run) -> set[tuple[str, int, str]]:
+    return {(s["path"], s["line"], s["kind"]) for s in run.json()["sites"]}
+
+
+def test_static_run_finds_every_site_and_fails_the_uncovered_ones(consumer: Path) -> None:
+    run = lint("--format", "json")
+    assert run.exit_code == 1
+    data = run.json()
+    assert data["patches_engine"] is True and data["passed"] is False and data["change_patches_engine"] is None
+    assert _sites(run) == UNCOVERED | COVERED  # and none of the look-alikes
+    uncovered = {(f["path"], f["line"]) for f in findings(run, "PK401")}
+    assert uncovered == {(path, line) for path, line, _ in UNCOVERED}
+    covered = {(s["path"], s["line"], s["kind"]): s["covered_by"] for s in data["sites"] if s["covered_by"]}
+    assert covered[(APPLY, 8, "patch")] == {"kind": "waiver", "by": "docs/waiver/2306.md"}
+    assert covered[("runners/vllm/tune_vllm.py", 12, "python-write")]["by"] == "docs/waiver/PENDING-vllm-block-size.md"
+    # The waiver-only repository: no registry error, the covering waiver is no orphan, the translation and
+    # README are accepted, the pending waiver is a warning naming the rename.
+    assert {f["rule"] for f in data["findings"]} == {"PK401", "PK210"}
+    (pending,) = findings(run, "PK210")
+    assert "git mv docs/waiver/PENDING-vllm-block-size.md docs/waiver/N.md" in pending["message"]
+    assert "3.md" not in pending["message"]
+
+
+def test_messages_name_the_site_what_is_patched_and_the_waiver_to_write(consumer: Path) -> None:
+    run = lint()
+    assert run.exit_code == 1
+    line = next(x for x in run.stdout.splitlines() if x.startswith(f"{LAUNCH}:13:"))
+    assert "PK401 error: patch site (in-place-edit)" in line
+    assert "<sglang>/srt/managers/scheduler.py" in line  # resolved through find_spec
+    assert f"add docs/waiver/N.md, N the pull request that introduces it, naming {LAUNCH}" in line
+    assert "5 errors, 1 warning" in run.stderr and "10 patch sites, 5 uncovered" in run.stderr
+    # Every finding starts with file:line (a finding about a whole file points at its line 1).
+    for text in run.stdout.splitlines():
+        place = text.split(": ", 1)[0]
+        assert place.rsplit(":", 1)[-1].isdigit(), text
+
+
+def test_naming_the_file_in_a_waiver_covers_its_sites(consumer: Path) -> None:
+    waiver = consumer / "docs" / "waiver" / "2310.md"
+    text = (consumer / "docs" / "waiver" / "2306.md").read_text()
+    link = "https://github.com/example/inference-benchmarks/blob/main/runners/atom/run_atom.sh#L7"
+    waiver.write_text(text.replace("2306", "2310").replace(f"[{APPLY}](../../{APPLY})", link))
+    run = lint("--format", "json")
+    remaining = {(f["path"], f["line"]) for f in findings(run, "PK401")}
+    assert ("runners/atom/run_atom.sh", 7) not in remaining and len(remaining) == 4
+    # A relative link from the waiver's folder counts too, and a waiver naming nothing is an orphan.
+    waiver.write_text(text.replace("2306", "2310").replace(f"[{APPLY}](../../{APPLY})", "[x](../../docker/Dockerfile)"))
+    run = lint("--format", "json")
+    assert ("docker/Dockerfile", 5) not in {(f["path"], f["line"]) for f in findings(run, "PK401")}
+    waiver.write_text(text.replace("2306", "2310").replace(f"[{APPLY}](../../{APPLY})", "no script named"))
+    assert [f["path"] for f in findings(lint("--format", "json"), "PK209")] == ["docs/waiver/2310.md"]
+
+
+def test_a_site_running_a_registry_patch_is_covered_by_the_registry(consumer: Path) -> None:
+    shutil.copytree(REPO / "fixtures" / "lint" / "clean" / "patches", consumer / "patches")
+    shutil.copy(REPO / "fixtures" / "lint" / "clean" / "waivers" / "7001.md", consumer / "docs" / "waiver")
+    script = consumer / "runners" / "atom" / "run_atom.sh"
+    script.write_text(script.read_text().replace('"$HERE/atom_moe_fix.diff"', "patches/enginex-pr512/change.diff"))
+    run = lint("--format", "json")
+    site = next(s for s in run.json()["sites"] if s["path"] == "runners/atom/run_atom.sh")
+    assert site["covered_by"] == {"kind": "registry", "by": "enginex-pr512"}
+    assert "runners/atom/run_atom.sh" not in {f["path"] for f in findings(run, "PK401")}
+
+
+@pytest.mark.parametrize("kind", list(SiteKind), ids=lambda k: k.label)
+def test_each_rule_alone_reports_its_sites(consumer: Path, kind: SiteKind) -> None:
+    """Switching one rule off (scan-ignore) loses exactly the sites of its kind: each rule finds its own."""
+    everything = _sites(lint("--format", "json"))
+    assert any(k == kind.label for _, _, k in everything), f"the fixture has no {kind.label} site"
+    pyproject = consumer / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + f'scan-ignore = ["{kind.label}"]\n')
+    without = _sites(lint("--format", "json"))
+    assert without == {s for s in everything if s[2] != kind.label}
+
+
+def test_the_rule_registry_has_one_rule_per_kind() -> None:
+    assert set(SCAN_RULES) == set(SiteKind)
+    assert len(set(SCAN_RULES.values())) == len(SiteKind)
+
+
+def test_unknown_scan_ignore_kind_is_bad_input(consumer: Path) -> None:
+    pyproject = consumer / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text() + 'scan-ignore = ["sed"]\n')
+    run = lint()
+    assert run.exit_code == 2
+    assert "unknown site kinds: sed" in run.stderr and "in-place-edit" in run.stderr
+
+
+def test_no_scan_lints_waivers_only(consumer: Path) -> None:
+    run = lint("--no-scan", "--format", "json")
+    assert run.json()["sites"] == [] and findings(run, "PK401") == []
+    # Without the scan, waiver 2306 covers no site it can see: an orphan.
+    assert [f["path"] for f in findings(run, "PK209")] == ["docs/waiver/2306.md"]
+
+
+# ------------------------------------------------------------------------------------------------ baseline
+
+
+def test_write_baseline_accepts_todays_sites_and_new_ones_still_fail(consumer: Path) -> None:
+    run = lint("--write-baseline")
+    assert run.exit_code == 0
+    assert "wrote 5 accepted patch sites to .patchkit-baseline.json" in run.stderr
+    entries = json.loads((consumer / ".patchkit-baseline.json").read_text())["sites"]
+    assert {(e["path"], e["kind"]) for e in entries} == {(p, k) for p, _, k in UNCOVERED}
+    assert all("line" not in e for e in entries)
+    assert lint().exit_code == 0
+    # Moving the site (lines above it) keeps it accepted: the fingerprint has no line number.
+    launch = consumer / LAUNCH
+    launch.write_text(launch.read_text().replace("set -euo pipefail\n", "set -euo pipefail\n\n# moved\n\n"))
+    assert lint().exit_code == 0
+    # A new site fails, named by its own line.
+    launch.write_text(launch.read_text() + 'sed -i "s/a/b/" "$SGL_DIR/srt/server_args.py"\n')
+    run = lint("--format", "json")
+    assert run.exit_code == 1
+    (new,) = findings(run, "PK401")
+    assert new["path"] == LAUNCH and new["line"] == len(launch.read_text().splitlines())
+    # Changing an accepted command makes it a new site, and its old entry stale.
+    dockerfile = consumer / "docker" / "Dockerfile"
+    dockerfile.write_text(dockerfile.read_text().replace("docker/fused_moe.py", "docker/fused_moe_v2.py"))
+    run = lint("--format", "json")
+    assert {f["path"] for f in findings(run, "PK401")} == {LAUNCH, "docker/Dockerfile"}
+    (stale,) = findings(run, "PK404")
+    assert "docker/Dockerfile: copy-over: COPY docker/fused_moe.py" in stale["message"]
+    baseline_lines = (consumer / ".patchkit-baseline.json").read_text().splitlines()
+    assert stale["path"] == ".patchkit-baseline.json" and '"fingerprint"' in baseline_lines[stale["line"] - 1]
+
+
+def test_a_malformed_baseline_is_bad_input(consumer: Path) -> None:
+    (consumer / ".patchkit-baseline.json").write_text("{not json")
+    run = lint()
+    assert run.exit_code == 2
+    assert ".patchkit-baseline.json" in run.stderr and "--write-baseline" in run.stderr
+
+
+# ------------------------------------------------------------------------------------------------ history
+
+
+def _commit(root: Path, message: str) -> None:
+    git(root, "add", "-A")
+    git(root, "commit", "-q", "-m", message)
+
+
+@pytest.fixture
+def history(consumer: Path) -> Path:
+    """main: the fixture with its uncovered sites accepted in a baseline; then a feature branch."""
+    git(consumer, "init", "-q", "-b", "main")
+    assert lint("--write-baseline").exit_code == 0
+    _commit(consumer, "benchmarks, waivers and the accepted baseline")
+    git(consumer, "checkout", "-q", "-b", "feature")
+    return consumer
+
+
+NEW_SCRIPT = "benchmarks/sglang/mi355x/apply_moe_fix.sh"
+
+
+def _add_site(root: Path) -> None:
+    script = root / NEW_SCRIPT
+    script.write_text("#!/bin/sh\ncd /sgl-workspace/sglang\ngit apply \"$(dirname \"$0\")/moe.diff\"\n")
+    _commit(root, "add a patch site")
+
+
+def _waiver(root: Path, number: int, names: str) -> None:
+    text = (root / "docs" / "waiver" / "2306.md").read_text().replace("2306", str(number))
+    (root / "docs" / "waiver" / f"{number}.md").write_text(text.replace(APPLY, names))
+    _commit(root, f"waiver {number}")
+
+
+def test_history_a_pr_adding_a_site_without_its_waiver_fails(history: Path) -> None:
+    _add_site(history)
+    run = lint("--base", "main", "--pr", "2400", "--format", "json")
+    assert run.exit_code == 1
+    (unwaived,) = findings(run, "PK402")
+    assert (unwaived["path"], unwaived["line"]) == (NEW_SCRIPT, 3)
+    assert "add docs/waiver/2400.md to this pull request, naming " + NEW_SCRIPT in unwaived["message"]
+    data = run.json()
+    assert data["change_patches_engine"] is True
+    assert [s["path"] for s in data["sites"] if s["new"]] == [NEW_SCRIPT]
+
+
+def test_history_the_same_pr_with_its_waiver_passes(history: Path) -> None:
+    _add_site(history)
+    _waiver(history, 2400, NEW_SCRIPT)
+    run = lint("--base", "main", "--pr", "2400", "--format", "json")
+    assert run.exit_code == 0, run.stdout
+    assert findings(run, "PK402") == [] and findings(run, "PK403") == []
+
+
+def test_history_a_waiver_named_after_another_pr_does_not_cover_a_new_site(history: Path) -> None:
+    _add_site(history)
+    _waiver(history, 2399, NEW_SCRIPT)
+    run = lint("--base", "main", "--pr", "2400", "--format", "json")
+    (unwaived,) = findings(run, "PK402")
+    assert "docs/waiver/2399.md names the file" in unwaived["message"]
+    assert "#2400" in unwaived["message"]
+
+
+def test_history_changing_a_waived_site_needs_this_prs_waiver(history: Path) -> None:
+    script = history / APPLY
+    script.write_text(script.read_text().replace("--fuzz=3", "--fuzz=0"))
+    _commit(history, "change a site")
+    run = lint("--base", "main", "--pr", "2401", "--format", "json")
+    assert run.exit_code == 1
+    changed = findings(run, "PK402")
+    # The command changed, so both of its sites did: the patch run and the heredoc diff it reads.
+    assert {(f["path"], f["line"]) for f in changed} == {(APPLY, 8)} and len(changed) == 2
+    assert all("docs/waiver/2306.md names the file" in f["message"] for f in changed)
+
+
+def test_history_unrelated_edits_keep_sites_pre_existing(history: Path) -> None:
+    script = history / APPLY
+    script.write_text("# a new first line\n" + script.read_text())
+    _commit(history, "comment only")
+    run = lint("--base", "main", "--pr", "2402", "--format", "json")
+    assert run.exit_code == 0, run.stdout
+    assert run.json()["change_patches_engine"] is False
+
+
+def test_history_pre_existing_site_needs_its_waiver_on_the_base(history: Path) -> None:
+    (history / ".patchkit-baseline.json").unlink()  # the PR drops the accepted baseline
+    _commit(history, "drop the baseline")
+    run = lint("--base", "main", "--pr", "2403", "--format", "json")
+    base_unwaived = {(f["path"], f["line"]) for f in findings(run, "PK403")}
+    assert base_unwaived == {(path, line) for path, line, _ in UNCOVERED}
+    assert findings(run, "PK402") == []
+
+
+def test_history_without_pr_number_warns_when_a_new_waiver_covers_the_site(history: Path) -> None:
+    _add_site(history)
+    _waiver(history, 2400, NEW_SCRIPT)
+    run = lint("--base", "main", "--format", "json")
+    assert run.exit_code == 0
+    (unknown,) = [f for f in findings(run, "PK303") if f["path"] == NEW_SCRIPT]
+    assert "pass --pr N" in unknown["message"]

@@ -1,0 +1,266 @@
+"""The repository scan on small scripts: shell precision, engine-path resolution, and the harmless look-alikes."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from patchkit.scan import ScanConfig, scan_files
+from patchkit.scan.shell import parse_shell
+
+CONFIG = ScanConfig()
+
+
+def sites(path: str, text: str) -> list[tuple[int, str, str | None]]:
+    result = scan_files([(path, text.encode())], CONFIG)
+    return [(s.line, s.kind.label, s.engine_path) for s in result.sites]
+
+
+# ------------------------------------------------------------------------------------------------ the reader
+
+
+def test_continuations_comments_and_quotes() -> None:
+    commands = parse_shell(
+        "sed -i \\\n  -e 's/a # b/c/' \\\n  \"$X/y z.py\"  # trailing comment\necho a#b '#x' \"it's\"\n"
+    )
+    assert [(c.line, c.words) for c in commands] == [
+        (1, ("sed", "-i", "-e", "s/a # b/c/", "$X/y z.py")),
+        (4, ("echo", "a#b", "#x", "it's")),
+    ]
+
+
+def test_heredoc_delimiters_quoted_unquoted_and_tab_stripped() -> None:
+    text = "cat <<'A' > x\nline $1\nA\n\tcat <<-B | wc\n\t\tbody\n\tB\ncat <<\"C\"; echo after\nC\nB\nC\n"
+    commands = parse_shell(text)
+    bodies = [(c.line, h.delimiter, h.quoted, h.body, h.line) for c in commands for h in c.heredocs]
+    assert bodies == [
+        (1, "A", True, ("line $1",), 2),
+        (4, "B", False, ("body",), 5),  # <<- strips every leading tab
+        (7, "C", True, (), 8),
+    ]
+    # The lines after the third heredoc's end are commands again.
+    assert [c.words for c in commands if c.line >= 7] == [("cat",), ("echo", "after"), ("B",), ("C",)]
+
+
+def test_herestring_is_not_a_heredoc_and_substitutions_nest() -> None:
+    (command,) = parse_shell("X=$(python3 -c \"print(')')\" | tr -d '\"') grep -q x <<< \"$X\"\n")
+    assert command.heredocs == () and command.redirects[0].op == "<<<"
+    assert command.assignments[0][1] == "$(python3 -c \"print(')')\" | tr -d '\"')"
+
+
+# ------------------------------------------------------------------------------------------------ sites
+
+
+def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
+    text = (
+        "SGL=$(python3 -c 'import importlib.util as u; print(u.find_spec(\"sglang\").origin)')\n"
+        "D=$(dirname \"$SGL\")\n"
+        "for f in \"$D/a.py\" \"$D/b.py\"; do\n"
+        "  sed -Ei.bak 's/x/y/' \"$f\"\n"
+        "done\n"
+        "perl -pi -e 's/x/y/' /usr/lib/python3/dist-packages/vllm/config.py\n"
+        "find \"$D\" -name '*.py' -exec sed -i 's/a/b/' {} +\n"
+    )
+    assert sites("run.sh", text) == [
+        (4, "in-place-edit", "$(dirname \"<sglang>\")/a.py"),
+        (6, "in-place-edit", "/usr/lib/python3/dist-packages/vllm/config.py"),
+        (7, "in-place-edit", "$(dirname \"<sglang>\")"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "sed -i 's/a/b/' config/local.yaml\n",  # a local file
+        "sed 's/a/b/' /sgl-workspace/sglang/x.py > out.py\n",  # reads the engine, writes elsewhere
+        "echo 'git apply x.diff; patch -p1 < y.diff'\n",  # prose in a string
+        "# git apply fix.diff && patch -p1 < fix.diff\n",  # a comment
+        "cat <<EOF\nthen run: git apply fix.diff\nsed -i s/a/b/ /sgl-workspace/x.py\nEOF\n",  # heredoc text
+        "git apply --check /tmp/fix.diff\n",  # read-only
+        "patch --dry-run -p1 < fix.diff\n",
+        "patch() { echo patching; }\n",  # a function named patch
+        "grep -rn 'patch -p1' .\n",
+        "pip install git+https://github.com/example/bench-tools.git\n",  # not an engine package
+        "pip install sglang==0.4.1\n",  # the registry's release, not a fork
+        "cp /sgl-workspace/sglang/python/x.py backup/\n",  # copies FROM the engine
+        "patchkit apply --all --root /sgl-workspace/sglang\n",  # managed patching
+        "python -m patchkit apply atom-pr2106 --root /opt/ATOM\n",
+        "t=$(mktemp -d)\ncd \"$t\"\ngit init -q && git apply ../x.diff\n",  # a scratch repository
+    ],
+)
+def test_look_alikes_are_not_sites(text: str) -> None:
+    assert sites("run.sh", text) == []
+
+
+def test_git_apply_patch_and_inline_diff_kinds() -> None:
+    text = (
+        "cd \"$ATOM_ROOT\"\n"
+        "git -c core.autocrlf=false apply -p1 fix.diff\n"
+        "patch -d /opt/ATOM -p1 -i fix.diff\n"
+        "git am < series.mbox\n"
+        "cat > /tmp/x.patch <<'EOF'\n"
+        "diff --git a/atom/x.py b/atom/x.py\n"
+        "index 111..222 100644\n"
+        "--- a/atom/x.py\n+++ b/atom/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+        "EOF\n"
+    )
+    assert sites("run.sh", text) == [
+        (2, "git-apply", "$ATOM_ROOT"),
+        (3, "patch", "/opt/ATOM"),
+        (4, "git-apply", "$ATOM_ROOT"),
+        (5, "heredoc-diff", "atom/x.py"),
+    ]
+
+
+def test_writes_and_copies_onto_engine_paths() -> None:
+    text = (
+        "V=$(python3 -c 'import vllm, os; print(os.path.dirname(vllm.__file__))')\n"
+        "echo 'x = 1' >> \"$V/envs.py\"\n"
+        "echo y | sudo tee -a /opt/ATOM/atom/conf.py > /dev/null\n"
+        "install -m 644 fixed.py \"${V}/worker.py\"\n"
+        "tar -xzf overlay.tgz -C /sgl-workspace/sglang\n"
+    )
+    assert sites("run.sh", text) == [
+        (2, "file-write", "<vllm>/envs.py"),
+        (3, "file-write", "/opt/ATOM/atom/conf.py"),
+        (4, "copy-over", "<vllm>/worker.py"),
+        (5, "copy-over", "/sgl-workspace/sglang"),
+    ]
+
+
+def test_pip_installs_of_engine_forks() -> None:
+    text = (
+        "pip install -e 'git+https://github.com/someone/sglang.git@fix#egg=sglang&subdirectory=python'\n"
+        "uv pip install https://example.com/wheels/vllm-0.6.0+rocm-cp310-linux_x86_64.whl\n"
+        "python3 -m pip install --index-url https://pypi.org/simple 'triton @ https://example.com/triton.tar.gz'\n"
+    )
+    assert [(line, kind) for line, kind, _ in sites("run.sh", text)] == [
+        (1, "pip-fork"),
+        (2, "pip-fork"),
+        (3, "pip-fork"),
+    ]
+    assert sites("run.sh", text)[0][2] == (
+        "sglang from git+https://github.com/someone/sglang.git@fix#egg=sglang&subdirectory=python"
+    )
+
+
+def test_python_writes_and_subprocess_calls() -> None:
+    text = (
+        "import importlib.util, os, shutil, subprocess, sglang\n"
+        "from pathlib import Path\n"
+        "root = Path(importlib.util.find_spec('vllm').submodule_search_locations[0])\n"
+        "(root / 'config.py').write_text('x')\n"
+        "shutil.copy('mine.py', os.path.join(os.path.dirname(sglang.__file__), 'srt', 'x.py'))\n"
+        "subprocess.run(['sed', '-i', 's/a/b/', str(root / 'envs.py')], check=True)\n"
+        "os.system('cd /sgl-workspace/sglang && git apply fix.diff')\n"
+        "open('results.json', 'w').write('{}')\n"
+        "def local():\n"
+        "    root = 'out'\n"
+        "    open(root + '/x.txt', 'w')\n"
+    )
+    assert sites("tune.py", text) == [
+        (4, "python-write", "<vllm>/config.py"),
+        (5, "python-write", "<sglang>/srt/x.py"),
+        (6, "in-place-edit", "<vllm>/envs.py"),
+        (7, "git-apply", "/sgl-workspace/sglang"),
+    ]
+
+
+def test_python_heredoc_in_shell_uses_the_shells_variables() -> None:
+    text = (
+        "SITE=$(python3 -c 'import site; print(site.getsitepackages()[0])')\n"
+        "python3 - <<EOF\n"
+        "import re\n"
+        "p = '$SITE/sglang/srt/server_args.py'\n"
+        "s = open(p).read()\n"
+        "open(p, 'w').write(re.sub('a', 'b', s))\n"
+        "EOF\n"
+    )
+    assert sites("run.sh", text) == [(6, "python-write", "<site-packages>/sglang/srt/server_args.py")]
+
+
+def test_dockerfile_and_workflow_readers() -> None:
+    dockerfile = (
+        "FROM image\n"
+        "RUN --mount=type=cache,target=/root/.cache \\\n"
+        "    # a comment inside the continuation\n"
+        "    sed -i 's/a/b/' /sgl-workspace/sglang/python/x.py\n"
+        "COPY --chown=root fix.py /usr/local/lib/python3.10/dist-packages/sglang/x.py\n"
+        "ADD notes.txt /opt/notes.txt\n"
+    )
+    assert sites("docker/Dockerfile.rocm", dockerfile) == [
+        (4, "in-place-edit", "/sgl-workspace/sglang/python/x.py"),  # the line the command is on
+        (5, "copy-over", "/usr/local/lib/python3.10/dist-packages/sglang/x.py"),
+    ]
+    workflow = (
+        "jobs:\n  a:\n    steps:\n"
+        "      - run: echo 'git apply'\n"
+        "      - name: patch\n"
+        "        run: |\n"
+        "          echo start\n"
+        "\n"
+        "          cd /sgl-workspace/sglang && git apply $GITHUB_WORKSPACE/fix.diff\n"
+        "        env:\n"
+        "          X: git apply\n"
+    )
+    assert sites(".github/workflows/ci.yml", workflow) == [(9, "git-apply", "/sgl-workspace/sglang")]
+
+
+def test_configured_engine_roots_and_globs() -> None:
+    config = ScanConfig(engine_roots=("/models/engine",), include=("ops/**",))
+    files = [
+        ("ops/deploy", b"#!/bin/bash\nsed -i s/a/b/ /models/engine/x.py\nsed -i s/a/b/ /sgl-workspace/x.py\n"),
+        ("other/run.sh", b"git apply x.diff\n"),
+    ]
+    result = scan_files(files, config)
+    assert [(s.path, s.line) for s in result.sites] == [("ops/deploy", 2)]
+    assert result.files == ("ops/deploy",)
+
+
+def test_fingerprints_ignore_line_numbers_but_not_commands_or_repeats() -> None:
+    one = scan_files([("a.sh", b"git apply x.diff\ngit apply x.diff\n")], CONFIG).sites
+    moved = scan_files([("a.sh", b"\n\ngit apply x.diff\necho\ngit apply x.diff\n")], CONFIG).sites
+    changed = scan_files([("a.sh", b"git apply y.diff\ngit apply x.diff\n")], CONFIG).sites
+    assert [s.fingerprint for s in one] == [s.fingerprint for s in moved]
+    assert len({s.fingerprint for s in one}) == 2  # the second occurrence is its own site
+    assert {s.fingerprint for s in changed} != {s.fingerprint for s in one}
+
+
+def test_a_python_file_that_does_not_parse_is_a_problem_not_a_crash() -> None:
+    result = scan_files([("x.py", b"def (:\n")], CONFIG)
+    assert result.sites == () and len(result.problems) == 1
+    assert "does not parse" in result.problems[0].message and result.problems[0].line == 1
+    embedded = scan_files([("x.sh", b"echo\npython3 - <<'PY'\nok = 1\ndef (:\nPY\n")], CONFIG)
+    assert [(p.line, p.message.split(" (")[0]) for p in embedded.problems] == [(4, "embedded Python does not parse")]
+
+
+def test_perl_options_holding_an_i_are_not_in_place() -> None:
+    assert sites("run.sh", "perl -Mlib=/x -ne 'print' /sgl-workspace/sglang/x.py\n") == []
+    assert sites("run.sh", "perl -i.orig -pe 's/a/b/' /sgl-workspace/sglang/x.py\n") == [
+        (1, "in-place-edit", "/sgl-workspace/sglang/x.py")
+    ]
+
+
+def test_hostile_nesting_is_a_problem_not_a_crash() -> None:
+    deep_shell = b"X=" + b"$(" * 5000 + b")" * 5000 + b"\n"
+    deep_python = b"x = " + b"+".join([b"'a'"] * 20000) + b"\n"
+    result = scan_files([("a.sh", deep_shell), ("b.py", deep_python)], CONFIG)
+    assert result.sites == ()
+    assert [(p.path, p.message) for p in result.problems] == [
+        ("a.sh", "too deeply nested to read"),
+        ("b.py", "too deeply nested to read"),
+    ]
+
+
+_SHELLISH = "abc $'\"`\\#;&|()<>{}-=/\n\t EOF<<-"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=_SHELLISH, max_size=120),
+    st.sampled_from(["a.sh", "x.py", "Dockerfile", ".github/workflows/w.yml"]),
+)
+def test_any_text_is_read_without_error(text: str, path: str) -> None:
+    result = scan_files([(path, text.encode())], CONFIG)
+    assert all(site.line >= 1 for site in result.sites)

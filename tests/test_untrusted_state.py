@@ -1,0 +1,247 @@
+"""Issue 10, privilege and trust: `.patchkit` is input like any other, run as root next to an unprivileged user.
+
+Everything here drives the real CLI (forked) on real trees; the attacker's steps run as a real unprivileged
+user (created with useradd if needed) wherever the attack is something that user does.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.safety_helpers import (
+    PATCH_ID,
+    Case,
+    as_user,
+    build_case,
+    chown_tree,
+    fast_workdir,
+    fault_env,
+    image,
+    run_forked,
+    run_here,
+    unprivileged_user,
+    whole_state,
+)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+STATE = ".patchkit"
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
+    with fast_workdir(tmp_path_factory.mktemp("untrusted")) as workdir:
+        os.chmod(workdir, 0o755)  # the unprivileged user must reach the registry and the trees
+        yield build_case(workdir)
+
+
+@pytest.fixture(scope="module")
+def user() -> tuple[int, int]:
+    return unprivileged_user()
+
+
+def interrupted(case: Case, name: str) -> Path:
+    """A tree whose apply was SIGKILLed mid-write: a real journal waits in .patchkit, the tree is mixed."""
+    for n in range(8, 60):
+        root = case.fresh(name)
+        run_forked(case.args("apply", root), fault_env(n))
+        if (root / STATE / "journal.json").exists() and whole_state(case, root) is None:
+            return root
+    raise AssertionError("no kill point left a journal")
+
+
+def refused(case: Case, root: Path, action: str, needle: str) -> str:
+    before = image(root)
+    state_before = image(root / STATE) if (root / STATE).is_dir() else None
+    run = run_forked(case.args(action, root))
+    assert run.code == 2, (run.code, run.err)
+    assert needle in run.err and "Traceback" not in run.err, run.err
+    assert image(root) == before, "nothing may be written to the tree"
+    if state_before is not None:
+        assert image(root / STATE) == state_before, "nor to the state folder"
+    return run.err
+
+
+@pytest.mark.parametrize("action", ["status", "apply", "revert"])
+def test_a_journal_another_user_owns_is_never_replayed(case: Case, user: tuple[int, int], action: str) -> None:
+    root = interrupted(case, f"owned-{action}")
+    os.chown(root / STATE, *user)
+    os.chown(root / STATE / "journal.json", *user)
+    err = refused(case, root, action, f"is owned by uid {user[0]}")
+    assert f"{root}/{STATE}" in err and "chown" in err  # names the folder and says what to do
+
+
+@pytest.mark.parametrize("target", ["folder", "journal"])
+def test_a_journal_others_could_write_is_never_replayed(case: Case, target: str) -> None:
+    root = interrupted(case, f"writable-{target}")
+    os.chmod(root / STATE if target == "folder" else root / STATE / "journal.json", 0o777)
+    refused(case, root, "status", "writable by group or others")
+
+
+def test_a_journal_planted_by_the_tree_owner_cannot_write_setuid_files_or_into_git(
+    case: Case, user: tuple[int, int]
+) -> None:
+    root = interrupted(case, "planted")
+    (root / ".git").mkdir()
+    (root / ".git" / "config").write_bytes(b"[core]\n")
+    chown_tree(root, *user)
+    os.chown(root / STATE, 0, 0)  # root's real state stays root's: the attacker swaps it instead
+    os.chown(root / STATE / "journal.json", 0, 0)
+    real = (root / STATE / "journal.json").read_bytes()
+    header, _, body = real.partition(b"\n")
+    doc = json.loads(header)
+    for entry in doc["entries"]:
+        if entry["before"]:
+            entry["before"]["mode"] = 0o4755  # "restore" everything setuid
+    doc["entries"].append({**doc["entries"][0], "path": ".git/config"})
+    forged = json.dumps(doc).encode() + b"\n" + body
+
+    def swap() -> None:  # what the tree's owner can do: move root's folder away, put their own in its place
+        os.rename(root / STATE, root / ".patchkit-old")
+        os.mkdir(root / STATE, 0o755)
+        (root / STATE / "journal.json").write_bytes(forged)
+
+    as_user(*user, swap)
+    refused(case, root, "status", f"is owned by uid {user[0]}")
+    assert not any(p.stat().st_mode & (stat.S_ISUID | stat.S_ISGID) for p in root.rglob("*") if p.is_file())
+    assert (root / ".git" / "config").read_bytes() == b"[core]\n"
+
+
+def test_a_forged_record_and_stored_diff_cannot_make_revert_write(case: Case, user: tuple[int, int]) -> None:
+    root = case.fresh("forged-record", patched=True)
+    chown_tree(root, *user)
+    for path in [root / STATE, *(root / STATE).rglob("*")]:
+        os.chown(path, 0, 0)
+    record_name = f"applied/{PATCH_ID}.json"
+    record = json.loads((root / STATE / record_name).read_bytes())
+    record["hunkset_sha256"] = "0" * 64  # a "stale" record: revert would take the stored copy at its word
+
+    def forge() -> None:
+        shutil.copytree(root / STATE, root / ".elsewhere")
+        os.rename(root / STATE, root / ".patchkit-old")
+        os.rename(root / ".elsewhere", root / STATE)
+        (root / STATE / record_name).write_text(json.dumps(record), encoding="utf-8")
+
+    as_user(*user, forge)
+    assert (root / STATE / record_name).stat().st_uid == user[0]
+    refused(case, root, "revert", f"is owned by uid {user[0]}")
+    tree = {p: v for p, v in image(root).items() if not p.startswith(".patchkit-old")}
+    assert tree == case.patched, "the tree is still the patched one"
+
+
+def test_state_another_user_made_by_running_patchkit_is_refused_until_chowned(
+    case: Case, user: tuple[int, int]
+) -> None:
+    root = case.fresh("users-own")
+    chown_tree(root, *user)
+    as_user(*user, lambda: None if run_here(case.args("apply", root)) == 0 else os._exit(3))
+    assert (root / STATE).stat().st_uid == user[0]
+    refused(case, root, "status", f"is owned by uid {user[0]}")
+    for path in [root / STATE, *(root / STATE).rglob("*")]:
+        os.chown(path, 0, 0)  # what the hint says to do once the content is known to be good
+    assert run_forked(case.args("status", root)).code == 0
+
+
+def test_a_record_nobody_else_could_write_is_still_used(case: Case, user: tuple[int, int]) -> None:
+    # The other half of the rule: a tree owned by a service user, patched by root, keeps working.
+    root = case.fresh("service-user")
+    chown_tree(root, *user)
+    assert run_forked(case.args("apply", root)).code == 0
+    run = run_forked(case.args("status", root, "--json"))
+    assert run.code == 0 and run.json()["state"] == "applied", run.err
+    assert run_forked(case.args("revert", root)).code == 0
+
+
+def test_umask_000_gives_explicit_modes(case: Case) -> None:
+    root = case.fresh("umask")
+    old = os.umask(0)
+    try:
+        killed = run_forked(case.args("apply", root), fault_env(14))
+        assert killed.killed
+        journal = root / STATE / "journal.json"
+        assert journal.exists() and stat.S_IMODE(journal.stat().st_mode) == 0o600
+        done = run_forked(case.args("apply", root))
+    finally:
+        os.umask(old)
+    assert done.code == 0, done.err
+    modes = {p.relative_to(root).as_posix(): stat.S_IMODE(p.lstat().st_mode) for p in root.rglob("*")}
+    assert modes[STATE] == 0o755
+    assert modes[f"{STATE}/applied"] == 0o755
+    assert modes[f"{STATE}/applied/{PATCH_ID}.json"] == 0o644
+    assert modes[f"{STATE}/lock"] == 0o644
+    assert modes["engine/plugins"] == modes["engine/plugins/extra"] == 0o755
+    assert modes["engine/plugins/extra/added.py"] == 0o644  # the diff's 100644, not 0666
+    assert not [p for p, m in modes.items() if m & 0o002], "nothing world-writable"
+    assert image(root) == case.patched
+    run = run_forked(case.args("status", root, "--json"))
+    assert run.json()["state"] == "applied"
+
+
+def test_root_keeps_owners_and_drops_setuid_on_a_rewritten_file(case: Case, user: tuple[int, int]) -> None:
+    root = case.fresh("setuid")
+    chown_tree(root, *user)
+    helper = root / "engine/tools/helper.py"  # modified by the diff, stays 0755
+    os.chmod(helper, 0o6755)
+    os.chown(root / "engine/core.py", user[0], 0)  # a group that differs from the user's
+    run = run_forked(case.args("apply", root))
+    assert run.code == 0, run.err
+    st = helper.stat()
+    assert (st.st_uid, st.st_gid) == user
+    assert stat.S_IMODE(st.st_mode) == 0o755, "setuid/setgid are dropped on a content change, like git"
+    core = (root / "engine/core.py").stat()
+    assert (core.st_uid, core.st_gid) == (user[0], 0)
+    assert (root / "engine/run.sh").stat().st_uid == user[0]  # a mode-only change keeps the owner too
+    setuid = [p for p in root.rglob("*") if p.is_file() and p.stat().st_mode & (stat.S_ISUID | stat.S_ISGID)]
+    assert setuid == []
+
+
+def test_read_only_commands_create_nothing(case: Case) -> None:
+    root = case.fresh("read-only-commands")
+    for args in (case.args("status", root), case.args("apply", root, "--dry-run")):
+        run = run_forked(args)
+        assert run.code in (0, 3), run.err
+        assert not (root / STATE).exists() and not (root / ".gitignore").exists()
+    assert image(root) == case.original
+
+
+def test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recovers(case: Case) -> None:
+    source = interrupted(case, "journal-source")
+    target = case.fresh("journal-target")
+    os.rename(source / STATE, target / STATE)  # root's own, trusted folder, but written for another root
+    refused(case, target, "status", "written for another root")
+    moved = interrupted(case, "journal-moved")
+    renamed = moved.with_name("journal-moved-elsewhere")  # the same volume mounted at another path
+    shutil.rmtree(renamed, ignore_errors=True)
+    os.rename(moved, renamed)
+    run = run_forked(case.args("status", renamed))
+    assert run.code == 3 and "recovered an interrupted apply" in run.err, run.err
+    assert image(renamed) == case.original
+
+
+def test_a_user_who_cannot_reach_the_root_gets_a_clear_error(case: Case, user: tuple[int, int]) -> None:
+    root = case.fresh("unreachable")
+    hidden = case.workdir / "hidden"
+    hidden.mkdir(mode=0o700, exist_ok=True)
+    inner = hidden / "tree"
+    shutil.rmtree(inner, ignore_errors=True)
+    os.rename(root, inner)
+
+    def status() -> None:
+        import contextlib
+        import io
+
+        from patchkit.cli import run
+
+        err = io.StringIO()
+        with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+            code = run(case.args("status", inner))
+        if code != 2 or "cannot reach the engine root" not in err.getvalue() or "Traceback" in err.getvalue():
+            raise AssertionError((code, err.getvalue()))
+
+    as_user(*user, status)
