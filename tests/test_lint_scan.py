@@ -228,9 +228,11 @@ def test_fingerprints_ignore_line_numbers_but_not_commands_or_repeats() -> None:
 
 
 def test_a_python_file_that_does_not_parse_is_a_problem_not_a_crash() -> None:
-    result = scan_files([("x.py", b"def (:\n")], CONFIG)
+    result = scan_files([("x.py", b"import subprocess\ndef (:\n")], CONFIG)
     assert result.sites == () and len(result.problems) == 1
-    assert "does not parse" in result.problems[0].message and result.problems[0].line == 1
+    assert "does not parse" in result.problems[0].message and result.problems[0].line == 2
+    # A file that names no engine idiom, runs nothing and holds no diff cannot hold a site: it is not parsed.
+    assert scan_files([("y.py", b"def (:\n")], CONFIG).problems == ()
     embedded = scan_files([("x.sh", b"echo\npython3 - <<'PY'\nok = 1\ndef (:\nPY\n")], CONFIG)
     assert [(p.line, p.message.split(" (")[0]) for p in embedded.problems] == [(4, "embedded Python does not parse")]
 

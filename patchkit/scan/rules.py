@@ -27,10 +27,7 @@ def _site(view: ScriptView, command: Command, kind: SiteKind, engine: str | None
 
 def _commands(view: ScriptView) -> Iterator[tuple[Command, int, tuple[str, ...]]]:
     """(command, index of its argv[0] in its words, argv) for every command that is not patchkit's."""
-    for command in view.commands:
-        offset, argv = argv_of(command)
-        if argv and not is_managed(command):
-            yield command, offset, argv
+    yield from view.runnable
 
 
 def _engine(view: ScriptView, command: Command, index: int) -> str | None:

@@ -9,11 +9,14 @@ Every command keeps the 1-based line it starts on. Words keep expansions as writ
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 _OPERATORS = ("&&", "||", ";;", ";&", "|&", ";", "&", "|", "(", ")")
 _REDIRECTS = ("<<<", "<<-", "<<", ">>", "&>>", "&>", ">&", "<&", "<>", ">|", ">", "<")
 _METACHARS = " \t\n;&|()<>"
+_OPERATOR_STARTS = ";&|()"
+_PLAIN = re.compile(r"[^\s;&|()<>\\'\"$`]+")
 
 
 @dataclass(frozen=True)
@@ -94,9 +97,10 @@ class _Reader:
             elif char == "#":
                 end = text.find("\n", self.pos)
                 self._advance((len(text) if end < 0 else end) - self.pos)
-            elif self._read_redirect():
+            elif (char in "<>&" or char.isdigit()) and self._read_redirect():
                 continue
-            elif (op := next((o for o in _OPERATORS if text.startswith(o, self.pos)), None)) is not None:
+            elif char in _OPERATOR_STARTS:
+                op = next(o for o in _OPERATORS if text.startswith(o, self.pos))
                 self._advance(len(op))
                 self._end_command()
             else:
@@ -196,8 +200,11 @@ class _Reader:
                 self._skip_expansion()
                 out.append(text[start : self.pos])
             else:
-                out.append(char)
-                self._advance(1)
+                # A run of plain characters at once: the common case, and no newline in it.
+                plain = _PLAIN.match(text, self.pos)
+                end = plain.end() if plain else self.pos + 1
+                out.append(text[self.pos : end])
+                self.pos = end
         return "".join(out)
 
     def _read_double_quoted(self) -> str:

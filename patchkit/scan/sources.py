@@ -28,7 +28,7 @@ class Language(Enum):
 
 
 @dataclass(frozen=True)
-class ScriptView:
+class ScriptView:  # not slotted: `runnable` is computed once
     """Everything the scan rules look at in one file."""
 
     path: str  # repository-relative POSIX path
@@ -39,6 +39,16 @@ class ScriptView:
     resolver: EngineResolver
     scratch: frozenset[str]  # shell variables holding a temporary folder (mktemp)
     problems: tuple[tuple[int | None, str], ...]  # (line, what) of parts that could not be read
+
+    @functools.cached_property
+    def runnable(self) -> tuple[tuple[Command, int, tuple[str, ...]], ...]:
+        """(command, index of argv[0] in its words, argv) of every command that is not a call of patchkit."""
+        out = []
+        for command in self.commands:
+            offset, argv = argv_of(command)
+            if argv and not is_managed(command):
+                out.append((command, offset, argv))
+        return tuple(out)
 
 
 def matches_glob(pattern: str, path: str) -> bool:
@@ -116,6 +126,8 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     problems: list[tuple[int | None, str]] = []
     if language is Language.PYTHON:
         resolver = EngineResolver(config, {})
+        if not _may_have_sites(text, config):
+            return ScriptView(path, language, (), (), (), resolver, frozenset(), ())
         reading = read_python(text, resolver)
         if reading.error:
             problems.append((reading.error_line, f"Python does not parse ({reading.error})"))
@@ -145,6 +157,20 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
     )
+
+
+# A Python file can only hold a site if it names an engine path (an idiom, an installed-packages folder, an
+# engine root or the environment) or runs a command, or holds a diff: without any of these words, skip parsing.
+_PYTHON_TRIGGERS = (
+    "site-packages", "dist-packages", "find_spec", "__file__", "__path__", "import_module", "resources",
+    "getsitepackages", "getusersitepackages", "get_python_lib", "get_path", "locate_file", "environ", "getenv",
+    "subprocess", "system", "popen", "Popen", "@@ -", "diff --git",
+)
+
+
+def _may_have_sites(text: str, config: ScanConfig) -> bool:
+    roots = tuple(root.lstrip("$") for root in config.engine_roots)
+    return any(word in text for word in _PYTHON_TRIGGERS + roots)
 
 
 def _scratch(commands: Iterable[Command]) -> frozenset[str]:
