@@ -246,7 +246,7 @@ def test_perl_options_holding_an_i_are_not_in_place() -> None:
 
 def test_hostile_nesting_is_a_problem_not_a_crash() -> None:
     deep_shell = b"X=" + b"$(" * 5000 + b")" * 5000 + b"\n"
-    deep_python = b"x = " + b"+".join([b"'a'"] * 20000) + b"\n"
+    deep_python = b"import subprocess\nx = " + b"+".join([b"'a'"] * 20000) + b"\n"
     result = scan_files([("a.sh", deep_shell), ("b.py", deep_python)], CONFIG)
     assert result.sites == ()
     assert [(p.path, p.message) for p in result.problems] == [
