@@ -22,14 +22,17 @@ from patchkit.lint.report import OutputFormat, format_report, summarise
 )
 @click.option("--strict", is_flag=True, help="Fail on warnings too, e.g. pending (not yet vendored) entries.")
 @click.option(
-    "--base", metavar="REV", help="History mode: every patch changed in REV..HEAD must change its waiver too."
+    "--base",
+    metavar="REV",
+    help="History mode: every patch changed in REV..HEAD must change its waiver too, and every patch site added "
+    "or changed needs the waiver of this pull request, added in the range.",
 )
 @click.option(
     "--pr",
     type=click.IntRange(min=1),
     metavar="N",
-    help="With --base: the pull request being checked; new patches must have introduced_by = N "
-    "(default: read from the CI environment, e.g. GITHUB_REF).",
+    help="With --base: the pull request being checked; new patches must have introduced_by = N and new sites "
+    "need waiver N.md (default: read from the CI environment, e.g. GITHUB_REF).",
 )
 @click.option(
     "--scan/--no-scan",
@@ -54,7 +57,8 @@ from patchkit.lint.report import OutputFormat, format_report, summarise
     type=click.Choice([f.value for f in OutputFormat]),
     default=OutputFormat.TEXT.value,
     show_default=True,
-    help="text: file:line: RULE severity: message; json; github: workflow annotations.",
+    help="text: file:line: RULE severity: message; json: findings, every site and the verdict "
+    "(patches_engine, change_patches_engine); github: workflow annotations.",
 )
 @click.pass_context
 def command(
