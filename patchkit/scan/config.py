@@ -30,6 +30,8 @@ DEFAULT_INCLUDE = (
     "**/Containerfile",
     ".github/workflows/*.yml",
     ".github/workflows/*.yaml",
+    ".github/actions/**/*.yml",  # composite actions
+    ".github/actions/**/*.yaml",
     "benchmarks/**",
     "runners/**",
 )
