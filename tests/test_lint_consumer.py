@@ -284,3 +284,21 @@ def test_history_without_pr_number_warns_when_a_new_waiver_covers_the_site(histo
     assert run.exit_code == 0
     (unknown,) = [f for f in findings(run, "PK303") if f["path"] == NEW_SCRIPT]
     assert "pass --pr N" in unknown["message"]
+
+
+def test_github_annotations_point_at_each_uncovered_site(consumer: Path) -> None:
+    run = lint("--format", "github")
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error ")]
+    places = {line.split("::")[1] for line in errors}
+    assert places == {
+        f"error file={path.replace(':', '%3A')},line={line},title=PK401" for path, line, _ in UNCOVERED
+    }
+
+
+def test_patchkits_own_code_has_no_patch_sites(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large real code base full of file writes and subprocess calls, none of them onto an engine path."""
+    monkeypatch.chdir(REPO)
+    run = lint("--format", "json")
+    data = run.json()
+    assert data["files_scanned"] > 40
+    assert data["sites"] == [] and [f for f in data["findings"] if f["rule"].startswith("PK4")] == []
