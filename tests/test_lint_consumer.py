@@ -30,10 +30,11 @@ UNCOVERED = {
     ("runners/atom/run_atom.sh", 7, "git-apply"),
 }
 COVERED = {
-    (APPLY, 8, "patch"),
-    (APPLY, 8, "heredoc-diff"),
-    (APPLY, 18, "git-apply"),
-    (APPLY, 18, "heredoc-diff"),
+    (APPLY, 9, "git-checkout"),
+    (APPLY, 11, "patch"),
+    (APPLY, 11, "heredoc-diff"),
+    (APPLY, 21, "git-apply"),
+    (APPLY, 21, "heredoc-diff"),
     ("runners/vllm/tune_vllm.py", 12, "python-write"),
 }
 
@@ -64,7 +65,7 @@ def test_static_run_finds_every_site_and_fails_the_uncovered_ones(consumer: Path
     uncovered = {(f["path"], f["line"]) for f in findings(run, "PK401")}
     assert uncovered == {(path, line) for path, line, _ in UNCOVERED}
     covered = {(s["path"], s["line"], s["kind"]): s["covered_by"] for s in data["sites"] if s["covered_by"]}
-    assert covered[(APPLY, 8, "patch")] == {"kind": "waiver", "by": "docs/waiver/2306.md"}
+    assert covered[(APPLY, 11, "patch")] == {"kind": "waiver", "by": "docs/waiver/2306.md"}
     assert covered[("runners/vllm/tune_vllm.py", 12, "python-write")]["by"] == "docs/waiver/PENDING-vllm-block-size.md"
     # The waiver-only repository: no registry error, the covering waiver is no orphan, the translation and
     # README are accepted, the pending waiver is a warning naming the rename.
@@ -81,7 +82,7 @@ def test_messages_name_the_site_what_is_patched_and_the_waiver_to_write(consumer
     assert "PK401 error: patch site (in-place-edit)" in line
     assert "<sglang>/srt/managers/scheduler.py" in line  # resolved through find_spec
     assert f"add docs/waiver/N.md, N the pull request that introduces it, naming {LAUNCH}" in line
-    assert "5 errors, 1 warning" in run.stderr and "10 patch sites, 5 uncovered" in run.stderr
+    assert "5 errors, 1 warning" in run.stderr and "11 patch sites, 5 uncovered" in run.stderr
     # Every finding starts with file:line (a finding about a whole file points at its line 1).
     for text in run.stdout.splitlines():
         place = text.split(": ", 1)[0]
@@ -255,7 +256,7 @@ def test_history_changing_a_waived_site_needs_this_prs_waiver(history: Path) -> 
     assert run.exit_code == 1
     changed = findings(run, "PK402")
     # The command changed, so both of its sites did: the patch run and the heredoc diff it reads.
-    assert {(f["path"], f["line"]) for f in changed} == {(APPLY, 8)} and len(changed) == 2
+    assert {(f["path"], f["line"]) for f in changed} == {(APPLY, 11)} and len(changed) == 2
     assert all("docs/waiver/2306.md names the file" in f["message"] for f in changed)
 
 

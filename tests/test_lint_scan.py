@@ -266,3 +266,21 @@ _SHELLISH = "abc $'\"`\\#;&|()<>{}-=/\n\t EOF<<-"
 def test_any_text_is_read_without_error(text: str, path: str) -> None:
     result = scan_files([(path, text.encode())], CONFIG)
     assert all(site.line >= 1 for site in result.sites)
+
+
+def test_git_checkouts_in_an_engine_tree() -> None:
+    text = (
+        "git clone https://github.com/someone/sglang /sgl-workspace/sglang\n"
+        "cd /sgl-workspace/sglang\n"
+        "git fetch origin && git log -1 && git status\n"
+        "git cherry-pick 1a2b3c\n"
+        "git -C /opt/ATOM reset --hard v1.2\n"
+        "git stash list\n"
+        "cd /tmp/work && git checkout main\n"  # not an engine tree
+        "git -C \"$GITHUB_WORKSPACE\" checkout main\n"
+    )
+    assert sites("run.sh", text) == [
+        (1, "git-checkout", "/sgl-workspace/sglang"),
+        (4, "git-checkout", "/sgl-workspace/sglang"),
+        (5, "git-checkout", "/opt/ATOM"),
+    ]

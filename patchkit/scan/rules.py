@@ -109,6 +109,41 @@ def find_git_apply(view: ScriptView) -> Iterator[PatchSite]:
         yield _site(view, command, SiteKind.GIT_APPLY, engine)
 
 
+# Subcommands that change the files of the work tree they run in (or, for clone, create one).
+_GIT_TREE_CHANGING = frozenset(
+    {"checkout", "switch", "restore", "cherry-pick", "pull", "merge", "rebase", "reset", "revert", "stash", "clone"}
+)
+_GIT_READ_ONLY_FORMS = frozenset({"--help", "-h", "--list", "-l", "show", "list"})
+
+
+def find_git_checkouts(view: ScriptView) -> Iterator[PatchSite]:
+    """`git checkout REF`, `cherry-pick`, `pull`, `reset --hard`, ... run in an engine checkout (by `-C DIR` or a
+    `cd DIR` before it), and `git clone URL DIR` into an engine path: the engine is then other code."""
+    for command, offset, argv in _commands(view):
+        if program_name(argv[0]) != "git":
+            continue
+        index, folder_at = 1, None
+        while index < len(argv) and argv[index].startswith("-"):
+            if argv[index] == "-C" and index + 1 < len(argv):
+                folder_at = index + 1
+            index += 2 if argv[index] in _GIT_VALUED else 1
+        if index >= len(argv) or argv[index] not in _GIT_TREE_CHANGING:
+            continue
+        sub, rest = argv[index], argv[index + 1 :]
+        if _GIT_READ_ONLY_FORMS & set(rest[:1]) or (sub == "stash" and rest[:1] not in (("pop",), ("apply",))):
+            continue
+        if sub == "clone":
+            operands = _operands(argv, index + 1, frozenset({"-b", "--branch", "--depth", "-o", "--origin"}))
+            engine = _engine(view, command, offset + operands[1]) if len(operands) >= 2 else None
+        elif folder_at is not None:
+            engine = _engine(view, command, offset + folder_at)
+        else:
+            cwd = _directory_before(view, command)
+            engine = view.resolver.engine_path(cwd) if cwd else None
+        if engine is not None:
+            yield _site(view, command, SiteKind.GIT_CHECKOUT, engine)
+
+
 _PATCH_VALUED = frozenset({"-p", "-d", "-i", "-o", "-r", "-B", "-D", "-F", "-V", "-Y", "-z", "-g"})
 
 
@@ -377,6 +412,7 @@ def _url_package(word: str) -> tuple[str, str] | None:
 
 SCAN_RULES: dict[SiteKind, ScanRule] = {
     SiteKind.GIT_APPLY: find_git_apply,
+    SiteKind.GIT_CHECKOUT: find_git_checkouts,
     SiteKind.PATCH: find_patch,
     SiteKind.HEREDOC_DIFF: find_heredoc_diffs,
     SiteKind.IN_PLACE_EDIT: find_in_place_edits,

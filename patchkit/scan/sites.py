@@ -12,6 +12,7 @@ class SiteKind(Enum):
     """Every kind of patch site the scan finds; `label` is its stable name (config, JSON, baseline)."""
 
     GIT_APPLY = ("git-apply", "runs git apply")
+    GIT_CHECKOUT = ("git-checkout", "switches the engine checkout to other code")
     PATCH = ("patch", "runs patch")
     HEREDOC_DIFF = ("heredoc-diff", "carries an inline diff (heredoc)")
     IN_PLACE_EDIT = ("in-place-edit", "edits an engine file in place (sed -i / perl -pi)")
