@@ -109,11 +109,18 @@ def test_a_site_running_a_registry_patch_is_covered_by_the_registry(consumer: Pa
     shutil.copytree(REPO / "fixtures" / "lint" / "clean" / "patches", consumer / "patches")
     shutil.copy(REPO / "fixtures" / "lint" / "clean" / "waivers" / "7001.md", consumer / "docs" / "waiver")
     script = consumer / "runners" / "atom" / "run_atom.sh"
-    script.write_text(script.read_text().replace('"$HERE/atom_moe_fix.diff"', "patches/enginex-pr512/change.diff"))
+    script.write_text(script.read_text().replace('"$HERE/atom_moe_fix.diff"', "patches/enginex-pr512/pr512.diff"))
     run = lint("--format", "json")
     site = next(s for s in run.json()["sites"] if s["path"] == "runners/atom/run_atom.sh")
     assert site["covered_by"] == {"kind": "registry", "by": "enginex-pr512"}
     assert "runners/atom/run_atom.sh" not in {f["path"] for f in findings(run, "PK401")}
+    # The registry in a variable: the patch's own folder and diff name still tell it.
+    script.write_text(script.read_text().replace("patches/enginex-pr512/", '"$PATCHES"/enginex-pr512/'))
+    site = next(s for s in lint("--format", "json").json()["sites"] if s["path"] == "runners/atom/run_atom.sh")
+    assert site["covered_by"] == {"kind": "registry", "by": "enginex-pr512"}
+    script.write_text(script.read_text().replace("enginex-pr512/pr512.diff", "enginex-pr512/other.diff"))
+    site = next(s for s in lint("--format", "json").json()["sites"] if s["path"] == "runners/atom/run_atom.sh")
+    assert site["covered_by"] is None
 
 
 @pytest.mark.parametrize("kind", list(SiteKind), ids=lambda k: k.label)

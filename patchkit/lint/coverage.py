@@ -58,10 +58,13 @@ def _link_target(target: str, waiver_folder: str) -> str | None:
 
 
 def registry_patch_of(lint_input: LintInput, site: PatchSite) -> str | None:
-    """The id of the registry patch whose folder the site's command reads (`git apply patches/<id>/x.diff`)."""
+    """The id of the registry patch whose diff the site's command reads: `git apply patches/<id>/x.diff`, or
+    `$PATCHES/<id>/<diff>` when the folder is in a variable."""
     for spec in lint_input.specs:
         folder = _project_relative(lint_input, spec.folder)
         if folder is not None and re.search(r"(?<![\w.-])" + re.escape(folder) + r"/", site.command):
+            return spec.id
+        if re.search(r"(?<![\w.-])" + re.escape(f"{spec.id}/{spec.diff_name}") + r"(?![\w.-])", site.command):
             return spec.id
     return None
 
