@@ -284,3 +284,18 @@ def test_git_checkouts_in_an_engine_tree() -> None:
         (4, "git-checkout", "/sgl-workspace/sglang"),
         (5, "git-checkout", "/opt/ATOM"),
     ]
+
+
+def test_requirements_files_with_engine_forks() -> None:
+    text = (
+        "# pinned helpers\n"
+        "pandas==2.2.0\n"
+        "bench-helpers @ git+https://github.com/example-org/bench-helpers.git@v1\n"
+        "sglang @ git+https://github.com/someone/sglang.git@fix#subdirectory=python  # our fork\n"
+        "-e git+https://github.com/someone/vllm.git#egg=vllm\n"
+        "--extra-index-url https://download.pytorch.org/whl/rocm6.2\n"
+    )
+    assert [(line, kind) for line, kind, _ in sites("benchmarks/requirements-rocm.txt", text)] == [
+        (4, "pip-fork"),
+        (5, "pip-fork"),
+    ]

@@ -32,6 +32,7 @@ DEFAULT_INCLUDE = (
     ".github/workflows/*.yaml",
     ".github/actions/**/*.yml",  # composite actions
     ".github/actions/**/*.yaml",
+    "**/requirements*.txt",  # `name @ git+https://...` lines install forks at build time
     "benchmarks/**",
     "runners/**",
 )

@@ -25,6 +25,7 @@ class Language(Enum):
     PYTHON = "python"
     DOCKERFILE = "dockerfile"
     WORKFLOW = "workflow"
+    REQUIREMENTS = "requirements"
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,8 @@ def language_of(path: str, text: str) -> Language | None:
         return Language.DOCKERFILE
     if lower.endswith((".yml", ".yaml")):
         return Language.WORKFLOW
+    if lower.startswith("requirements") and lower.endswith(".txt"):
+        return Language.REQUIREMENTS
     program = _interpreter(text)
     if program in _SHELLS:
         return Language.SHELL
@@ -140,6 +143,8 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
         commands = _dockerfile_commands(text)
     elif language is Language.WORKFLOW:
         commands = _workflow_commands(text)
+    elif language is Language.REQUIREMENTS:
+        commands = _requirement_commands(text)
     else:
         commands = parse_shell(text)
     commands = _with_embedded_shell(commands)
@@ -331,6 +336,18 @@ def _workflow_commands(text: str) -> list[Command]:
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 value = value[1:-1]
             commands += parse_shell(value, index + 1)
+    return commands
+
+
+def _requirement_commands(text: str) -> list[Command]:
+    """Each requirement line as the `pip install LINE` it amounts to (comments and options dropped)."""
+    commands = []
+    for number, line in enumerate(text.splitlines(), 1):
+        requirement = re.sub(r"(?:^|\s)#.*$", "", line).strip()
+        if requirement.startswith(("-e ", "--editable ")):
+            commands.append(Command(("pip", "install", *requirement.split(None, 1)), (), (), (), number))
+        elif requirement and not requirement.startswith("-"):
+            commands.append(Command(("pip", "install", requirement), (), (), (), number))
     return commands
 
 
