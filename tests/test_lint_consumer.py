@@ -214,16 +214,16 @@ def history(consumer: Path) -> Path:
 NEW_SCRIPT = "benchmarks/sglang/mi355x/apply_moe_fix.sh"
 
 
-def _add_site(root: Path) -> None:
+def _add_site(root: Path, repository: Path | None = None) -> None:
     script = root / NEW_SCRIPT
     script.write_text("#!/bin/sh\ncd /sgl-workspace/sglang\ngit apply \"$(dirname \"$0\")/moe.diff\"\n")
-    _commit(root, "add a patch site")
+    _commit(repository or root, "add a patch site")
 
 
-def _waiver(root: Path, number: int, names: str) -> None:
+def _waiver(root: Path, number: int, names: str, repository: Path | None = None) -> None:
     text = (root / "docs" / "waiver" / "2306.md").read_text().replace("2306", str(number))
     (root / "docs" / "waiver" / f"{number}.md").write_text(text.replace(APPLY, names))
-    _commit(root, f"waiver {number}")
+    _commit(repository or root, f"waiver {number}")
 
 
 def test_history_a_pr_adding_a_site_without_its_waiver_fails(history: Path) -> None:
@@ -310,3 +310,29 @@ def test_patchkits_own_code_has_no_patch_sites(monkeypatch: pytest.MonkeyPatch) 
     data = run.json()
     assert data["files_scanned"] > 40
     assert data["sites"] == [] and [f for f in data["findings"] if f["rule"].startswith("PK4")] == []
+
+
+def test_history_in_a_project_below_the_repository_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A monorepo: the consuming project (its pyproject.toml) is bench/, the git repository the folder above."""
+    repo = tmp_path / "mono"
+    project = repo / "bench"
+    shutil.copytree(CONSUMER, project)
+    (repo / "README.md").write_text("a monorepo\n")
+    monkeypatch.chdir(project)
+    git(repo, "init", "-q", "-b", "main")
+    assert lint("--write-baseline").exit_code == 0
+    (project / "docs" / "waiver" / "README.md").write_text("mentions runners/atom/run_atom.sh but is no waiver\n")
+    _commit(repo, "base")
+    git(repo, "checkout", "-q", "-b", "feature")
+    _add_site(project, repo)
+    run = lint("--base", "main", "--pr", "2400", "--format", "json")
+    assert [(f["path"], f["line"]) for f in findings(run, "PK402")] == [(NEW_SCRIPT, 3)]
+    assert findings(run, "PK403") == []  # the pre-existing sites: accepted on the base
+    _waiver(project, 2400, NEW_SCRIPT, repo)
+    assert lint("--base", "main", "--pr", "2400").exit_code == 0
+    # Without the baseline, pre-existing sites need a waiver on the base: 2306.md covers its script there,
+    # the README (which names run_atom.sh) is no waiver.
+    (project / ".patchkit-baseline.json").unlink()
+    _commit(repo, "drop the baseline")
+    run = lint("--base", "main", "--pr", "2400", "--format", "json")
+    assert {(f["path"], f["line"]) for f in findings(run, "PK403")} == {(p, line) for p, line, _ in UNCOVERED}

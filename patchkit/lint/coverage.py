@@ -61,7 +61,7 @@ def registry_patch_of(lint_input: LintInput, site: PatchSite) -> str | None:
     """The id of the registry patch whose diff the site's command reads: `git apply patches/<id>/x.diff`, or
     `$PATCHES/<id>/<diff>` when the folder is in a variable."""
     for spec in lint_input.specs:
-        folder = _project_relative(lint_input, spec.folder)
+        folder = project_relative(lint_input, spec.folder)
         if folder is not None and re.search(r"(?<![\w.-])" + re.escape(folder) + r"/", site.command):
             return spec.id
         if re.search(r"(?<![\w.-])" + re.escape(f"{spec.id}/{spec.diff_name}") + r"(?![\w.-])", site.command):
@@ -70,7 +70,7 @@ def registry_patch_of(lint_input: LintInput, site: PatchSite) -> str | None:
 
 
 def waivers_naming(lint_input: LintInput, site: PatchSite, waivers: Iterable[WaiverFile]) -> list[WaiverFile]:
-    folder = _project_relative(lint_input, lint_input.waivers_dir) or ""
+    folder = project_relative(lint_input, lint_input.waivers_dir) or ""
     return [
         w for w in waivers if w.is_waiver and w.doc is not None and names_file(w.doc.text, folder, site.path)
     ]
@@ -90,7 +90,8 @@ def cover_site(lint_input: LintInput, site: PatchSite) -> SiteCover:
     return SiteCover(site, Cover.NONE, None)
 
 
-def _project_relative(lint_input: LintInput, path: Path) -> str | None:
+def project_relative(lint_input: LintInput, path: Path) -> str | None:
+    """`path` relative to the project root, POSIX; None when it is outside."""
     try:
         return PurePosixPath(path.resolve().relative_to(lint_input.root.resolve()).as_posix()).as_posix()
     except ValueError:

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInputError
 from patchkit.lint.ci import PullRequest
-from patchkit.lint.coverage import Cover, cover_site, names_file, waivers_naming
+from patchkit.lint.coverage import Cover, cover_site, names_file, project_relative, waivers_naming
 from patchkit.lint.findings import Finding, Rule
-from patchkit.lint.inputs import LintInput, WaiverFile
+from patchkit.lint.inputs import PENDING_NAME, WAIVER_NAME, LintInput, WaiverFile
 from patchkit.manifest import MANIFEST_NAME, line_of_key
 from patchkit.scan import PatchSite, ScanConfig, scan_files
 from patchkit.scan.sources import select_paths
@@ -119,7 +119,7 @@ class BaseSnapshot:
     """The scan and the waivers as they were at the merge base."""
 
     fingerprints: frozenset[str]
-    waiver_texts: tuple[tuple[str, str], ...]  # (project-relative path, text)
+    waiver_texts: tuple[tuple[str, str], ...]  # (project-relative path, text) of numbered and pending waivers
 
 
 def read_base_snapshot(changes: RangeChanges, lint_input: LintInput, config: ScanConfig) -> BaseSnapshot:
@@ -138,7 +138,8 @@ def read_base_snapshot(changes: RangeChanges, lint_input: LintInput, config: Sca
         if not isinstance(item, Blob) or not str(item.path).startswith(prefix):
             continue
         path = str(item.path)
-        if path.startswith(waivers) and path.endswith(".md"):
+        name = path.rsplit("/", 1)[-1]
+        if path.startswith(waivers) and (WAIVER_NAME.match(name) or PENDING_NAME.match(name)):
             texts.append((path[len(prefix) :], item.data_stream.read().decode("utf-8", errors="replace")))
         candidates[path[len(prefix) :]] = item
     for path in select_paths(candidates, config):
@@ -152,7 +153,7 @@ def check_site_history(
 ) -> list[Finding]:
     """PK402, PK403 (and PK303 for sites when the pull request is unknown) for every site of the scan."""
     findings: list[Finding] = []
-    waiver_folder = changes.relative(lint_input.waivers_dir)
+    waiver_folder = project_relative(lint_input, lint_input.waivers_dir) or ""
     added_waivers = [w for w in lint_input.waivers if w.is_waiver and changes.relative(w.path) in changes.added]
     for site in lint_input.sites:
         cover = cover_site(lint_input, site)
