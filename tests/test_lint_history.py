@@ -177,3 +177,14 @@ def test_static_lint_does_not_import_git(repo: Path) -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_json_verdict_says_whether_the_change_patches_the_engine(repo: Path) -> None:
+    (repo / "NOTES.md").write_text("no engine change\n")
+    _commit(repo, "notes")
+    data = lint("--base", "main", "--pr", "2816", "--format", "json").json()
+    assert (data["patches_engine"], data["change_patches_engine"]) == (True, False)  # the registry has a patch
+    _add_new_patch(repo, 2816, "2816.md")
+    data = lint("--base", "main", "--pr", "2816", "--format", "json").json()
+    assert data["change_patches_engine"] is True and data["passed"] is True
+    assert lint("--format", "json").json()["change_patches_engine"] is None  # not history mode

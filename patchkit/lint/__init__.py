@@ -47,6 +47,7 @@ class LintReport:
     sites: tuple[SiteCover, ...] = ()  # every patch site of the repository and what covers it
     files_scanned: int = 0
     new_sites: frozenset[str] | None = None  # history mode: fingerprints of sites not on the base
+    registry_changed: bool | None = None  # history mode: the range touches the patches folder
     site_root: Path = Path()  # site paths are relative to it
 
     @property
@@ -67,6 +68,7 @@ def run_lint(request: LintRequest) -> LintReport:
     lint_input, config = _read_input(request, here)
     findings = [finding for rule in RULES for finding in rule(lint_input)]
     new_sites = None
+    registry_changed = None
     if request.base is not None:
         # git is only needed here
         from patchkit.lint.history import check_history, check_site_history, read_base_snapshot, read_range_changes
@@ -74,6 +76,8 @@ def run_lint(request: LintRequest) -> LintReport:
         changes = read_range_changes(request.base, lint_input.patches_dir, lint_input.waivers_dir)
         pull_request = _pull_request(request.pr)
         findings += check_history(lint_input, changes, pull_request)
+        patches_folder = changes.relative(lint_input.patches_dir) + "/"
+        registry_changed = any(path.startswith(patches_folder) for path in changes.changed)
         if request.scan:
             snapshot = read_base_snapshot(changes, lint_input, config)
             findings += check_site_history(lint_input, changes, snapshot, pull_request)
@@ -88,6 +92,7 @@ def run_lint(request: LintRequest) -> LintReport:
         sites=tuple(cover_site(lint_input, site) for site in lint_input.sites),
         files_scanned=len(lint_input.scanned),
         new_sites=new_sites,
+        registry_changed=registry_changed,
         site_root=lint_input.root,
     )
 

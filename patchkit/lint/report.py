@@ -36,7 +36,8 @@ def format_findings(findings: Iterable[Finding], output_format: OutputFormat) ->
 def format_report(report: LintReport, output_format: OutputFormat) -> str:
     """The report: findings in line formats; in JSON also the verdict a CI scheduler reads directly:
     `patches_engine` (the repository changes the engine or serving stack: a registry patch or a patch site),
-    `change_patches_engine` (history mode: this change adds or changes a patch site; null without --base),
+    `change_patches_engine` (history mode: this change adds or changes a patch site or touches the registry;
+    null without --base),
     and `sites`, where each site is and what covers it."""
     if output_format is not OutputFormat.JSON:
         return format_findings(report.findings, output_format)
@@ -46,7 +47,7 @@ def format_report(report: LintReport, output_format: OutputFormat) -> str:
     document = {
         "passed": errors == 0,
         "patches_engine": bool(report.sites) or report.patch_count > 0,
-        "change_patches_engine": None if new is None else bool(new),
+        "change_patches_engine": None if report.registry_changed is None else bool(new) or report.registry_changed,
         "registry_patches": report.patch_count,
         "files_scanned": report.files_scanned,
         "sites": [
