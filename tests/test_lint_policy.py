@@ -76,10 +76,22 @@ def test_pending_waiver_is_a_warning_naming_the_rename(clean: Path) -> None:
     assert lint("--strict").exit_code == 1
 
 
-def test_a_name_without_a_number_never_gets_a_made_up_number(clean: Path) -> None:
-    shutil.copy(clean / "waivers" / "7001.md", clean / "waivers" / "moe fix.md")
+@pytest.mark.parametrize(
+    ("name", "advice"),
+    [
+        ("moe fix.md", "rename it to <PR number>.md"),
+        ("qwen3-fix.md", "rename it to <PR number>.md"),  # never "rename it to 3.md"
+        ("fix-for-2306.md", "rename it to <PR number>.md"),
+        ("2306-draft.md", "rename it to 2306.md"),
+        ("PR_2306.md", "rename it to 2306.md"),
+    ],
+)
+def test_a_misnamed_waiver_gets_a_number_only_when_it_has_one(clean: Path, name: str, advice: str) -> None:
+    shutil.copy(clean / "waivers" / "7001.md", clean / "waivers" / name)
     (bad,) = findings(lint("--format", "json"), "PK203")
-    assert "rename it to <PR number>.md" in bad["message"] and "PENDING-moe-fix.md" in bad["message"]
+    assert advice in bad["message"]
+    if "<PR number>" in advice:
+        assert f"PENDING-{Path(name).stem.lower().replace(' ', '-')}.md" in bad["message"]
 
 
 @pytest.mark.parametrize(

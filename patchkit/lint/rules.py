@@ -162,8 +162,9 @@ def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
         if waiver.path.is_dir():
             fix = "waivers are flat files: move its files up and remove the folder"
         else:
-            digits = re.findall(r"\d+", waiver.path.stem)
-            target = f"{int(digits[0])}.md" if len(digits) == 1 and int(digits[0]) > 0 else "<PR number>.md"
+            # Only a number that is the PR's: `pr-105`, `0106`, `2306-draft`; never the 3 of `qwen3-fix`.
+            number = _PR_STEM.match(waiver.path.stem)
+            target = f"{int(number.group(1))}.md" if number else "<PR number>.md"
             fix = f"rename it to {target} after the pull request that introduces its patch, or move it elsewhere"
             if target == "<PR number>.md":
                 fix += f" (before that pull request exists, name it PENDING-{_topic_of(waiver.path.stem)}.md)"
@@ -173,6 +174,9 @@ def check_waiver_names(lint_input: LintInput) -> Iterator[Finding]:
             None if waiver.path.is_dir() else 1,
             f"{waiver.path.name} is not a waiver name (<PR number>.md, digits without a leading zero); {fix}",
         )
+
+
+_PR_STEM = re.compile(r"^(?:pr|pull|waiver)?[-_ #]*0*([1-9][0-9]*)(?:[-_ .][A-Za-z].*)?$", re.IGNORECASE)
 
 
 def _topic_of(stem: str) -> str:
