@@ -7,37 +7,71 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from patchkit.cache import parse_diff_cached
 from patchkit.diffs import parse_diff
 from patchkit.errors import DiffError, ManifestError
-from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet
+from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet, paths_of
+from patchkit.manifest import line_of_key
 
 if TYPE_CHECKING:
-    from patchkit.manifest import Exclude, PatchSpec
+    from patchkit.manifest import Exclude, PatchSpec, PathMap
 
 
-def filter_diff(diff: Diff, excludes: Sequence[Exclude]) -> HunkSet:
-    """Drop excluded files; refuse dead excludes, binary patches, symlinks and gitlinks in what remains."""
+class ExcludeError(ManifestError):
+    """A manifest exclude that does not fit the diff; `pattern` lets the caller point at its manifest line."""
+
+    def __init__(self, message: str, pattern: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.pattern = pattern
+
+
+def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | None = None) -> HunkSet:
+    """Drop excluded files and hunks, place the rest under the root; refuse dead excludes, binary patches,
+    symlinks and gitlinks in what remains.
+
+    Excludes name the diff's own paths (after strip); `path_map` (the manifest's prefix and [paths]) then moves
+    every kept path to where it lives under the root, so the hunk set and its digest hold the placed paths.
+    """
     kept: list[FilePatch] = []
     excluded: list[str] = []
     used: set[str] = set()
+    file_excludes = [e for e in excludes if e.hunks is None]
+    hunk_excludes = {e.pattern: e for e in excludes if e.hunks is not None}
+    seen_hunks: dict[str, int] = {}  # path -> hunks numbered so far (a file touched twice counts on)
     for f in diff.files:
-        hits = [e.pattern for e in excludes if any(match_exclude(e.pattern, p) for p in f.paths)]
+        hits = [e.pattern for e in file_excludes if any(match_exclude(e.pattern, p) for p in f.paths)]
         if hits:
             used.update(hits)
             excluded.extend(p for p in f.paths if p not in excluded)
             continue
+        drop = next((hunk_excludes[p] for p in f.paths if p in hunk_excludes), None)
+        if drop is not None:
+            f = _drop_hunks(f, drop, seen_hunks)
+            used.add(drop.pattern)
         kept.append(f)
-    dead = [e.pattern for e in excludes if e.pattern not in used]
+    dead = [e for e in excludes if e.pattern not in used]
     if dead:
-        raise ManifestError(
-            f"exclude {dead[0]!r} matches no file of the diff {diff.source}",
-            hint="fix the path (a typo here would silently apply the file you meant to exclude) or remove it",
+        paths = paths_of(diff.files)
+        close = difflib.get_close_matches(dead[0].pattern, paths, n=1, cutoff=0.6)
+        mean = f"did you mean {close[0]!r}? " if close else ""
+        raise ExcludeError(
+            f"exclude {dead[0].pattern!r} matches no file of the diff {diff.source}", dead[0].pattern,
+            hint=f"{mean}fix the path (a typo here would silently apply the file you meant to exclude) or remove it",
         )
+    for pattern, exclude in hunk_excludes.items():
+        total = seen_hunks.get(pattern, 0)
+        missing = [n for n in exclude.hunks or () if n > total]
+        if missing:
+            raise ExcludeError(
+                f"exclude {pattern!r} drops hunk {missing[0]}, but the diff has {total} hunks in that file",
+                pattern, hint="hunks are numbered from 1 in diff order (`patchkit status PATCH -v` lists them)",
+            )
     if not kept:
         raise ManifestError(
             "every file of the diff is excluded: the filtered hunk set is empty",
@@ -45,7 +79,42 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude]) -> HunkSet:
         )
     for f in kept:
         _check_supported(f, diff.source)
+    if path_map is not None and not path_map.identity:
+        kept = _place(kept, path_map, diff.source)
     return HunkSet(diff.source, tuple(kept), tuple(excluded))
+
+
+def _drop_hunks(f: FilePatch, exclude: Exclude, seen: dict[str, int]) -> FilePatch:
+    """The section without the hunks the exclude drops, numbered across the file's sections in diff order."""
+    first = seen.get(exclude.pattern, 0)
+    seen[exclude.pattern] = first + len(f.hunks)
+    dropped = set(exclude.hunks or ())
+    hunks = tuple(h for n, h in enumerate(f.hunks, first + 1) if n not in dropped)
+    if not hunks and f.hunks and f.op is FileOp.MODIFY and f.mode_change is None:
+        raise ExcludeError(
+            f"exclude {exclude.pattern!r} drops every hunk of the file", exclude.pattern,
+            hint=f'exclude the whole file instead: "{exclude.pattern}" = "{exclude.reason}"',
+        )
+    return replace(f, hunks=hunks)
+
+
+def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[FilePatch]:
+    """Every section with its paths moved by the manifest's prefix / [paths]; two diff paths may not meet."""
+    origin: dict[str, str] = {}
+    placed = []
+    for f in files:
+        old = path_map.place(f.old_path) if f.old_path is not None else None
+        new = path_map.place(f.new_path) if f.new_path is not None else None
+        for before, after in ((f.old_path, old), (f.new_path, new)):
+            if before is None or after is None:
+                continue
+            if origin.setdefault(after, before) != before:
+                raise ManifestError(
+                    f"{origin[after]!r} and {before!r} of the diff {source} both land at {after!r} under the root",
+                    hint="fix prefix / [paths] so that every file of the diff has a place of its own",
+                )
+        placed.append(replace(f, old_path=old, new_path=new))
+    return placed
 
 
 def _check_supported(f: FilePatch, source: str) -> None:
@@ -113,6 +182,32 @@ def load_hunk_set(spec: PatchSpec) -> HunkSet:
     else:
         diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
     try:
-        return filter_diff(diff, spec.excludes)
+        return filter_diff(diff, spec.excludes, spec.path_map)
     except ManifestError as exc:
-        raise ManifestError(exc.message, where=str(spec.manifest_path), hint=exc.hint) from None
+        raise ManifestError(exc.message, where=exclude_where(spec, exc), hint=exc.hint) from None
+
+
+def exclude_where(spec: PatchSpec, exc: ManifestError) -> str:
+    """The manifest (and, for an exclude that does not fit, its line) a filtering error belongs to."""
+    line = line_of_key(spec.manifest_path, exc.pattern, "exclude") if isinstance(exc, ExcludeError) else None
+    return f"{spec.manifest_path}:{line}" if line else str(spec.manifest_path)
+
+
+def refuse_zero_context(diff: Diff) -> None:
+    """Refuse a diff made without context (`git diff -U0`): such a hunk cannot be located safely.
+
+    A hunk of an existing file that starts after line 1 yet has no leading context has nothing to anchor it:
+    any place where its old lines occur would do. Exit 2 with how to regenerate the diff.
+    """
+    for f in diff.files:
+        if f.op is FileOp.CREATE:
+            continue
+        for hunk in f.hunks:
+            if hunk.leading == 0 and hunk.old_start > 1:
+                raise DiffError(
+                    f"{f.path}: hunk {hunk.index} {hunk.header} has no context lines; a hunk without context "
+                    "cannot be located safely",
+                    where=f"{diff.source}:{hunk.diff_line}",
+                    hint="regenerate the diff with context: `git diff` / `git format-patch` without -U0 "
+                    "(the default is 3 lines), or `patchkit vendor --from-git REPO --range BASE..HEAD`",
+                )

@@ -6,11 +6,13 @@ errors that name the manifest file and the line of the key, so a typo can never 
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -23,6 +25,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_PR_REF = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#([0-9]+)$")
+_FORBIDDEN_PARTS = frozenset({".git", ".patchkit"})
 
 # key -> (python type, required). Nested tables are listed separately.
 _TOP_KEYS: dict[str, tuple[type, bool]] = {
@@ -38,13 +42,33 @@ _TOP_KEYS: dict[str, tuple[type, bool]] = {
     "exclude": (dict, False),
     "waiver": (dict, False),
     "base": (dict, False),
+    "prefix": (str, False),
+    "paths": (dict, False),
+    "source": (dict, False),
 }
+# repo is required for an upstream patch; pr or prs (exactly one of them) names its pull requests. A local
+# patch (origin = "local") has no PR and needs a reason instead. Checked in _build_upstream.
 _UPSTREAM_KEYS: dict[str, tuple[type, bool]] = {
-    "repo": (str, True),
-    "pr": (int, True),
+    "repo": (str, False),
+    "pr": (int, False),
+    "prs": (list, False),
+    "origin": (str, False),
+    "reason": (str, False),
     "url": (str, False),
     "diff_url": (str, False),
 }
+# Written by `patchkit vendor`: where the diff came from. Informational; never read for a decision.
+_SOURCE_KEYS: dict[str, tuple[type, bool]] = {
+    "kind": (str, True),
+    "url": (str, False),
+    "path": (str, False),
+    "repo": (str, False),
+    "range": (str, False),
+    "base_commit": (str, False),
+    "head_commit": (str, False),
+    "net_of_commits": (int, False),
+}
+_SOURCE_KINDS = ("url", "file", "git", "mbox")
 _TARGET_KEYS: dict[str, tuple[type, bool]] = {
     "name": (str, True),
     "pinned_commit": (str, False),
@@ -56,12 +80,65 @@ _WAIVER_KEYS: dict[str, tuple[type, bool]] = {
 UNKNOWN_COMMIT = "unknown"
 
 
+class OriginKind(Enum):
+    UPSTREAM = "upstream"  # ported from one or more upstream pull requests
+    LOCAL = "local"  # a fix of our own: no upstream PR exists (the manifest says why)
+
+
+@dataclass(frozen=True)
+class PullRef:
+    """One upstream pull request: `owner/repo#N`."""
+
+    repo: str
+    number: int
+
+    @property
+    def url(self) -> str:
+        return f"https://github.com/{self.repo}/pull/{self.number}"
+
+    def __str__(self) -> str:
+        return f"{self.repo}#{self.number}"
+
+
 @dataclass(frozen=True)
 class Upstream:
-    repo: str
-    pr: int
+    """Where the change comes from. `repo`, `pr` and `url` name the first PR (kept for one-PR readers);
+    `prs` lists every PR, in manifest order. A local patch has no PR: pr None, prs empty, reason set."""
+
+    repo: str  # "" for a local patch that names no repository
+    pr: int | None
     url: str
     diff_url: str | None
+    prs: tuple[PullRef, ...] = ()
+    origin: OriginKind = OriginKind.UPSTREAM
+    reason: str | None = None  # why a local patch has no upstream PR
+
+    @property
+    def is_local(self) -> bool:
+        return self.origin is OriginKind.LOCAL
+
+    def describe(self) -> str:
+        """`owner/repo#1, owner/repo#2`, or `local: reason`, for one-line listings."""
+        if self.is_local:
+            return f"local ({self.reason})"
+        return ", ".join(str(p) for p in self.prs)
+
+
+@dataclass(frozen=True)
+class SourceRecord:
+    """Where `patchkit vendor` took the diff from (the manifest's [source] table)."""
+
+    kind: str  # url, file, git or mbox
+    fields: tuple[tuple[str, str | int], ...]  # the table's other keys, in order
+
+    def describe(self) -> str:
+        values = dict(self.fields)
+        if "url" in values:
+            return str(values["url"])
+        if "range" in values:
+            commits = f" ({str(values.get('base_commit', ''))[:12]}..{str(values.get('head_commit', ''))[:12]})"
+            return f"{values.get('repo', '')} {values['range']}{commits if 'head_commit' in values else ''}"
+        return str(values.get("path", self.kind))
 
 
 @dataclass(frozen=True)
@@ -72,8 +149,28 @@ class Target:
 
 @dataclass(frozen=True)
 class Exclude:
-    pattern: str  # a path or a glob, after strip
+    pattern: str  # a path or a glob, after strip, as the diff names it (before prefix and [paths])
     reason: str
+    hunks: tuple[int, ...] | None = None  # only these hunks of the file are dropped (1-based); None: the file
+
+
+@dataclass(frozen=True)
+class PathMap:
+    """Where the diff's paths land under the root: a path under a [paths] folder is moved to its target
+    (the longest folder wins), every other path goes under `prefix`. Excludes name the diff's own paths."""
+
+    prefix: str = ""
+    folders: tuple[tuple[str, str], ...] = ()  # ("csrc/", "aiter_meta/csrc/"), longest first
+
+    @property
+    def identity(self) -> bool:
+        return not self.prefix and not self.folders
+
+    def place(self, path: str) -> str:
+        for source, target in self.folders:
+            if path.startswith(source):
+                return target + path[len(source):]
+        return self.prefix + path
 
 
 @dataclass(frozen=True)
@@ -93,6 +190,8 @@ class PatchSpec:
     introduced_by: int | None
     after: tuple[str, ...]
     base_files: tuple[tuple[str, str], ...]  # (path, sha256 of its pinned pre-image)
+    path_map: PathMap = PathMap()
+    source: SourceRecord | None = None
 
     @property
     def manifest_path(self) -> Path:
@@ -109,7 +208,12 @@ class PatchSpec:
 
     def vendor_command(self) -> str:
         """A `patchkit vendor` command line that fetches and pins this entry's diff (shell-quoted)."""
-        source = self.upstream.diff_url or f"https://github.com/{self.upstream.repo}/pull/{self.upstream.pr}.diff"
+        if self.upstream.diff_url:
+            source = self.upstream.diff_url
+        elif self.upstream.prs and len(self.upstream.prs) == 1:
+            source = self.upstream.prs[0].url + ".diff"
+        else:  # several PRs or a local fix: no single URL gives the diff
+            source = "FILE.diff"
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 
     def read_diff(self) -> bytes:
@@ -164,8 +268,8 @@ def load_manifest(folder: Path) -> PatchSpec:
 
 
 def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> PatchSpec:
-    def fail(message: str, key: str | None = None, hint: str | None = None) -> ManifestError:
-        line = find_key_line(text, key) if key else None
+    def fail(message: str, key: str | None = None, hint: str | None = None, table: str = "") -> ManifestError:
+        line = find_key_line(text, key, table) if key else None
         return ManifestError(message, where=_where(path, line), hint=hint)
 
     _check_table(data, _TOP_KEYS, "", fail)
@@ -201,29 +305,14 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
     if isinstance(strip, bool) or strip < 0 or strip > 16:
         raise fail(f"strip must be an integer from 0 to 16, got {strip!r}", "strip")
 
-    if not _REPO.match(upstream["repo"]):
-        raise fail(f"upstream.repo must look like owner/name, got {upstream['repo']!r}", "repo")
-    if upstream["pr"] <= 0:
-        raise fail(f"upstream.pr must be a positive PR number, got {upstream['pr']}", "pr")
-    url = upstream.get("url") or f"https://github.com/{upstream['repo']}/pull/{upstream['pr']}"
-
     pinned = target.get("pinned_commit", UNKNOWN_COMMIT)
     if pinned != UNKNOWN_COMMIT and not _HEX40.match(pinned):
         raise fail(
             f"target.pinned_commit must be a full 40-hex commit id or \"{UNKNOWN_COMMIT}\", got {pinned!r}",
-            "pinned_commit",
+            "pinned_commit", table="target",
         )
 
-    excludes = []
-    for pattern, reason in data.get("exclude", {}).items():
-        if not isinstance(reason, str) or not reason.strip():
-            raise fail(
-                f"exclude {pattern!r} needs a reason (a non-empty string)", pattern,
-                hint=f'write it as "{pattern}" = "why this file is not ported"',
-            )
-        if not pattern or pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
-            raise fail(f"exclude {pattern!r} must be a relative path or glob inside the tree", pattern)
-        excludes.append(Exclude(pattern, reason.strip()))
+    excludes = [_build_exclude(pattern, value, fail) for pattern, value in data.get("exclude", {}).items()]
 
     after = data.get("after", [])
     if not all(isinstance(a, str) and _ID.match(a) for a in after):
@@ -234,12 +323,14 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
     base_files = []
     for base_path, digest in data.get("base", {}).items():
         if not isinstance(digest, str) or not _HEX64.match(digest):
-            raise fail(f"base fingerprint of {base_path!r} must be a sha256 hex string", base_path)
+            raise fail(f"base fingerprint of {base_path!r} must be a sha256 hex string", base_path, table="base")
         base_files.append((base_path, digest))
 
     introduced_by = waiver.get("introduced_by")
     if introduced_by is not None and introduced_by <= 0:
-        raise fail(f"waiver.introduced_by must be a positive PR number, got {introduced_by}", "introduced_by")
+        raise fail(
+            f"waiver.introduced_by must be a positive PR number, got {introduced_by}", "introduced_by", table="waiver"
+        )
 
     return PatchSpec(
         id=patch_id,
@@ -249,49 +340,231 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
         sha256=data.get("sha256"),
         hunkset_sha256=data.get("hunkset_sha256"),
         strip=strip,
-        upstream=Upstream(upstream["repo"], upstream["pr"], url, upstream.get("diff_url")),
+        upstream=_build_upstream(upstream, fail),
         target=Target(target["name"], None if pinned == UNKNOWN_COMMIT else pinned),
         excludes=tuple(excludes),
         introduced_by=introduced_by,
         after=tuple(after),
         base_files=tuple(base_files),
+        path_map=_build_path_map(data.get("prefix", ""), data.get("paths", {}), fail),
+        source=_build_source(data["source"], fail) if "source" in data else None,
     )
+
+
+def _build_upstream(table: Mapping[str, Any], fail: Any) -> Upstream:
+    origin = table.get("origin", OriginKind.UPSTREAM.value)
+    kinds = [k.value for k in OriginKind]
+    if origin not in kinds:
+        raise fail(
+            f"upstream.origin must be one of {', '.join(kinds)}, got {origin!r}", "origin",
+            hint=_did_you_mean(str(origin), kinds) or None, table="upstream",
+        )
+    repo = table.get("repo")
+    if repo is not None and not _REPO.match(repo):
+        raise fail(f"upstream.repo must look like owner/name, got {repo!r}", "repo", table="upstream")
+    diff_url = table.get("diff_url")
+    if origin == OriginKind.LOCAL.value:
+        for key in ("pr", "prs"):
+            if key in table:
+                raise fail(
+                    f"a local patch (origin = \"local\") has no upstream PR, but upstream.{key} is set", key,
+                    hint=f"remove upstream.{key}, or drop origin = \"local\"", table="upstream",
+                )
+        reason = table.get("reason", "").strip()
+        if not reason:
+            raise fail(
+                "a local patch (origin = \"local\") needs upstream.reason: why no upstream PR exists",
+                "origin", table="upstream",
+                hint='add reason = "our own fix: upstream ... (and the plan to upstream it)"',
+            )
+        return Upstream(repo or "", None, table.get("url", ""), diff_url, (), OriginKind.LOCAL, reason)
+    if "reason" in table:
+        raise fail(
+            "upstream.reason is only for a local patch", "reason", table="upstream",
+            hint='set origin = "local", or remove reason',
+        )
+    if repo is None:
+        raise fail(
+            "missing required key upstream.repo", "upstream",
+            hint='add repo = "owner/name" (the repository of the upstream PR), or origin = "local" with a reason',
+        )
+    if ("pr" in table) == ("prs" in table):
+        raise fail(
+            "upstream needs exactly one of pr = N and prs = [...]", "prs" if "prs" in table else "upstream",
+            hint='one PR: pr = 1234; several: prs = [1234, "other/repo#56"]; no PR at all: origin = "local"',
+            table="upstream" if "prs" in table else "",
+        )
+    items = [table["pr"]] if "pr" in table else table["prs"]
+    key = "pr" if "pr" in table else "prs"
+    prs = [_pull_ref(item, repo, key, fail) for item in items]
+    if not prs:
+        raise fail("upstream.prs is empty", "prs", hint='list every PR, or set origin = "local"', table="upstream")
+    duplicate = next((p for i, p in enumerate(prs) if p in prs[:i]), None)
+    if duplicate is not None:
+        raise fail(f"upstream.prs names {duplicate} twice", "prs", table="upstream")
+    first = prs[0]
+    url = table.get("url") or first.url
+    return Upstream(first.repo, first.number, url, diff_url, tuple(prs), OriginKind.UPSTREAM, None)
+
+
+def _pull_ref(item: Any, repo: str, key: str, fail: Any) -> PullRef:
+    if isinstance(item, int) and not isinstance(item, bool):
+        if item <= 0:
+            raise fail(f"upstream.{key} must be a positive PR number, got {item}", key, table="upstream")
+        return PullRef(repo, item)
+    if isinstance(item, str):
+        found = _PR_REF.match(item.strip())
+        if found and int(found.group(2)) > 0:
+            return PullRef(found.group(1) or repo, int(found.group(2)))
+    raise fail(
+        f"upstream.{key} entry {item!r} must be a PR number or \"owner/repo#N\"", key, table="upstream",
+        hint=f'for example {key} = [1234, "ROCm/aiter#56"] (a bare number is a PR of upstream.repo)',
+    )
+
+
+def _build_exclude(pattern: str, value: Any, fail: Any) -> Exclude:
+    if not pattern or pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
+        raise fail(f"exclude {pattern!r} must be a relative path or glob inside the tree", pattern, table="exclude")
+    if isinstance(value, dict):  # "path" = { hunks = [2, 3], reason = "..." }: drop only these hunks
+        unknown = [k for k in value if k not in ("hunks", "reason")]
+        if unknown:
+            raise fail(
+                f"exclude {pattern!r} has unknown key {unknown[0]!r}", pattern, table="exclude",
+                hint=_joined_hint(
+                    _did_you_mean(unknown[0], ["hunks", "reason"]), 'a hunk exclude is { hunks = [N], reason = "..." }'
+                ),
+            )
+        hunks, reason = value.get("hunks"), value.get("reason")
+        if not isinstance(hunks, list) or not hunks or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n > 0 for n in hunks
+        ):
+            raise fail(
+                f"exclude {pattern!r}: hunks must be a non-empty list of hunk numbers (1 is the file's first hunk)",
+                pattern, table="exclude",
+            )
+        if any(c in pattern for c in "*?["):
+            raise fail(
+                f"exclude {pattern!r}: a hunk exclude names one file, not a glob", pattern, table="exclude",
+                hint="hunk numbers belong to one file of the diff; write its path",
+            )
+        if len(set(hunks)) != len(hunks):
+            raise fail(f"exclude {pattern!r} names a hunk twice", pattern, table="exclude")
+        if not isinstance(reason, str) or not reason.strip():
+            raise fail(
+                f"exclude {pattern!r} needs a reason (a non-empty string)", pattern, table="exclude",
+                hint=f'write it as "{pattern}" = {{ hunks = {hunks}, reason = "why these hunks are not ported" }}',
+            )
+        return Exclude(pattern, reason.strip(), tuple(sorted(hunks)))
+    if not isinstance(value, str) or not value.strip():
+        raise fail(
+            f"exclude {pattern!r} needs a reason (a non-empty string)", pattern, table="exclude",
+            hint=f'write it as "{pattern}" = "why this file is not ported"',
+        )
+    return Exclude(pattern, value.strip())
+
+
+def _build_path_map(prefix: str, folders: Mapping[str, Any], fail: Any) -> PathMap:
+    if prefix:
+        problem = _folder_problem(prefix)
+        if problem:
+            raise fail(f"prefix {prefix!r} {problem}", "prefix", hint='for example prefix = "aiter_meta/"')
+    pairs = []
+    for source, target in folders.items():
+        if not isinstance(target, str):
+            raise fail(f"[paths] {source!r} must map to a folder string", source, table="paths")
+        for name in (source, target):
+            problem = _folder_problem(name)
+            if problem:
+                raise fail(
+                    f"[paths] {source!r} = {target!r}: {name!r} {problem}", source, table="paths",
+                    hint='for example "csrc/" = "aiter_meta/csrc/"',
+                )
+        pairs.append((source, target))
+    pairs.sort(key=lambda pair: -len(pair[0]))
+    return PathMap(prefix, tuple(pairs))
+
+
+def _folder_problem(name: str) -> str | None:
+    """Why `name` cannot be a folder of the root that paths are placed under, or None."""
+    if not name.endswith("/"):
+        return "must end with '/' (it names a folder)"
+    parts = name[:-1].split("/")
+    if name.startswith("/") or "\\" in name or "\0" in name or any(p in ("", ".", "..") for p in parts):
+        return "must be a plain relative folder inside the root (no leading '/', no '.' or '..', no '//')"
+    if _FORBIDDEN_PARTS & set(parts):
+        return "is inside .git or .patchkit; patchkit never writes there"
+    return None
+
+
+def _build_source(table: Mapping[str, Any], fail: Any) -> SourceRecord:
+    _check_table(table, _SOURCE_KEYS, "source.", fail)
+    if table["kind"] not in _SOURCE_KINDS:
+        raise fail(
+            f"source.kind must be one of {', '.join(_SOURCE_KINDS)}, got {table['kind']!r}", "kind", table="source"
+        )
+    return SourceRecord(table["kind"], tuple((k, v) for k, v in table.items() if k != "kind"))
 
 
 def _check_table(
     table: Mapping[str, Any], schema: dict[str, tuple[type, bool]], prefix: str, fail: Any
 ) -> None:
+    name = prefix.rstrip(".")
     for key, value in table.items():
         if key not in schema:
             known = ", ".join(prefix + k for k in schema)
-            raise fail(f"unknown key {prefix}{key}", key, hint=f"known keys here: {known}")
+            close = _did_you_mean(key, list(schema), prefix)
+            hint = _joined_hint(close, f"known keys here: {known}")
+            raise fail(f"unknown key {prefix}{key}", key, hint=hint, table=name)
         expected, _ = schema[key]
         if not isinstance(value, expected) or (expected is int and isinstance(value, bool)):
             raise fail(
-                f"{prefix}{key} must be {_TYPE_NAMES[expected]}, got {type(value).__name__}", key
+                f"{prefix}{key} must be {_TYPE_NAMES[expected]}, got {type(value).__name__}", key, table=name
             )
     for key, (_, required) in schema.items():
         if required and key not in table:
             raise fail(f"missing required key {prefix}{key}", hint=f"add {prefix}{key} to the manifest")
 
 
+def _did_you_mean(word: str, choices: list[str], prefix: str = "") -> str:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return f"did you mean {prefix}{close[0]}?" if close else ""
+
+
+def _joined_hint(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
 _TYPE_NAMES = {str: "a string", int: "an integer", list: "a list", dict: "a table"}
 
 
-def find_key_line(text: str, key: str) -> int | None:
-    """1-based line of the first `key = ...` or `[key]` in the manifest text (for error messages)."""
+def find_key_line(text: str, key: str, table: str | None = None) -> int | None:
+    """1-based line of `key = ...` or `[key]` in the manifest text (for error messages).
+
+    With `table` ("" for the top level, "upstream", "exclude", ...), only a `key = ...` inside that table
+    counts, so `name` in [target] is not reported at a top-level `name`; a `[key]` header counts for the top
+    level (a table is a top-level key).
+    """
     key_re = re.compile(r"""^\s*(?:"{0}"|'{0}'|{0})\s*=""".format(re.escape(key)))
-    table_re = re.compile(r"^\s*\[+\s*(?:[\w.-]+\.)?" + re.escape(key) + r"\s*\]+")
+    current = ""
     for number, line in enumerate(text.splitlines(), 1):
-        if key_re.match(line) or table_re.match(line):
+        header = _HEADER.match(line)
+        if header:
+            current = header.group(1).strip().strip("\"'")
+            if (current == key or current.endswith("." + key)) and table in (None, ""):
+                return number
+            continue
+        if key_re.match(line) and (table is None or current == table):
             return number
     return None
 
 
-def line_of_key(path: Path, key: str) -> int | None:
+_HEADER = re.compile(r"""^\s*\[+\s*([^\]]*?)\s*\]+\s*(?:#.*)?$""")
+
+
+def line_of_key(path: Path, key: str, table: str | None = None) -> int | None:
     """1-based line of `key = ...` or `[key]` in a TOML file, for pointing errors and findings at it."""
     try:
-        return find_key_line(path.read_text(encoding="utf-8"), key)
+        return find_key_line(path.read_text(encoding="utf-8"), key, table)
     except (OSError, UnicodeDecodeError):
         return None
 

@@ -50,7 +50,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "result": outcome.result.value if outcome.result else None,
         "reason": outcome.reason,
         "exit_code": int(outcome.exit_code),
-        "upstream": {"repo": spec.upstream.repo, "pr": spec.upstream.pr, "url": spec.upstream.url},
+        "upstream": upstream_json(spec),
         "hunk_set_sha256": tree.hunk_set.digest,
         "excluded": list(tree.hunk_set.excluded),
         "files": [_file_json(v) for v in tree.files],
@@ -153,9 +153,15 @@ def spec_json(spec: PatchSpec) -> dict[str, Any]:
         "title": spec.title,
         "folder": str(spec.folder),
         "pending": spec.pending,
-        "upstream": {"repo": spec.upstream.repo, "pr": spec.upstream.pr, "url": spec.upstream.url},
+        "upstream": upstream_json(spec),
         "target": {"name": spec.target.name, "pinned_commit": spec.target.pinned_commit or "unknown"},
-        "excluded": [{"pattern": e.pattern, "reason": e.reason} for e in spec.excludes],
+        "excluded": [
+            {"pattern": e.pattern, "reason": e.reason, **({"hunks": list(e.hunks)} if e.hunks else {})}
+            for e in spec.excludes
+        ],
+        "prefix": spec.path_map.prefix,
+        "paths": dict(spec.path_map.folders),
+        "source": dict((("kind", spec.source.kind), *spec.source.fields)) if spec.source else None,
         "introduced_by": spec.introduced_by,
         "after": list(spec.after),
         "sha256": spec.sha256,
@@ -164,10 +170,27 @@ def spec_json(spec: PatchSpec) -> dict[str, Any]:
     }
 
 
+def upstream_json(spec: PatchSpec) -> dict[str, Any]:
+    """The `upstream` key: the first PR (repo, pr, url) as before, every PR, and the origin."""
+    up = spec.upstream
+    return {
+        "repo": up.repo or None, "pr": up.pr, "url": up.url or None, "origin": up.origin.value,
+        "prs": [{"repo": p.repo, "pr": p.number, "url": p.url} for p in up.prs], "reason": up.reason,
+    }
+
+
 def spec_line(spec: PatchSpec) -> str:
     flag = " [pending: not vendored]" if spec.pending else ""
-    excl = f"; excludes {', '.join(e.pattern for e in spec.excludes)}" if spec.excludes else ""
-    return f"{spec.id}: {spec.upstream.repo}#{spec.upstream.pr} -> {spec.target.name}{flag}{excl}"
+    excl = ", ".join(e.pattern + (f" (hunks {', '.join(map(str, e.hunks))})" if e.hunks else "") for e in spec.excludes)
+    placed = []
+    if spec.path_map.prefix:
+        placed.append(f"under {spec.path_map.prefix}")
+    placed += [f"{a} -> {b}" for a, b in spec.path_map.folders]
+    parts = [f"{spec.id}: {spec.upstream.describe()} -> {spec.target.name}{flag}"]
+    parts += [f"excludes {excl}"] if excl else []
+    parts += [f"paths {', '.join(placed)}"] if placed else []
+    parts += [f"from {spec.source.describe()}"] if spec.source else []
+    return "; ".join(parts)
 
 
 def _paint(key: str, text: str | None = None) -> str:

@@ -96,24 +96,39 @@ class SeriesOutcome:
 # ---------------------------------------------------------------------------------------------- selection
 
 
-def load_series(patches_dir: Path, target: str | None = None) -> tuple[PatchSpec, ...]:
-    """Every patch of the registry in `after` order (ties by id); with target, those whose [target] name is it."""
+def load_series(patches_dir: Path, target: str | Sequence[str] | None = None) -> tuple[PatchSpec, ...]:
+    """Every patch of the registry in `after` order (ties by id); with targets, those whose [target] name is
+    one of them (`--target A --target B` or `--target A,B`). A target that matches no patch is an error."""
     specs = order_series(load_registry(patches_dir))
     if not specs:
         raise RegistryError(
             "the registry holds no patch", where=str(patches_dir),
             hint="each patch is a folder with a manifest.toml; check --patches or PATCHKIT_PATCHES",
         )
-    if target is None:
+    wanted = split_targets(target)
+    if not wanted:
         return specs
-    chosen = tuple(s for s in specs if s.target.name == target)
-    if not chosen:
-        names = ", ".join(sorted({s.target.name for s in specs}))
+    names = sorted({s.target.name for s in specs})
+    unknown = [t for t in wanted if t not in names]
+    if unknown:
         raise RegistryError(
-            f"no patch in the registry has [target] name = {target!r}", where=str(patches_dir),
-            hint=f"targets in this registry: {names}; check --target or PATCHKIT_TARGET",
+            f"no patch in the registry has [target] name = {unknown[0]!r}", where=str(patches_dir),
+            hint=f"targets in this registry: {', '.join(names)}; check --target or PATCHKIT_TARGET",
         )
-    return chosen
+    return tuple(s for s in specs if s.target.name in wanted)
+
+
+def split_targets(target: str | Sequence[str] | None) -> list[str]:
+    """`--target` values, each possibly a comma list, as one list of names (order kept, no repeats)."""
+    if target is None:
+        return []
+    values = [target] if isinstance(target, str) else list(target)
+    names = [name.strip() for value in values for name in value.split(",")]
+    if any(not name for name in names):
+        raise RegistryError(
+            f"--target {','.join(values)!r} has an empty name", hint="write --target A,B or --target A --target B"
+        )
+    return list(dict.fromkeys(names))
 
 
 def order_series(specs: Iterable[PatchSpec]) -> tuple[PatchSpec, ...]:

@@ -23,7 +23,7 @@ from typing import Any
 from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
-from patchkit.filtering import filter_diff
+from patchkit.filtering import exclude_where, filter_diff, refuse_zero_context
 from patchkit.hunks import HunkSet
 from patchkit.manifest import PatchSpec
 from patchkit.provenance import Relation, compare_head, fingerprint_tree, read_paths
@@ -224,11 +224,12 @@ def vendor_patch(
 ) -> VendorResult:
     """Check the diff against the manifest, then write it and pin it (unless nothing would change)."""
     diff = parse_diff(fetched.data, spec.strip, fetched.label)
+    refuse_zero_context(diff)
     try:
-        hunk_set = filter_diff(diff, spec.excludes)
+        hunk_set = filter_diff(diff, spec.excludes, spec.path_map)
     except ManifestError as exc:
         raise ManifestError(
-            exc.message, where=str(spec.manifest_path),
+            exc.message, where=exclude_where(spec, exc),
             hint=f"{exc.hint}; every exclude must name a file of the vendored diff" if exc.hint else None,
         ) from None
     if base_tree is not None:

@@ -46,7 +46,7 @@ class Selection:
     """The patches a command acts on: PATCH, or (patch None) --all, narrowed by --target to one engine."""
 
     patch: str | None
-    target: str | None
+    target: tuple[str, ...] | None  # --target values (each may be a comma list); None: every target
 
 
 def patch_command_options(func: F) -> F:
@@ -59,8 +59,9 @@ def patch_command_options(func: F) -> F:
             help="Every patch of the registry instead of PATCH, in `after` order, written as one transaction.",
         ),
         click.option(
-            "--target", metavar="NAME", envvar="PATCHKIT_TARGET", show_envvar=True,
-            help="With --all: only the patches whose manifest has [target] name = NAME.",
+            "--target", metavar="NAME[,NAME]", envvar="PATCHKIT_TARGET", show_envvar=True, multiple=True,
+            help="With --all: only the patches whose manifest has [target] name = NAME; repeat it or give a comma "
+            "list for several engines in one root (one series, one transaction).",
         ),
         click.option(
             "--root", metavar="DIR", envvar="PATCHKIT_ROOT", show_envvar=True,
@@ -99,14 +100,14 @@ def _one_selection(func: F) -> F:
     """Fold PATCH / --all / --target into the one `selection` argument the command takes."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, patch: str | None, all_patches: bool, target: str | None, **kwargs: Any) -> Any:
+    def wrapper(*args: Any, patch: str | None, all_patches: bool, target: tuple[str, ...], **kwargs: Any) -> Any:
         if (patch is None) != all_patches:
             raise click.UsageError("give PATCH or --all, not both" if all_patches else "which patch? PATCH or --all")
         if patch is not None:
-            if target is not None and not _from_env("target"):
+            if target and not _from_env("target"):
                 raise click.UsageError("--target selects patches for --all; PATCH names one already")
-            target = None  # $PATCHKIT_TARGET is for the --all hook; an explicit PATCH does not need it
-        return func(*args, selection=Selection(patch, target), **kwargs)
+            target = ()  # $PATCHKIT_TARGET is for the --all hook; an explicit PATCH does not need it
+        return func(*args, selection=Selection(patch, target or None), **kwargs)
 
     return cast(F, wrapper)
 

@@ -133,7 +133,7 @@ def check_waiver_exists(lint_input: LintInput) -> Iterator[Finding]:
             f"introduces the patch (what is patched, why the upstream image cannot run, upstream link, "
             f"removal plan)"
         )
-        misnamed = lint_input.waiver(spec.upstream.pr)
+        misnamed = lint_input.waiver(spec.upstream.pr) if spec.upstream.pr is not None else None
         if misnamed is not None and _upstream_namesakes(lint_input, misnamed):
             message += f", or rename {misnamed.path}, which is named after the upstream PR"
         yield Finding.of(
