@@ -23,6 +23,8 @@ from patchkit.provenance import (
     RecordState,
     assess,
     check_hunkset_pin,
+    missing_files,
+    missing_reason,
     read_record,
     record_files,
     record_removal,
@@ -141,12 +143,15 @@ def decide_patch(
 ) -> Decision:
     """Provenance first (stale record, upstream-contains, --strict-base), then the tree state."""
     facts = assess(spec, tree, record, used_stored_copy=used_stored_copy)
+    missing = missing_files(tree) if tree.state is PatchState.CONFLICT else ()
     if action is Action.STATUS:
-        return Decision(facts, None, None, None)
+        return Decision(facts, None, missing_reason(missing, tree.root) if missing else None, None)
     refusal = _refuse_provenance(spec, action, facts, options)
     if refusal is not None:
         return Decision(facts, Result.REFUSED, refusal, None)
     result, reason, forward = _decide(action, tree.state, options.complete)
+    if missing and result is Result.REFUSED:
+        reason = missing_reason(missing, tree.root)
     return Decision(facts, result, reason, forward)
 
 

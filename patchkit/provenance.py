@@ -29,7 +29,7 @@ from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
 from patchkit.filtering import filter_diff
-from patchkit.hunks import HunkSet
+from patchkit.hunks import FileOp, HunkSet
 from patchkit.manifest import Exclude, PatchSpec
 from patchkit.rewrite import rewrite_section
 from patchkit.state import FileVerdict, PatchState, TreeState
@@ -172,12 +172,36 @@ def fingerprint_tree(tree: TreeState) -> dict[str, str]:
     return out
 
 
+def missing_files(tree: TreeState) -> tuple[str, ...]:
+    """Files a section edits that are not under the root at all (nor at a rename's new path).
+
+    That is a wrong --root or prefix / [paths], not drift: no advice about drift or retiring applies.
+    """
+    missing = []
+    for verdict in tree.files:
+        section = verdict.section
+        if section.op not in (FileOp.MODIFY, FileOp.RENAME):
+            continue
+        seen = verdict.judged_on
+        if all(not (seen[p].exists if p in seen else True) for p in section.paths):
+            missing.append(section.old_path or section.path)
+    return tuple(dict.fromkeys(missing))
+
+
+def missing_reason(missing: Sequence[str], root: Path) -> str:
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return (
+        f"{shown} not found under the root {root}: check --root / the prefix (the manifest's prefix and "
+        "[paths] place the diff's paths under the root)"
+    )
+
+
 def _judge_base_file(path: str, digest: str, tree: TreeState) -> bool | None:
     """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell."""
     snap = tree.snapshots.get(path)
     sections = [v for v in tree.files if v.section.old_path == path]
-    if snap is None or not sections:
-        return None  # no longer read by this hunk set (its excludes changed)
+    if snap is None or not sections or not snap.exists:
+        return None  # no longer read by this hunk set (its excludes changed), or not there to judge
     if snap.data is not None and _sha256(snap.data) == digest:
         return True
     states = {v.state for v in sections}

@@ -14,7 +14,7 @@ from patchkit.actions import Action, Outcome, Result
 from patchkit.hunks import FileOp
 from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
-from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation
+from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation, missing_files
 from patchkit.series import SeriesOutcome, SeriesResult
 from patchkit.state import FileVerdict, PatchState
 
@@ -394,7 +394,9 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
     else:
         where = f"the tree is {tree.state.value}"
     todo = outcome.reason
-    if tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
+    if missing_files(tree) and tree.state is PatchState.CONFLICT:
+        where = f"{bad.section.path if bad else 'a file'} is not under the root"
+    elif tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
         todo = (
             f"see the hunks with `patchkit status {pid} --root {tree.root} -v`; if this engine image already ships "
             f"the fix, retire {pid} (remove its folder from the patches registry), else re-vendor it for this image"

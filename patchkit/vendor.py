@@ -24,11 +24,12 @@ from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
 from patchkit.filtering import exclude_where, filter_diff, refuse_zero_context
-from patchkit.hunks import HunkSet
+from patchkit.hunks import HunkSet, paths_of
 from patchkit.manifest import PatchSpec
+from patchkit.plan import plan_changes
 from patchkit.provenance import Relation, compare_head, fingerprint_tree, read_paths
-from patchkit.state import scan_tree
-from patchkit.tree import check_root
+from patchkit.state import PatchState, TreeState, judge_sections, scan_tree
+from patchkit.tree import check_root, read_snapshot
 
 MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
 FETCH_TIMEOUT = 30.0
@@ -275,7 +276,53 @@ def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> di
                 f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
                 where=str(root), hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
             )
-    return fingerprint_tree(scan_tree(root, hunk_set))
+    before = _stacked_below(spec)
+    if not before:
+        return fingerprint_tree(scan_tree(root, hunk_set))
+    return fingerprint_tree(_tree_as_left(root, before, hunk_set))
+
+
+def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
+    """The patches `spec` comes after (transitively), in series order, each with its filtered hunk set."""
+    if not spec.after:
+        return []
+    from patchkit.filtering import load_hunk_set
+    from patchkit.registry import load_registry
+    from patchkit.series import order_series
+
+    ordered = order_series(load_registry(spec.folder.parent))
+    by_id = {s.id: s for s in ordered}
+    wanted: set[str] = set()
+    todo = list(spec.after)
+    while todo:
+        pid = todo.pop()
+        if pid not in wanted and pid in by_id:
+            wanted.add(pid)
+            todo += by_id[pid].after
+    return [(s, load_hunk_set(s)) for s in ordered if s.id in wanted]
+
+
+def _tree_as_left(root: Path, before: list[tuple[PatchSpec, HunkSet]], hunk_set: HunkSet) -> TreeState:
+    """The pristine base tree with the patches below this one applied in memory, judged for this hunk set.
+
+    A stacked patch was made on top of the others' result, so its pre-image (what [base] fingerprints, and
+    what --strict-base compares at run time, on the tree as the patches before it leave it) is that result.
+    """
+    sections = HunkSet("below", tuple(f for _, h in before for f in h.files), ())
+    below = scan_tree(root, sections)
+    if below.state is not PatchState.UNAPPLIED:
+        names = ", ".join(s.id for s, _ in before)
+        raise BadInputError(
+            f"the base tree reads as {below.state.value} for {names}, which this patch comes after, not unapplied",
+            where=str(root), hint="fingerprint the pristine pinned tree, before any patch is applied to it",
+        )
+    overlay = dict(below.snapshots)
+    overlay.update({c.path: c.after for c in plan_changes(below, forward=True).changes})
+    for path in paths_of(hunk_set.files):
+        if path not in overlay:
+            overlay[path] = read_snapshot(root, path)
+    mine = {path: overlay[path] for path in paths_of(hunk_set.files)}
+    return TreeState(root, hunk_set, tuple(judge_sections(hunk_set.files, mine)), mine)
 
 
 def _check_kept_base(spec: PatchSpec, hunk_set: HunkSet) -> None:
