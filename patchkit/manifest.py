@@ -80,6 +80,11 @@ _WAIVER_KEYS: dict[str, tuple[type, bool]] = {
 UNKNOWN_COMMIT = "unknown"
 
 
+def is_patch_id(text: str) -> bool:
+    """Letters, digits, '.', '_' and '-', starting with a letter or digit: a folder name and an id."""
+    return _ID.match(text) is not None
+
+
 class OriginKind(Enum):
     UPSTREAM = "upstream"  # ported from one or more upstream pull requests
     LOCAL = "local"  # a fix of our own: no upstream PR exists (the manifest says why)

@@ -55,6 +55,12 @@ class Fetched:
     kind: SourceKind
     label: str  # where the bytes came from, for messages and the report
     data: bytes
+    # What vendor records in the manifest's [source] table (after `kind`): url, path, or repo + range + commits.
+    details: tuple[tuple[str, str | int], ...] = ()
+
+    @property
+    def source_table(self) -> dict[str, str | int]:
+        return {"kind": self.kind.value, **dict(self.details)}
 
 
 @dataclass(frozen=True)
@@ -84,8 +90,9 @@ class VendorResult:
 def read_source(source: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_DIFF_BYTES) -> Fetched:
     """`--from SOURCE`: an http(s) URL when it has a scheme, else a local file."""
     if "://" in source:
-        return Fetched(SourceKind.URL, source, fetch_url(source, timeout=timeout, max_bytes=max_bytes))
-    return Fetched(SourceKind.FILE, source, read_file(Path(source), max_bytes=max_bytes))
+        data = fetch_url(source, timeout=timeout, max_bytes=max_bytes)
+        return Fetched(SourceKind.URL, source, data, (("url", source),))
+    return Fetched(SourceKind.FILE, source, read_file(Path(source), max_bytes=max_bytes), (("path", source),))
 
 
 def read_file(path: Path, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
@@ -188,7 +195,8 @@ def export_git_range(repo_dir: Path, rev_range: str) -> Fetched:
     if not data:
         raise BadInputError(f"{rev_range} changes nothing", where=str(repo_dir), hint="check the range")
     _check_size(data, MAX_DIFF_BYTES, str(repo_dir))
-    return Fetched(SourceKind.GIT, f"{repo_dir} {base_sha[:12]}..{head_sha[:12]}", data)
+    details = (("repo", str(repo_dir)), ("range", rev_range), ("base_commit", base_sha), ("head_commit", head_sha))
+    return Fetched(SourceKind.GIT, f"{repo_dir} {base_sha[:12]}..{head_sha[:12]}", data, details)
 
 
 def _split_range(rev_range: str) -> tuple[str, bool, str]:
@@ -240,7 +248,9 @@ def vendor_patch(
         base = None
     sha256 = hashlib.sha256(fetched.data).hexdigest()
     old_manifest = spec.manifest_path.read_bytes()
-    new_manifest = update_manifest(old_manifest.decode("utf-8"), sha256, hunk_set.digest, base).encode("utf-8")
+    new_manifest = update_manifest(
+        old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, fetched.source_table if fetched.details else None
+    ).encode("utf-8")
     old_diff = spec.diff_path.read_bytes() if spec.diff_path.is_file() else None
 
     pending = [(spec.diff_path, fetched.data, old_diff), (spec.manifest_path, new_manifest, old_manifest)]
@@ -336,14 +346,29 @@ def _check_kept_base(spec: PatchSpec, hunk_set: HunkSet) -> None:
         )
 
 
-def update_manifest(text: str, sha256: str, hunkset_sha256: str, base: Mapping[str, str] | None) -> str:
-    """The manifest text with the pins set; comments, order and layout untouched. Pure."""
+def update_manifest(
+    text: str,
+    sha256: str,
+    hunkset_sha256: str,
+    base: Mapping[str, str] | None,
+    source: Mapping[str, str | int] | None = None,
+) -> str:
+    """The manifest text with the pins (and the [source] the diff came from) set; comments, order and layout
+    untouched. Pure."""
     import tomlkit  # deferred: only vendor edits manifests
 
     doc = tomlkit.parse(text)
     for key, value in (("sha256", sha256), ("hunkset_sha256", hunkset_sha256)):
         if doc.get(key) != value:
             doc[key] = value
+    if source is not None and dict(doc.get("source", {})) != dict(source):
+        fresh = tomlkit.table()
+        for key, item in source.items():
+            fresh.add(key, item)
+        if "source" in doc:
+            doc["source"] = fresh
+        else:
+            doc.add("source", fresh)
     if base is not None:
         table: Any = doc.get("base")
         if table is None:

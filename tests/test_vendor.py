@@ -93,10 +93,13 @@ def test_vendor_a_local_file_pins_it_and_keeps_the_comments(tmp_path: Path, patc
     assert "excluded by the manifest: eng/extra.py" in result.out
     assert (patches / PID / "change.diff").read_bytes() == diff
     text = manifest_of(patches).read_text()
-    kept = [line for line in text.splitlines() if line in original.splitlines()]
-    assert kept == original.splitlines()  # every line, comments included, in its order
+    kept = [line for line in text.splitlines() if line in original.splitlines() and line]
+    assert kept == [line for line in original.splitlines() if line]  # every line, comments included, in order
     spec = load_manifest(patches / PID)
     assert spec.sha256 == sha(diff) and not spec.pending
+    assert spec.source is not None and spec.source.kind == "file"
+    assert dict(spec.source.fields) == {"path": str(source)}
+    assert f"from {source}" in cli("list", "--patches", patches).out
 
     status = cli("status", PID, "--root", _tree(tmp_path), "--patches", patches, "--json")
     assert status.code == 3
@@ -341,7 +344,9 @@ def test_the_real_pending_entry_vendors_and_keeps_its_comments(tmp_path: Path) -
     result = cli(*argv[1:-1], tmp_path / "2106.diff")
     assert result.code == 0, result.err
     text = (patches / "atom-pr2106" / "manifest.toml").read_text()
-    assert [line for line in text.splitlines() if line in original.splitlines()] == original.splitlines()
+    assert [line for line in text.splitlines() if line and line in original.splitlines()] == [
+        line for line in original.splitlines() if line
+    ]
     vendored = load_manifest(patches / "atom-pr2106")
     assert not vendored.pending and vendored.hunkset_sha256 is not None
     assert "excluded by the manifest: atom/model_ops/attentions/backends.py, atom/spec_decode/eagle_proposer.py" in (

@@ -2,30 +2,56 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 
 from patchkit.commands.options import json_option, patches_option
 from patchkit.registry import find_locations, resolve_patch
 from patchkit.report import render_json
-from patchkit.vendor import FETCH_TIMEOUT, VendorResult, export_git_range, read_source, vendor_patch
+from patchkit.vendor import FETCH_TIMEOUT, Fetched, VendorResult, export_git_range, read_source, vendor_patch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def vendor_options(func: F) -> F:
+    """--from / --from-git + --range / --base-tree / --timeout: where a diff comes from (vendor and new)."""
+    decorators = [
+        click.option("--from", "source", metavar="SOURCE",
+                     help="A local diff file, or an https:// URL such as a pull request's .diff."),
+        click.option("--from-git", "git_repo", metavar="REPO", type=click.Path(file_okay=False, path_type=Path),
+                     help="A local git clone to export the diff from; needs --range."),
+        click.option("--range", "rev_range", metavar="BASE..HEAD",
+                     help="With --from-git: the commits to diff (BASE...HEAD diffs from their merge base, as a PR "
+                     "does)."),
+        click.option("--base-tree", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
+                     help="The pristine pinned engine tree: record the sha256 of every file the diff reads in "
+                     "[base] (for a patch with `after`, as the patches before it leave that tree)."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=FETCH_TIMEOUT, show_default=True,
+                     metavar="SECONDS", help="Network timeout for a URL source."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def fetch_source(source: str | None, git_repo: Path | None, rev_range: str | None, timeout: float) -> Fetched:
+    if (source is None) == (git_repo is None):
+        raise click.UsageError("give exactly one of --from SOURCE and --from-git REPO")
+    if (git_repo is None) != (rev_range is None):
+        raise click.UsageError("--from-git and --range go together")
+    if git_repo is not None and rev_range is not None:
+        return export_git_range(git_repo, rev_range)
+    assert source is not None
+    return read_source(source, timeout=timeout)
 
 
 @click.command("vendor")
 @click.argument("patch")
 @patches_option
-@click.option("--from", "source", metavar="SOURCE",
-              help="A local diff file, or an https:// URL such as a pull request's .diff.")
-@click.option("--from-git", "git_repo", metavar="REPO", type=click.Path(file_okay=False, path_type=Path),
-              help="A local git clone to export the diff from; needs --range.")
-@click.option("--range", "rev_range", metavar="BASE..HEAD",
-              help="With --from-git: the commits to diff (BASE...HEAD diffs from their merge base, as a PR does).")
-@click.option("--base-tree", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
-              help="The pristine pinned engine tree: record the sha256 of every file the diff reads in [base].")
-@click.option("--timeout", type=click.FloatRange(min=0.1), default=FETCH_TIMEOUT, show_default=True,
-              metavar="SECONDS", help="Network timeout for a URL source.")
+@vendor_options
 @click.option("--dry-run", is_flag=True, help="Check and report; write nothing.")
 @json_option
 def command(
@@ -34,10 +60,11 @@ def command(
 ) -> None:
     """Vendor PATCH's diff from SOURCE into its folder and pin it in manifest.toml.
 
-    Records sha256 (the exact bytes) and hunkset_sha256 (the filtered hunk set: the same for a re-export that
-    differs only in index lines or hunk headings), and with --base-tree the [base] fingerprint. Refuses a diff
-    that does not contain every excluded file. Comments in the manifest are kept; an identical rerun writes
-    nothing. Exit 0 when vendored or already vendored, 2 on bad input (nothing written).
+    Records sha256 (the exact bytes), hunkset_sha256 (the filtered hunk set: the same for a re-export that
+    differs only in index lines or hunk headings), [source] (the URL or file, or the git repository, range and
+    resolved commits), and with --base-tree the [base] fingerprint. Refuses a diff that does not contain every
+    excluded file, and a diff without context lines (-U0). Comments in the manifest are kept; an identical
+    rerun writes nothing. Exit 0 when vendored or already vendored, 2 on bad input (nothing written).
 
     \b
     Examples:
@@ -45,25 +72,19 @@ def command(
       patchkit vendor atom-pr2106 --from ~/Downloads/2106.diff --base-tree /opt/ATOM
       patchkit vendor atom-pr2106 --from-git ~/src/ATOM --range main...fix-draft-kv
     """
-    if (source is None) == (git_repo is None):
-        raise click.UsageError("give exactly one of --from SOURCE and --from-git REPO")
-    if (git_repo is None) != (rev_range is None):
-        raise click.UsageError("--from-git and --range go together")
+    if (source is None) == (git_repo is None) or (git_repo is None) != (rev_range is None):
+        fetch_source(source, git_repo, rev_range, timeout)  # the usage error, before the registry is read
     spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
-    if git_repo is not None and rev_range is not None:
-        fetched = export_git_range(git_repo, rev_range)
-    else:
-        assert source is not None
-        fetched = read_source(source, timeout=timeout)
+    fetched = fetch_source(source, git_repo, rev_range, timeout)
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
-        click.echo(render_json(_result_json(result, dry_run)))
+        click.echo(render_json(result_json(result, dry_run)))
     else:
-        for line in _result_lines(result, dry_run):
+        for line in result_lines(result, dry_run):
             click.echo(line)
 
 
-def _result_json(r: VendorResult, dry_run: bool) -> dict[str, Any]:
+def result_json(r: VendorResult, dry_run: bool) -> dict[str, Any]:
     return {
         "patch": r.patch,
         "source": {"kind": r.source.kind.value, "location": r.source.label, "bytes": len(r.source.data)},
@@ -78,13 +99,14 @@ def _result_json(r: VendorResult, dry_run: bool) -> dict[str, Any]:
         "files": len(r.hunk_set.files),
         "excluded": list(r.hunk_set.excluded),
         "base": dict(r.base),
+        "recorded_source": r.source.source_table,
         "changed": r.changed,
         "dry_run": dry_run,
         "written": [str(p) for p in r.written],
     }
 
 
-def _result_lines(r: VendorResult, dry_run: bool) -> list[str]:
+def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
     name = r.diff_path.name
     if not r.changed:
         return [f"{r.patch}: already vendored ({name}, sha256 {r.sha256[:12]}); nothing written"]
@@ -106,6 +128,7 @@ def _result_lines(r: VendorResult, dry_run: bool) -> list[str]:
         lines.append("  the hunk set is unchanged: only header noise (index lines, headings) differs")
     if r.hunk_set.excluded:
         lines.append("  excluded by the manifest: " + ", ".join(r.hunk_set.excluded))
+    lines.append("  source recorded: " + ", ".join(f"{k} {v}" for k, v in r.source.source_table.items()))
     if r.base_tree is not None:
         lines.append(f"  base: {len(r.base)} files fingerprinted from {r.base_tree}")
     elif r.base:

@@ -1,0 +1,98 @@
+"""`patchkit new`: the shipped template, filled in, checked like any manifest, vendored in the same step."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from patchkit.manifest import load_manifest
+from patchkit.scaffold import read_template
+from tests.conftest import cli, git, git_diff, write_tree
+
+
+def lines(name: str, count: int) -> bytes:
+    return b"".join(b"%s %d\n" % (name.encode(), i) for i in range(1, count + 1))
+
+
+def test_new_scaffolds_a_pending_entry_from_the_template(patches: Path) -> None:
+    result = cli("new", "vllm-pr12", "--patches", patches, "--target", "vllm", "--repo", "vllm-project/vllm",
+                 "--pr", "12", "--pr", "ROCm/aiter#7", "--title", 'Fix "quoted" KV \\ path')
+    assert result.code == 0, result.err
+    text = (patches / "vllm-pr12" / "manifest.toml").read_text()
+    assert "# One patch = one folder" in text and "# prefix = " in text  # the commented template, kept
+    spec = load_manifest(patches / "vllm-pr12")
+    assert spec.pending and spec.title == 'Fix "quoted" KV \\ path'
+    assert [str(p) for p in spec.upstream.prs] == ["vllm-project/vllm#12", "ROCm/aiter#7"]
+    assert "patchkit vendor vllm-pr12" in result.out
+    # lint sees a pending entry, not a broken one
+    again = cli("new", "vllm-pr12", "--patches", patches, "--target", "vllm", "--repo", "a/b", "--pr", "1")
+    assert again.code == 2 and "exists already" in again.err
+    assert (patches / "vllm-pr12" / "manifest.toml").read_text() == text
+
+
+def test_new_local_and_bad_values_leave_nothing(patches: Path) -> None:
+    result = cli("new", "launcher-fix", "--patches", patches, "--target", "vllm", "--local", "our launcher only",
+                 "--introduced-by", "31")
+    assert result.code == 0, result.err
+    spec = load_manifest(patches / "launcher-fix")
+    assert spec.upstream.is_local and spec.upstream.reason == "our launcher only" and spec.introduced_by == 31
+    for args, message in [
+        (("--repo", "not-a-repo", "--pr", "3"), "owner/name"),
+        (("--repo", "a/b", "--pr", "x#3"), "must be a PR number or"),
+        (("--repo", "a/b"), "at least one --pr"),
+        (("--local", "why", "--pr", "3"), "exclude each other"),
+    ]:
+        bad = cli("new", "bad-one", "--patches", patches, "--target", "vllm", *args)
+        assert bad.code == 2 and message in bad.err, bad.err
+    bad = cli("new", "../escape", "--patches", patches, "--target", "x", "--local", "r")
+    assert bad.code == 2 and "not a patch id" in bad.err
+    assert sorted(p.name for p in patches.iterdir()) == ["launcher-fix"]  # no staging folder left either
+
+
+def test_new_from_git_vendors_and_records_the_source(tmp_path: Path, patches: Path) -> None:
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_tree(repo, {"vllm/a.py": lines("a", 20)})
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    base = git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    write_tree(repo, {"vllm/a.py": lines("a", 20).replace(b"a 9\n", b"a nine\n")})
+    git(repo, "commit", "-qam", "fix")
+    head = git(repo, "rev-parse", "HEAD").stdout.decode().strip()
+    engine = tmp_path / "engine"
+    write_tree(engine, {"vllm/a.py": lines("a", 20)})
+    result = cli("new", "vllm-pr5", "--patches", patches, "--target", "vllm", "--repo", "vllm-project/vllm",
+                 "--pr", "5", "--from-git", repo, "--range", f"{base}..HEAD", "--base-tree", engine, "--json")
+    assert result.code == 0, result.err
+    doc = result.json()
+    assert doc["created"]["source"] == {
+        "kind": "git", "repo": str(repo), "range": f"{base}..HEAD", "base_commit": base, "head_commit": head,
+    }
+    spec = load_manifest(patches / "vllm-pr5")
+    assert not spec.pending and spec.base_files
+    listed = cli("list", "--patches", patches).out
+    assert f"from {repo} {base}..HEAD ({base[:12]}..{head[:12]})" in listed
+    assert cli("apply", "vllm-pr5", "--root", engine, "--patches", patches).code == 0
+
+
+def test_a_failed_vendor_in_new_leaves_no_folder(tmp_path: Path, patches: Path) -> None:
+    diff = git_diff(tmp_path, {"a.py": lines("a", 9)}, {"a.py": lines("a", 10)})
+    (tmp_path / "x.diff").write_bytes(diff)
+    engine = tmp_path / "engine"
+    write_tree(engine, {"a.py": lines("a", 10)})  # already applied: not a base tree
+    result = cli("new", "p", "--patches", patches, "--target", "e", "--local", "r", "--from", tmp_path / "x.diff",
+                 "--base-tree", engine)
+    assert result.code == 2 and "not unapplied" in result.err
+    assert list(patches.iterdir()) == []
+
+
+def test_the_template_ships_as_package_data(tmp_path: Path) -> None:
+    assert "$upstream" in read_template()
+    root = Path(__file__).resolve().parent.parent
+    out = tmp_path / "build"
+    # What setuptools puts into a wheel's patchkit/ (build_py honours pyproject's package-data).
+    subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py", "--build-lib",
+                    str(out)], cwd=root, check=True, capture_output=True)
+    assert (out / "patchkit/templates/manifest.toml").read_text() == read_template()
