@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -24,12 +24,13 @@ from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
 from patchkit.filtering import exclude_where, filter_diff, refuse_zero_context
-from patchkit.hunks import HunkSet, paths_of
+from patchkit.forge import GIT_DIFF_OPTIONS, count_mbox_commits, net_diff, repeated_paths
+from patchkit.hunks import Diff, HunkSet, paths_of
 from patchkit.manifest import PatchSpec
 from patchkit.plan import plan_changes
 from patchkit.provenance import Relation, compare_head, fingerprint_tree, read_paths
 from patchkit.state import PatchState, TreeState, judge_sections, scan_tree
-from patchkit.tree import check_root, read_snapshot
+from patchkit.tree import Snapshot, check_root, read_snapshot
 
 MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
 FETCH_TIMEOUT = 30.0
@@ -37,10 +38,7 @@ LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})  # plain http is a
 
 # git options that pin the output, whatever the user's git config says (prefixes decide `strip`, the diff
 # algorithm and context decide the hunks and so the digest).
-_GIT_DIFF_OPTIONS = (
-    "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/",
-    "--find-renames", "--diff-algorithm=myers", "--indent-heuristic", "--unified=3", "--inter-hunk-context=0",
-)
+_GIT_DIFF_OPTIONS = GIT_DIFF_OPTIONS
 _REV = re.compile(r"^[^-\s][^\s]*$")
 
 
@@ -48,6 +46,7 @@ class SourceKind(Enum):
     FILE = "file"
     URL = "url"
     GIT = "git"
+    MBOX = "mbox"  # the net diff of a multi-commit mbox (from a file or URL), computed on --base-tree
 
 
 @dataclass(frozen=True)
@@ -233,6 +232,10 @@ def vendor_patch(
 ) -> VendorResult:
     """Check the diff against the manifest, then write it and pin it (unless nothing would change)."""
     diff = parse_diff(fetched.data, spec.strip, fetched.label)
+    commits = count_mbox_commits(fetched.data)
+    if commits > 1 and repeated_paths(diff):
+        fetched = _net_of_mbox(spec, fetched, diff, commits, base_tree)
+        diff = parse_diff(fetched.data, spec.strip, fetched.label)
     refuse_zero_context(diff)
     try:
         hunk_set = filter_diff(diff, spec.excludes, spec.path_map)
@@ -286,10 +289,9 @@ def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> di
                 f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
                 where=str(root), hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
             )
-    before = _stacked_below(spec)
-    if not before:
+    if not spec.after:
         return fingerprint_tree(scan_tree(root, hunk_set))
-    return fingerprint_tree(_tree_as_left(root, before, hunk_set))
+    return fingerprint_tree(_tree_as_left(root, base_reader(spec, root), hunk_set))
 
 
 def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
@@ -312,27 +314,67 @@ def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
     return [(s, load_hunk_set(s)) for s in ordered if s.id in wanted]
 
 
-def _tree_as_left(root: Path, before: list[tuple[PatchSpec, HunkSet]], hunk_set: HunkSet) -> TreeState:
-    """The pristine base tree with the patches below this one applied in memory, judged for this hunk set.
+def base_reader(spec: PatchSpec, root: Path) -> Callable[[str], Snapshot]:
+    """path under the root -> the file as the pristine base tree has it once the patches this one comes
+    after are applied (in memory). A stacked patch was made on top of their result, so that is its pre-image:
+    what [base] fingerprints and what --strict-base compares at run time."""
+    before = _stacked_below(spec)
+    overlay: dict[str, Snapshot] = {}
+    if before:
+        sections = HunkSet("below", tuple(f for _, h in before for f in h.files), ())
+        below = scan_tree(root, sections)
+        if below.state is not PatchState.UNAPPLIED:
+            names = ", ".join(s.id for s, _ in before)
+            raise BadInputError(
+                f"the base tree reads as {below.state.value} for {names}, which this patch comes after, not "
+                "unapplied",
+                where=str(root), hint="fingerprint the pristine pinned tree, before any patch is applied to it",
+            )
+        overlay = dict(below.snapshots)
+        overlay.update({c.path: c.after for c in plan_changes(below, forward=True).changes})
 
-    A stacked patch was made on top of the others' result, so its pre-image (what [base] fingerprints, and
-    what --strict-base compares at run time, on the tree as the patches before it leave it) is that result.
-    """
-    sections = HunkSet("below", tuple(f for _, h in before for f in h.files), ())
-    below = scan_tree(root, sections)
-    if below.state is not PatchState.UNAPPLIED:
-        names = ", ".join(s.id for s, _ in before)
-        raise BadInputError(
-            f"the base tree reads as {below.state.value} for {names}, which this patch comes after, not unapplied",
-            where=str(root), hint="fingerprint the pristine pinned tree, before any patch is applied to it",
-        )
-    overlay = dict(below.snapshots)
-    overlay.update({c.path: c.after for c in plan_changes(below, forward=True).changes})
-    for path in paths_of(hunk_set.files):
-        if path not in overlay:
-            overlay[path] = read_snapshot(root, path)
-    mine = {path: overlay[path] for path in paths_of(hunk_set.files)}
+    def read(path: str) -> Snapshot:
+        return overlay[path] if path in overlay else read_snapshot(root, path)
+
+    return read
+
+
+def _tree_as_left(root: Path, read: Callable[[str], Snapshot], hunk_set: HunkSet) -> TreeState:
+    mine = {path: read(path) for path in paths_of(hunk_set.files)}
     return TreeState(root, hunk_set, tuple(judge_sections(hunk_set.files, mine)), mine)
+
+
+def _net_of_mbox(spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, base_tree: Path | None) -> Fetched:
+    """A multi-commit mbox whose commits touch a file more than once becomes the net diff of the range."""
+    repeated = repeated_paths(diff)
+    shown = ", ".join(repeated[:3])
+    if base_tree is None:
+        raise BadInputError(
+            f"{fetched.label} is an mbox of {commits} commits, and several of them change {shown}: patchkit "
+            "vendors the net diff of such a range, not the chain of commits",
+            where=fetched.label,
+            hint="pass --base-tree DIR (the pristine pinned tree) to compute the net diff from this mbox, or run "
+            f"`patchkit vendor {spec.id} --from-git CLONE --range BASE..HEAD` on a clone holding the commits",
+        )
+    if spec.strip != 1:
+        raise BadInputError(
+            f"the net diff of {fetched.label} is made with a/ b/ prefixes, but the manifest has strip = {spec.strip}",
+            where=str(spec.manifest_path), hint="set strip = 1 (format-patch paths have one prefix component)",
+        )
+    root = check_root(base_tree)
+    read_placed = base_reader(spec, root)
+    data = net_diff(diff, lambda path: _renamed(read_placed(spec.path_map.place(path)), path))
+    if not data:
+        raise BadInputError(
+            f"the {commits} commits of {fetched.label} cancel out: their net diff is empty",
+            where=fetched.label, hint="nothing to vendor; check the range the mbox was made from",
+        )
+    details = (*fetched.details, ("net_of_commits", commits))
+    return Fetched(SourceKind.MBOX, f"net diff of {commits} commits of {fetched.label}", data, details)
+
+
+def _renamed(snap: Snapshot, path: str) -> Snapshot:
+    return Snapshot(path, snap.data, snap.mode)
 
 
 def _check_kept_base(spec: PatchSpec, hunk_set: HunkSet) -> None:
