@@ -391,20 +391,52 @@ def check_hunkset_pin(spec: PatchSpec, hunk_set: HunkSet) -> None:
 # -------------------------------------------------------------------------------------------------- packages
 
 
-def locate_distribution_root(name: str) -> Path:
+# Run by the engine's interpreter with -I (no PYTHON* variables, no user site, no cwd on sys.path): reads the
+# distribution's metadata with importlib.metadata and prints it as JSON. It never imports the package.
+_FIND_DIST = r"""
+import json, sys
+from importlib import metadata
+out = {"executable": sys.executable, "version": sys.version.split()[0], "path": [p for p in sys.path if p]}
+try:
+    dist = metadata.distribution(sys.argv[1])
+except metadata.PackageNotFoundError:
+    out["found"] = False
+else:
+    tops = []
+    for f in dist.files or ():
+        parts = str(f).replace("\\", "/").split("/")
+        if len(parts) > 1 and parts[0] not in tops:
+            tops.append(parts[0])
+    out.update(found=True, name=dist.metadata["Name"], direct_url=dist.read_text("direct_url.json"),
+               top_level=dist.read_text("top_level.txt"), tops=tops, base=str(dist.locate_file("")))
+print(json.dumps(out))
+"""
+PYTHON_TIMEOUT = 60.0
+
+
+def locate_distribution_root(name: str, python: str | None = None) -> Path:
     """The engine tree of an installed Python distribution, found from its metadata without importing it.
 
     An editable install (direct_url.json says so) is its source checkout; any other install is the
     site-packages folder that holds its top-level package, since diffs name paths like `pkg/module.py`.
+    With `python` (--python / PATCHKIT_PYTHON, e.g. the engine image's /opt/venv/bin/python), the metadata is
+    read by that interpreter, in its own environment.
     """
+    if python is not None:
+        return _locate_with(python, name)
     from importlib import metadata  # deferred: only --root-from-package needs it
 
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
+        import sys
+
+        searched = ", ".join(p for p in sys.path if p)
         raise BadInputError(
-            f"no installed Python distribution named {name!r}",
-            hint="check the name with `pip show NAME` in the engine's environment, or pass --root DIR",
+            f"no installed Python distribution named {name!r} for patchkit's own interpreter {sys.executable}; "
+            f"searched: {searched}",
+            hint="name the engine's interpreter with --python PATH (or PATCHKIT_PYTHON), check the name with "
+            "`PYTHON -m pip show NAME`, or pass --root DIR",
         ) from None
     source = _editable_source(dist.read_text("direct_url.json"))
     if source is not None:
@@ -415,6 +447,52 @@ def locate_distribution_root(name: str) -> Path:
             return folder.parent
     raise BadInputError(
         f"distribution {name!r} has no top-level package folder to locate",
+        hint="pass --root DIR with the folder the patch's paths are relative to",
+    )
+
+
+def _locate_with(python: str, name: str) -> Path:
+    """Ask another interpreter (run isolated, with a timeout) where distribution `name` is installed."""
+    import subprocess
+
+    try:
+        done = subprocess.run(
+            [python, "-I", "-c", _FIND_DIST, name], capture_output=True, timeout=PYTHON_TIMEOUT, check=False,
+            stdin=subprocess.DEVNULL,
+        )
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise BadInputError(
+            f"cannot run the Python interpreter {python}: {exc}", where=python,
+            hint="--python / PATCHKIT_PYTHON names the engine's interpreter, e.g. /opt/venv/bin/python",
+        ) from None
+    try:
+        info = json.loads(done.stdout)
+        if not isinstance(info, dict) or not isinstance(info.get("found"), bool):
+            raise ValueError("not a report")
+    except ValueError:
+        detail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        raise BadInputError(
+            f"{python} could not read its installed distributions (exit {done.returncode}: {detail[0]})",
+            where=python, hint="check that it is a Python 3.8+ interpreter",
+        ) from None
+    where = f"{python} (Python {info.get('version')}, {info.get('executable')})"
+    if not info["found"]:
+        searched = ", ".join(str(p) for p in info.get("path", [])) or "nothing"
+        raise BadInputError(
+            f"no distribution named {name!r} is installed for {where}; searched: {searched}",
+            hint="check the name with `PYTHON -m pip show NAME`, pick the engine's interpreter with --python, "
+            "or pass --root DIR",
+        )
+    source = _editable_source(info.get("direct_url"))
+    if source is not None:
+        return source
+    base = Path(str(info.get("base", "")))
+    tops = [str(t) for t in info.get("tops", []) if isinstance(t, str)]
+    for top in _top_level_names(info.get("top_level"), [f"{t}/x" for t in tops]):
+        if (base / top).is_dir():
+            return base
+    raise BadInputError(
+        f"distribution {name!r} of {where} has no top-level package folder to locate",
         hint="pass --root DIR with the folder the patch's paths are relative to",
     )
 

@@ -72,6 +72,11 @@ def patch_command_options(func: F) -> F:
             help="Instead of --root: the install folder of Python distribution NAME (its source checkout if "
             "installed editable, else the site-packages folder holding its package), found without importing it.",
         ),
+        click.option(
+            "--python", metavar="PATH", envvar="PATCHKIT_PYTHON", show_envvar=True,
+            help="With --root-from-package: the engine's interpreter (e.g. /opt/venv/bin/python), whose "
+            "environment is searched (run isolated, reading metadata only; default: patchkit's own).",
+        ),
         patches_option,
         json_option,
         click.option("-v", "--verbose", is_flag=True, help="Show the per-file, per-hunk table."),
@@ -90,8 +95,10 @@ def _one_root(func: F) -> F:
     """Fold --root / --root-from-package into the one `root` argument the command takes."""
 
     @functools.wraps(func)
-    def wrapper(*args: Any, root: str | None, root_from_package: str | None, **kwargs: Any) -> Any:
-        return func(*args, root=choose_root(root, root_from_package), **kwargs)
+    def wrapper(
+        *args: Any, root: str | None, root_from_package: str | None, python: str | None, **kwargs: Any
+    ) -> Any:
+        return func(*args, root=choose_root(root, root_from_package, python), **kwargs)
 
     return cast(F, wrapper)
 
@@ -116,7 +123,7 @@ def _from_env(param: str) -> bool:
     return click.get_current_context().get_parameter_source(param) is ParameterSource.ENVIRONMENT
 
 
-def choose_root(root: str | None, package: str | None) -> str:
+def choose_root(root: str | None, package: str | None, python: str | None = None) -> str:
     """Exactly one of --root and --root-from-package. Given on the command line, either beats the environment
     ($PATCHKIT_ROOT, $PATCHKIT_ROOT_FROM_PACKAGE); both on the command line, or both in the environment, is an
     error."""
@@ -128,7 +135,7 @@ def choose_root(root: str | None, package: str | None) -> str:
             raise click.UsageError(f"{both}; give one of them")
         root, package = (None, package) if root_env else (root, None)
     if package is not None:
-        return str(locate_distribution_root(package))
+        return str(locate_distribution_root(package, python))
     if root is None:
         raise click.UsageError(
             "which engine tree? give --root DIR (or set PATCHKIT_ROOT) or --root-from-package NAME"

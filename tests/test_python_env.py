@@ -1,0 +1,110 @@
+"""--root-from-package with --python / PATCHKIT_PYTHON: a real venv made from another Python (pyenv), with a
+tiny distribution installed by its own pip, found from metadata without ever importing the package."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Registry, cli, git_diff
+
+PYENV = Path("/root/.pyenv/versions")
+OTHER = next((v / "bin/python" for v in sorted(PYENV.glob("3.1[03]*")) if (v / "bin/python").exists()), None)
+
+MODULE = b"".join(b"value_%d = %d\n" % (i, i) for i in range(1, 21))
+
+
+def _wheel(folder: Path, marker: Path) -> Path:
+    """A minimal, valid wheel of distribution `tinyeng` (package `tinyeng`), whose import leaves a marker."""
+    init = f"open({str(marker)!r}, 'w').write('imported')\n".encode()
+    files = {
+        "tinyeng/__init__.py": init,
+        "tinyeng/core.py": MODULE,
+        "tinyeng-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: tinyeng\nVersion: 1.0\n",
+        "tinyeng-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n",
+        "tinyeng-1.0.dist-info/top_level.txt": b"tinyeng\n",
+    }
+    record = []
+    for name, data in files.items():
+        digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+        record.append(f"{name},sha256={digest},{len(data)}")
+    record.append("tinyeng-1.0.dist-info/RECORD,,")
+    path = folder / "tinyeng-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as wheel:
+        for name, data in files.items():
+            wheel.writestr(name, data)
+        wheel.writestr("tinyeng-1.0.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def venv(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    if OTHER is None:
+        pytest.skip("no pyenv Python 3.10 / 3.13 on this machine")
+    work = tmp_path_factory.mktemp("engine-venv")
+    env_dir = work / "venv"
+    subprocess.run([str(OTHER), "-m", "venv", "--without-pip", str(env_dir)], check=True, capture_output=True)
+    marker = work / "imported.txt"
+    wheel = _wheel(work, marker)
+    python = env_dir / "bin/python"
+    # Our pip installs into the other interpreter's environment (faster than bootstrapping pip in it).
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index",
+                    "--no-deps", str(wheel)], check=True, capture_output=True)
+    site = next(env_dir.glob("lib/python3.*/site-packages"))
+    assert (site / "tinyeng/core.py").read_bytes() == MODULE
+    return python, site, marker
+
+
+def test_the_package_is_found_in_the_other_environment(
+    tmp_path: Path, registry: Registry, venv: tuple[Path, Path, Path]
+) -> None:
+    python, site, marker = venv
+    diff = git_diff(tmp_path, {"tinyeng/core.py": MODULE},
+                    {"tinyeng/core.py": MODULE.replace(b"value_7 = 7\n", b"value_7 = 70\n")})
+    registry.add("p", diff)
+    result = cli("status", "p", "--root-from-package", "tinyeng", "--python", python, "--patches", registry.path,
+                 "--json")
+    assert result.code == 3, result.out + result.err
+    assert result.json()["root"] == str(site.resolve())
+    # Our own interpreter does not have it: the environment variable selects the engine's.
+    assert cli("status", "p", "--root-from-package", "tinyeng", "--patches", registry.path).code == 2
+    os.environ["PATCHKIT_PYTHON"] = str(python)
+    try:
+        assert cli("status", "p", "--root-from-package", "tinyeng", "--patches", registry.path).code == 3
+    finally:
+        del os.environ["PATCHKIT_PYTHON"]
+    assert not marker.exists()  # found from metadata; the package was never imported
+
+
+def test_a_name_not_installed_says_which_interpreter_and_paths(
+    registry: Registry, venv: tuple[Path, Path, Path]
+) -> None:
+    python, site, _ = venv
+    registry.add("p", b"x\n")
+    result = cli("status", "p", "--root-from-package", "no-such-dist", "--python", python, "--patches",
+                 registry.path)
+    assert result.code == 2
+    assert f"no distribution named 'no-such-dist' is installed for {python}" in result.err
+    assert str(site) in result.err  # the search path is listed
+    own = cli("status", "p", "--root-from-package", "no-such-dist", "--patches", registry.path)
+    assert own.code == 2 and "patchkit's own interpreter" in own.err and "--python" in own.err
+
+
+def test_a_python_that_is_not_one_is_a_clear_error(tmp_path: Path, registry: Registry) -> None:
+    registry.add("p", b"x\n")
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho not json\n")
+    fake.chmod(0o755)
+    result = cli("status", "p", "--root-from-package", "x", "--python", fake, "--patches", registry.path)
+    assert result.code == 2 and "could not read its installed distributions" in result.err
+    result = cli("status", "p", "--root-from-package", "x", "--python", tmp_path / "nope", "--patches",
+                 registry.path)
+    assert result.code == 2 and "cannot run the Python interpreter" in result.err
