@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from patchkit.bytecode import with_bytecode_removals
 from patchkit.errors import ExitCode
 from patchkit.filtering import load_hunk_set
 from patchkit.hunks import HunkSet
@@ -116,7 +117,7 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
             if decision.drops_record and not options.dry_run:
                 commit_changes(real_root, (), state_files=record_changes(spec, hunk_set, decision), label=label)
             return outcome(decision.result, None)
-        plan = plan_changes(tree, forward=decision.forward)
+        plan = with_bytecode_removals(real_root, plan_changes(tree, forward=decision.forward))
         if options.dry_run:
             return outcome(Result.DRY_RUN, plan)
         commit_changes(real_root, plan.changes, state_files=record_changes(spec, hunk_set, decision), label=label)

@@ -28,6 +28,7 @@ from patchkit.actions import (
     decide_patch,
     record_changes,
 )
+from patchkit.bytecode import with_bytecode_removals
 from patchkit.errors import ExitCode, ManifestError, RegistryError
 from patchkit.filtering import load_hunk_set
 from patchkit.hunks import FilePatch, HunkSet, paths_of
@@ -237,7 +238,7 @@ def run_series(
             return finish(None)
         plan = None
         if moving:
-            plan = plan_changes(settled.together, forward=action is Action.APPLY)
+            plan = with_bytecode_removals(real_root, plan_changes(settled.together, forward=action is Action.APPLY))
             for i in moving:
                 paths = set(outcomes[i].tree.snapshots)
                 mine = Plan(plan.forward, tuple(c for c in plan.changes if c.path in paths))

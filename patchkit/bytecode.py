@@ -1,0 +1,61 @@
+"""Cached bytecode that would outlive a source change: planned for removal with the change itself.
+
+Python runs an unchecked-hash `.pyc` whatever its source now says, and a timestamp `.pyc` whose source keeps
+its size and changes within the same second of mtime. So when a plan changes (or removes) `pkg/mod.py`,
+every `pkg/__pycache__/mod.<tag>[.opt-N].pyc` (any interpreter tag, any invalidation mode: simpler and always
+safe, the interpreter rebuilds what it needs) is added to the plan as a deletion. It is then written, journaled
+and rolled back with the rest of the transaction by workspace.py; nothing here writes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+from patchkit.plan import FileChange, Plan
+from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_entry, split_relative
+
+CACHE_DIR = "__pycache__"
+
+
+def with_bytecode_removals(root: Path, plan: Plan) -> Plan:
+    """The plan plus the deletion of every cached bytecode file of each Python source it changes."""
+    extra = stale_bytecode(root, plan.changes)
+    return Plan(plan.forward, (*plan.changes, *extra)) if extra else plan
+
+
+def stale_bytecode(root: Path, changes: Sequence[FileChange]) -> tuple[FileChange, ...]:
+    planned = {c.path for c in changes}
+    out: list[FileChange] = []
+    root_fd = open_root(root)
+    try:
+        for change in changes:
+            if not change.path.endswith(".py") or change.before.data == change.after.data:
+                continue
+            parts = split_relative(change.path)
+            if parts[0] == STATE_DIR:
+                continue
+            folder = (*parts[:-1], CACHE_DIR)
+            cache_rel = "/".join(folder)
+            fd = open_folder(root_fd, root, folder, cache_rel)  # link-free walk; a linked folder is refused
+            if fd is None:
+                continue
+            try:
+                pattern = re.compile(re.escape(parts[-1][:-3]) + r"\.[A-Za-z0-9_-]+(?:\.opt-[0-9]+)?\.pyc")
+                for name in sorted(os.listdir(fd)):
+                    rel = f"{cache_rel}/{name}"
+                    if not pattern.fullmatch(name) or rel in planned:
+                        continue
+                    if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                        continue  # only regular cache files are ours to remove; read_entry refuses the rest
+                    snap = read_entry(fd, name, rel, str(root / rel))
+                    out.append(FileChange(rel, snap, Snapshot(rel, None, None)))
+                    planned.add(rel)
+            finally:
+                os.close(fd)
+    finally:
+        os.close(root_fd)
+    return tuple(out)
