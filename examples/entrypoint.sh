@@ -11,7 +11,8 @@
 #   PATCHKIT_ROOT_FROM_PACKAGE  the Python distribution whose install folder is the engine tree, looked up
 #                               with PATCHKIT_PYTHON (the engine's interpreter) where patchkit has --python
 #   PATCHKIT_PATCHES            the patch registry (default /opt/patchkit/patches)
-#   PATCHKIT_TARGET             only the patches whose manifest has [target] name = this
+#   PATCHKIT_TARGET             only the patches whose manifest has [target] name = this (a comma list
+#                               for several engines in one root, e.g. vllm,aiter: one series, one transaction)
 #   PATCHKIT_SKIP_REASON        EMERGENCY ONLY: start the command WITHOUT patching the engine; the reason is
 #                               logged on stderr on every start. Unset it to patch again.
 #

@@ -281,7 +281,9 @@ def test_the_hook_docs_name_every_environment_variable_and_exit_code() -> None:
 
     docs = (REPO / "docs" / "hook.md").read_text(encoding="utf-8")
     envvars = {p.envvar for p in command.params if isinstance(p, click.Option) and isinstance(p.envvar, str)}
-    assert envvars == {"PATCHKIT_ROOT", "PATCHKIT_ROOT_FROM_PACKAGE", "PATCHKIT_PATCHES", "PATCHKIT_TARGET"}
+    assert envvars == {
+        "PATCHKIT_ROOT", "PATCHKIT_ROOT_FROM_PACKAGE", "PATCHKIT_PYTHON", "PATCHKIT_PATCHES", "PATCHKIT_TARGET",
+    }
     for name in envvars:
         assert f"`{name}`" in docs, name
         assert name in ENTRYPOINT.read_text(encoding="utf-8"), name
