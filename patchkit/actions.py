@@ -49,6 +49,7 @@ class Result(Enum):
     REFUSED = "refused"
     DRY_RUN = "dry-run"
     SKIPPED = "skipped"  # --all: held back because another patch of the series was refused
+    ADOPTED = "adopted"  # apply --adopt: applied outside patchkit; the record was written, not the engine
 
 
 STATUS_EXIT = {
@@ -68,6 +69,7 @@ class Options:
     strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
     force: bool = False  # revert a change patchkit did not apply (upstream-contains)
     on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
+    adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
 
 
 @dataclass(frozen=True)
@@ -114,7 +116,7 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
             )
 
         if decision.forward is None:
-            if decision.drops_record and not options.dry_run:
+            if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
                 commit_changes(real_root, (), state_files=record_changes(spec, hunk_set, decision), label=label)
             return outcome(decision.result, None)
         plan = with_bytecode_removals(real_root, plan_changes(tree, forward=decision.forward))
@@ -151,6 +153,9 @@ def decide_patch(
     if refusal is not None:
         return Decision(facts, Result.REFUSED, refusal, None)
     result, reason, forward = _decide(action, tree.state, options.complete)
+    adoptable = result is Result.ALREADY_APPLIED and facts.record.state is not RecordState.CURRENT
+    if options.adopt and adoptable and not options.dry_run:
+        return Decision(facts, Result.ADOPTED, None, None)
     if missing and result is Result.REFUSED:
         reason = missing_reason(missing, tree.root)
     return Decision(facts, result, reason, forward)
@@ -158,7 +163,7 @@ def decide_patch(
 
 def record_changes(spec: PatchSpec, hunk_set: HunkSet, decision: Decision) -> dict[str, bytes | None]:
     """The applied-record files to write with a decision's tree changes, in the same transaction."""
-    if decision.forward:
+    if decision.forward or decision.result is Result.ADOPTED:
         return record_files(spec, hunk_set)
     if decision.forward is False or decision.drops_record:
         return record_removal(spec.id)
@@ -173,6 +178,12 @@ def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, optio
         return (
             "the tree had this change before patchkit applied anything (no applied record): the engine "
             "image probably ships it, and the patch can be retired; `revert --force` takes it out anyway"
+        )
+    if action is Action.REVERT and facts.origin is Origin.OUTSIDE and not options.force:
+        return (
+            "the tree has this change but patchkit has no record of applying it (applied outside patchkit, e.g. "
+            f"by a script): `patchkit apply {spec.id} --adopt` records it, then revert; `revert --force` takes it "
+            "out anyway"
         )
     if options.strict_base and base.state is not BaseState.PINNED:
         what = f"drifted ({', '.join(base.drifted)})" if base.drifted else base.state.value

@@ -350,7 +350,12 @@ class Origin(Enum):
 
     THIS_VERSION = "this-version"  # patchkit applied the hunk set the manifest names now
     OTHER_VERSION = "other-version"  # patchkit applied another version of the patch (the record is stale)
-    UPSTREAM = "upstream-contains"  # applied, but not by patchkit: the engine already ships the change
+    # Applied with no record, on the pinned base or one that cannot be told: someone else put it there (a
+    # hand-written script, a manual edit). `apply --adopt` records it.
+    OUTSIDE = "applied-outside-patchkit"
+    # Applied with no record on a base that moved on from the pinned one (HEAD descends from it, or the files
+    # differ from the [base] fingerprint): the newer engine ships the change, the patch can be retired.
+    UPSTREAM = "upstream-contains"
 
 
 @dataclass(frozen=True)
@@ -366,15 +371,28 @@ class Provenance:
 
 
 def assess(spec: PatchSpec, tree: TreeState, record: RecordCheck, *, used_stored_copy: bool) -> Provenance:
-    return Provenance(check_base(spec, tree), record, origin_of(tree.state, record), used_stored_copy)
+    base = check_base(spec, tree)
+    return Provenance(base, record, origin_of(tree.state, record, base), used_stored_copy)
 
 
-def origin_of(state: PatchState, record: RecordCheck) -> Origin | None:
+def origin_of(state: PatchState, record: RecordCheck, base: BaseCheck | None = None) -> Origin | None:
     if record.state is RecordState.STALE:
         return Origin.OTHER_VERSION
     if state is not PatchState.APPLIED:
         return None
-    return {RecordState.CURRENT: Origin.THIS_VERSION, RecordState.NONE: Origin.UPSTREAM}.get(record.state)
+    if record.state is RecordState.CURRENT:
+        return Origin.THIS_VERSION
+    if record.state is RecordState.NONE:
+        return Origin.UPSTREAM if ships_upstream(base) else Origin.OUTSIDE
+    return None
+
+
+def ships_upstream(base: BaseCheck | None) -> bool:
+    """An applied tree without a record is the image's own only when the base shows the engine moved on: HEAD
+    descends from the pinned commit, or a file differs from its [base] pre-image fingerprint."""
+    if base is None or base.state is not BaseState.DRIFTED:
+        return False
+    return base.relation is Relation.DESCENDANT or bool(base.drifted)
 
 
 def check_hunkset_pin(spec: PatchSpec, hunk_set: HunkSet) -> None:

@@ -36,6 +36,8 @@ _COLOURS = {
     "stale": "yellow",
     "invalid": "red",
     "upstream-contains": "cyan",
+    "applied outside patchkit": "cyan",
+    "adopted": "cyan",
 }
 
 
@@ -115,6 +117,7 @@ def summary_line(outcome: Outcome) -> str:
         Result.DRY_RUN: f"dry run: the tree is {tree.state.value}; would write {plural(written, 'file')}",
         Result.REFUSED: f"refused: the tree is {tree.state.value}; nothing written",
         Result.SKIPPED: f"skipped: the tree is {tree.state.value}; nothing written",
+        Result.ADOPTED: "adopted: the tree has it (applied outside patchkit); recorded it, engine untouched",
     }
     return f"{pid}: {_paint(result.value, texts[result])}"
 
@@ -251,11 +254,12 @@ def provenance_line(outcome: Outcome, verbose: bool) -> str | None:
         facts.base.state is BaseState.DRIFTED
         or (outcome.strict_base and facts.base.state is not BaseState.PINNED)
         or facts.record.state in (RecordState.STALE, RecordState.INVALID)
-        or facts.origin is Origin.UPSTREAM
+        or facts.origin in (Origin.UPSTREAM, Origin.OUTSIDE)
+        or (facts.record.state is RecordState.CURRENT and outcome.tree.state is not PatchState.APPLIED)
     )
     if not (verbose or notable):
         return None
-    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts)}"
+    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts, outcome.tree.state)}"
 
 
 _RELATION_TEXT = {
@@ -281,12 +285,23 @@ def _base_text(base: BaseCheck, verbose: bool) -> str:
     return f"{label} ({'; '.join(reasons)})" if reasons else label
 
 
-def _record_text(facts: Provenance) -> str:
+def _record_text(facts: Provenance, outcome_state: PatchState | None = None) -> str:
     check, record = facts.record, facts.record.record
     if facts.origin is Origin.UPSTREAM:
         return (
             f"no record: the tree has this change but patchkit did not put it there ({_paint('upstream-contains')}); "
-            "if the engine ships it, the patch can be retired"
+            "the base moved on from the pinned one, so the engine probably ships it: the patch can be retired"
+        )
+    if facts.origin is Origin.OUTSIDE:
+        return (
+            f"no record: {_paint('applied outside patchkit')} (by a script or by hand, on the pinned base or one "
+            "that cannot be told); `apply --adopt` records it without writing the engine"
+        )
+    if check.state is RecordState.CURRENT and record is not None and outcome_state is not PatchState.APPLIED:
+        return (
+            f"the record says patchkit applied it ({record.applied_at}), but the tree does not have it now "
+            "(reinstalled or restored, e.g. pip install --force-reinstall); `apply` applies it again and "
+            "rewrites the record"
         )
     if check.state is RecordState.STALE and record is not None:
         text = (

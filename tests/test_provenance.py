@@ -222,8 +222,12 @@ def test_stale_version_is_refused_then_reverted_from_the_stored_copy(
 
 
 def test_upstream_contains_says_retire_and_writes_nothing(tmp_path: Path, patches: Path, tree: Path) -> None:
-    add_entry(patches, git_diff(tmp_path, BASE, v1_files()), excludes=EXCLUDE)
-    write_tree(tree, {"eng/core.py": v1_files()["eng/core.py"]})  # the new engine release ships the fix
+    core = BASE["eng/core.py"]
+    assert isinstance(core, bytes)
+    add_entry(patches, git_diff(tmp_path, BASE, v1_files()), excludes=EXCLUDE, base={"eng/core.py": sha(core)})
+    # The new engine release ships the fix, and has moved on elsewhere in the file: the [base] shows it.
+    released = edit(v1_files()["eng/core.py"], {b"core_20 = 20\n": b"core_20 = 200\n"})  # type: ignore[arg-type]
+    write_tree(tree, {"eng/core.py": released})
 
     code, data = status(tree, patches)
     assert code == 0
@@ -244,7 +248,7 @@ def test_upstream_contains_says_retire_and_writes_nothing(tmp_path: Path, patche
     assert (tree / "eng/core.py").read_bytes() == shipped
     forced = cli("revert", PID, "--root", tree, "--patches", patches, "--force", "--json")
     assert (forced.code, forced.json()["result"]) == (0, "reverted")
-    assert (tree / "eng/core.py").read_bytes() == BASE["eng/core.py"]
+    assert (tree / "eng/core.py").read_bytes() == edit(core, {b"core_20 = 20\n": b"core_20 = 200\n"})
 
 
 def test_revert_of_a_tree_without_the_change_drops_a_leftover_record(

@@ -108,3 +108,28 @@ def test_a_python_that_is_not_one_is_a_clear_error(tmp_path: Path, registry: Reg
     result = cli("status", "p", "--root-from-package", "x", "--python", tmp_path / "nope", "--patches",
                  registry.path)
     assert result.code == 2 and "cannot run the Python interpreter" in result.err
+
+
+def test_a_force_reinstall_undoing_the_patch_reads_unapplied(
+    tmp_path: Path, registry: Registry, venv: tuple[Path, Path, Path]
+) -> None:
+    python, site, marker = venv
+    diff = git_diff(tmp_path, {"tinyeng/core.py": MODULE},
+                    {"tinyeng/core.py": MODULE.replace(b"value_7 = 7\n", b"value_7 = 70\n")})
+    registry.add("p", diff)
+    args = ("--root-from-package", "tinyeng", "--python", python, "--patches", registry.path)
+    assert cli("apply", "p", *args).code == 0
+    assert b"value_7 = 70" in (site / "tinyeng/core.py").read_bytes()
+    wheel = next(python.parent.parent.parent.glob("tinyeng-*.whl"))
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-index",
+                    "--no-deps", "--force-reinstall", str(wheel)], check=True, capture_output=True)
+    assert (site / "tinyeng/core.py").read_bytes() == MODULE
+    status = cli("status", "p", *args, "--json")
+    assert status.code == 3 and status.json()["state"] == "unapplied"
+    text = cli("status", "p", *args).out
+    assert "the tree does not have it now" in text and "force-reinstall" in text and "retire" not in text
+    assert cli("apply", "p", *args).code == 0  # back in, record rewritten
+    assert cli("status", "p", *args, "--json").json()["provenance"]["origin"] == "this-version"
+    assert cli("revert", "p", *args).code == 0
+    assert (site / "tinyeng/core.py").read_bytes() == MODULE
+    assert not marker.exists()
