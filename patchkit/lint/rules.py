@@ -242,7 +242,9 @@ def check_upstream_cited(lint_input: LintInput) -> Iterator[Finding]:
     for waiver, doc, spec in _covered_patches(lint_input):
         claim = lint_input.claim_of(spec)
         if claim is not None and claim.origin == "local":
-            if not re.search(r"\blocal\b", doc.text, re.IGNORECASE):
+            # A patch id such as `launcher-local` is no statement that the patch is local.
+            without_ids = re.sub("|".join(re.escape(s.id) for s in lint_input.specs), "", doc.text)
+            if not re.search(r"\blocal\b", without_ids, re.IGNORECASE):
                 reason = f' ("{claim.reason}")' if claim.reason else ""
                 yield Finding.of(
                     Rule.WAIVER_UPSTREAM_UNCITED,
