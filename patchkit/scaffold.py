@@ -35,6 +35,9 @@ class NewPatch:
     local_reason: str | None = None  # origin = "local": no upstream PR
     diff_name: str | None = None
     introduced_by: int | None = None
+    prefix: str | None = None  # prefix = "..." (where the diff's paths live under the root)
+    paths: tuple[tuple[str, str], ...] = ()  # [paths] "from/" = "to/"
+    after: tuple[str, ...] = ()
 
 
 def read_template() -> str:
@@ -59,7 +62,13 @@ def render_manifest(new: NewPatch, vendor_hint: str) -> str:
         upstream.append(f"pr = {numbers[0]}" if one else f"prs = [{', '.join(numbers)}]")
     waiver = f"[waiver]\nintroduced_by = {new.introduced_by}\n" if new.introduced_by else (
         "# [waiver]\n# introduced_by = 1234\n")
+    placement = f"prefix = {q(new.prefix)}\n" if new.prefix else '# prefix = "aiter_meta/"\n'
+    if new.after:
+        placement = f"after = [{', '.join(q(a) for a in new.after)}]\n" + placement
+    folders = "".join(f"{q(a)} = {q(b)}\n" for a, b in new.paths)
     values = {
+        "placement": placement,
+        "paths": f"[paths]\n{folders}" if folders else '# [paths]\n# "csrc/" = "aiter_meta/csrc/"\n',
         "id": q(new.id),
         "title": q(new.title or new.id),
         "diff": q(new.diff_name or f"{new.id}.diff"),

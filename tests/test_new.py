@@ -96,3 +96,27 @@ def test_the_template_ships_as_package_data(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", "import setuptools; setuptools.setup()", "-q", "build_py", "--build-lib",
                     str(out)], cwd=root, check=True, capture_output=True)
     assert (out / "patchkit/templates/manifest.toml").read_text() == read_template()
+
+
+def test_new_places_paths_and_stacks(tmp_path: Path, patches: Path) -> None:
+    before = {"aiter/ops.py": lines("ops", 20), "csrc/k.cu": lines("k", 20)}
+    after = {"aiter/ops.py": lines("ops", 20).replace(b"ops 4\n", b"ops four\n"),
+             "csrc/k.cu": lines("k", 20).replace(b"k 9\n", b"k nine\n")}
+    (tmp_path / "pr55.diff").write_bytes(git_diff(tmp_path, before, after))
+    engine = tmp_path / "site"
+    write_tree(engine, {"aiter/ops.py": before["aiter/ops.py"], "aiter_meta/csrc/k.cu": before["csrc/k.cu"]})
+    result = cli("new", "aiter-pr55", "--patches", patches, "--target", "aiter", "--repo", "ROCm/aiter", "--pr",
+                 "55", "--path", "csrc/=aiter_meta/csrc/", "--from", tmp_path / "pr55.diff", "--base-tree", engine)
+    assert result.code == 0, result.err
+    spec = load_manifest(patches / "aiter-pr55")
+    assert spec.path_map.folders == (("csrc/", "aiter_meta/csrc/"),)
+    assert {p for p, _ in spec.base_files} == {"aiter/ops.py", "aiter_meta/csrc/k.cu"}
+    stacked = cli("new", "aiter-next", "--patches", patches, "--target", "aiter", "--local", "r",
+                  "--after", "aiter-pr55", "--prefix", "aiter_meta/")
+    assert stacked.code == 0, stacked.err
+    spec = load_manifest(patches / "aiter-next")
+    assert (spec.after, spec.path_map.prefix) == (("aiter-pr55",), "aiter_meta/")
+    bad = cli("new", "x", "--patches", patches, "--target", "a", "--local", "r", "--path", "csrc/")
+    assert bad.code == 2 and "FROM/=TO/" in bad.out + bad.err
+    assert cli("apply", "aiter-pr55", "--root", engine, "--patches", patches).code == 0
+    assert b"k nine" in (engine / "aiter_meta/csrc/k.cu").read_bytes()

@@ -29,11 +29,16 @@ from patchkit.vendor import vendor_patch
 @click.option("--introduced-by", type=click.IntRange(min=1), metavar="N",
               help="The pull request of this repository that introduces the patch (its waiver is waivers/N.md).")
 @click.option("--diff", "diff_name", metavar="NAME", help="The diff's file name in the folder (default: ID.diff).")
+@click.option("--prefix", metavar="FOLDER/", help="Place every diff path under this folder of the root.")
+@click.option("--path", "paths", multiple=True, metavar="FROM/=TO/",
+              help="Move diff paths under FROM/ to TO/ under the root ([paths]); repeatable.")
+@click.option("--after", multiple=True, metavar="ID", help="A patch whose result this one is made on; repeatable.")
 @vendor_options
 @json_option
 def command(
     patch_id: str, patches_dir: str | None, target: str, title: str | None, repo: str | None, prs: tuple[str, ...],
-    local_reason: str | None, introduced_by: int | None, diff_name: str | None, source: str | None,
+    local_reason: str | None, introduced_by: int | None, diff_name: str | None, prefix: str | None,
+    paths: tuple[str, ...], after: tuple[str, ...], source: str | None,
     git_repo: Path | None, rev_range: str | None, base_tree: Path | None, timeout: float, as_json: bool,
 ) -> None:
     """Create patches/ID/manifest.toml from the commented template; with --from / --from-git, vendor it too.
@@ -46,13 +51,22 @@ def command(
       patchkit new vllm-pr12345 --target vllm --repo vllm-project/vllm --pr 12345 --from ~/12345.diff
       patchkit new aiter-fixes --target aiter --repo ROCm/aiter --pr 101 --pr 102 --pr vllm-project/vllm#9
       patchkit new launcher-fix --target vllm --local "our launcher only; nothing to upstream"
+      patchkit new aiter-pr55 --target aiter --repo ROCm/aiter --pr 55 --path csrc/=aiter_meta/csrc/ \\
+          --from pr55.diff --base-tree /usr/local/lib/python3.12/dist-packages
     """
     fetch = source is not None or git_repo is not None
     if base_tree is not None and not fetch:
         raise click.UsageError("--base-tree goes with --from or --from-git")
     patches = find_locations(patches=patches_dir).patches
     fetched = fetch_source(source, git_repo, rev_range, timeout) if fetch else None  # before anything is written
-    new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by)
+    folders = []
+    for item in paths:
+        source_folder, sep, target_folder = item.partition("=")
+        if not sep:
+            raise click.UsageError(f"--path {item!r} must be FROM/=TO/, e.g. csrc/=aiter_meta/csrc/")
+        folders.append((source_folder, target_folder))
+    new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
+                   tuple(folders), after)
     spec = create_patch(patches, new)
     if fetched is None:
         if as_json:

@@ -22,8 +22,8 @@ def command(
     ambiguous: writes nothing, exit 1. When the tree holds another version of the patch (its applied record
     names another hunk set), revert takes out that version, using the copy of the diff stored when it was
     applied; then the new version can be applied. A successful revert removes the record. A tree that had the
-change before patchkit applied anything (no record: upstream-contains) is refused unless --force is given,
-since the change is then probably part of the engine image.
+change before patchkit applied anything (no record: upstream-contains or applied outside patchkit) is refused
+unless --force is given; for a change a script made, `apply --adopt` first records it.
 
     With --all: every patch of the registry (or of --target), in reverse `after` order, as one transaction.
 

@@ -17,7 +17,8 @@ def command(
 
     Exit codes: 0 applied, 3 unapplied, 4 partial, 5 conflict (or ambiguous), 2 bad input; with --strict-base,
     9 when the tree is not verifiably the pinned base. An applied tree with no patchkit record reads as
-    upstream-contains (exit 0): the engine already ships the change and the patch can be retired.
+    applied outside patchkit (exit 0; `apply --adopt` records it), or, when the base shows the engine moved
+    on from the pinned one, as upstream-contains: the engine ships the change and the patch can be retired.
 
     With --all: one table of every patch (or those of --target), each judged on the tree as the patches before
     it leave it; the exit code is the worst patch state's.
