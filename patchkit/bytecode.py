@@ -29,30 +29,32 @@ def with_bytecode_removals(root: Path, plan: Plan) -> Plan:
 
 def stale_bytecode(root: Path, changes: Sequence[FileChange]) -> tuple[FileChange, ...]:
     planned = {c.path for c in changes}
+    modules: dict[tuple[str, ...], list[str]] = {}  # folder -> stems of its changed sources
+    for change in changes:
+        if not change.path.endswith(".py") or change.before.data == change.after.data:
+            continue
+        parts = split_relative(change.path)
+        if parts[0] != STATE_DIR:
+            modules.setdefault(parts[:-1], []).append(parts[-1][:-3])
     out: list[FileChange] = []
     root_fd = open_root(root)
     try:
-        for change in changes:
-            if not change.path.endswith(".py") or change.before.data == change.after.data:
-                continue
-            parts = split_relative(change.path)
-            if parts[0] == STATE_DIR:
-                continue
-            folder = (*parts[:-1], CACHE_DIR)
-            cache_rel = "/".join(folder)
-            fd = open_folder(root_fd, root, folder, cache_rel)  # link-free walk; a linked folder is refused
+        for folder, stems in sorted(modules.items()):
+            cache = (*folder, CACHE_DIR)
+            cache_rel = "/".join(cache)
+            fd = open_folder(root_fd, root, cache, cache_rel)  # link-free walk; a linked folder is refused
             if fd is None:
                 continue
             try:
-                pattern = re.compile(re.escape(parts[-1][:-3]) + r"\.[A-Za-z0-9_-]+(?:\.opt-[0-9]+)?\.pyc")
+                alternatives = "|".join(re.escape(stem) for stem in sorted(set(stems)))
+                pattern = re.compile(rf"(?:{alternatives})\.[A-Za-z0-9_-]+(?:\.opt-[0-9]+)?\.pyc")
                 for name in sorted(os.listdir(fd)):
                     rel = f"{cache_rel}/{name}"
                     if not pattern.fullmatch(name) or rel in planned:
                         continue
                     if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
                         continue  # only regular cache files are ours to remove; read_entry refuses the rest
-                    snap = read_entry(fd, name, rel, str(root / rel))
-                    out.append(FileChange(rel, snap, Snapshot(rel, None, None)))
+                    out.append(FileChange(rel, read_entry(fd, name, rel, str(root / rel)), Snapshot(rel, None, None)))
                     planned.add(rel)
             finally:
                 os.close(fd)
