@@ -92,6 +92,10 @@ def diff_snapshots(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> b
             return done.stdout
 
         git("init", "-q")
+        # The files are the diff's, so a .gitattributes among them could turn on line-ending conversion,
+        # filters or "binary" for the scratch repo; info/attributes outranks it and puts git back to bytes.
+        (work / ".git/info").mkdir(parents=True, exist_ok=True)
+        (work / ".git/info/attributes").write_text(_NEUTRAL_ATTRIBUTES)
         _write(work, before)
         git("add", "-A")
         base = git("write-tree").decode().strip()
@@ -100,12 +104,18 @@ def diff_snapshots(before: dict[str, Snapshot], after: dict[str, Snapshot]) -> b
         return git("diff", "--cached", *GIT_DIFF_OPTIONS, base, "--")
 
 
+_NEUTRAL_ATTRIBUTES = "* -text -filter -ident -export-subst !diff !eol !working-tree-encoding\n"
+
+
 def _write(work: Path, files: dict[str, Snapshot]) -> None:
     for path, snap in files.items():
         target = work / path
-        if snap.data is None:
-            target.unlink(missing_ok=True)
-            continue
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes(snap.data)
-        target.chmod(0o755 if snap.executable else 0o644)
+        try:
+            if snap.data is None:
+                target.unlink(missing_ok=True)
+                continue
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(snap.data)
+            target.chmod(0o755 if snap.executable else 0o644)
+        except OSError as exc:  # e.g. the diff names both `a` and `a/b`
+            raise BadInputError(f"cannot lay out {path} to compute the net diff: {exc.strerror}") from None

@@ -125,3 +125,27 @@ def test_a_zero_context_diff_is_refused_at_vendor_time(tmp_path: Path, registry:
     # The same change with context vendors.
     (tmp_path / "u3.diff").write_bytes(git(repo, "diff", "HEAD~4", "HEAD").stdout)
     assert cli("vendor", "p", "--patches", registry.path, "--from", tmp_path / "u3.diff").code == 0
+
+
+def test_the_diffs_own_gitattributes_cannot_steer_the_net_diff(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # The range adds a .gitattributes marking everything binary: it must not make the net diff a binary one.
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    w = lines("w", 20)
+    _commit(repo, {"pkg/w.py": w}, "base")
+    _commit(repo, {"pkg/w.py": w.replace(b"w 5\n", b"w five\n"), ".gitattributes": b"* -diff\n"}, "one")
+    final = w.replace(b"w 5\n", b"w five\n").replace(b"w 6\n", b"w six\n")
+    _commit(repo, {"pkg/w.py": final}, "two")
+    mbox = git(repo, "format-patch", "--stdout", "--text", "HEAD~2..HEAD").stdout
+    (tmp_path / "w.patch").write_bytes(mbox)
+    registry.add("p", b"placeholder\n")
+    (registry.path / "p" / "change.diff").unlink()
+    write_tree(engine, {"pkg/w.py": w})
+    result = cli("vendor", "p", "--patches", registry.path, "--from", tmp_path / "w.patch", "--base-tree", engine)
+    assert result.code == 0, result.err
+    assert cli("apply", "p", "--root", engine, "--patches", registry.path).code == 0
+    assert (engine / "pkg/w.py").read_bytes() == final
+    assert (engine / ".gitattributes").read_bytes() == b"* -diff\n"
