@@ -256,7 +256,7 @@ def check_upstream_cited(lint_input: LintInput) -> Iterator[Finding]:
             continue
         references = list(claim.upstream_prs) if claim is not None and claim.upstream_prs else []
         if not references:
-            references = [(spec.upstream.repo, spec.upstream.pr)]
+            references = [(p.repo, p.number) for p in spec.upstream.prs]  # the manifest's, when no claim
         for repo, number in references:
             url = spec.upstream.url if (repo, number) == (spec.upstream.repo, spec.upstream.pr) else ""
             upstream = Upstream(repo, number, url or f"https://github.com/{repo}/pull/{number}", None)
