@@ -416,6 +416,7 @@ class ErrorCampaign:
     action: str
     errno_name: str
     failed_runs: int = 0  # runs that hit the error (and must have exited 7 with the tree restored)
+    finished_forward: int = 0  # runs that hit it in the clean-up after the last file (and must have finished)
     wrong_exit: list[str] = field(default_factory=list)
     not_restored: list[str] = field(default_factory=list)
     unclear: list[str] = field(default_factory=list)  # tracebacks, or a message that does not say what happened
@@ -455,6 +456,7 @@ def error_campaign(case: Case, action: str, errno_name: str, step: int = 1) -> E
         run = run_forked(case.args(action, root), fault_env(n, errno_name))
         result.outside_writes += outside != outside_images(case)
         if run.code == 0:
+            result.finished_forward += 1
             if image(root) != end:
                 result.not_restored.append(f"op {n}: exit 0 but not finished: {describe_mix(end, root)}")
             continue
