@@ -105,7 +105,9 @@ def main(argv: list[str] | None = None) -> int:
             problems += errored.failures
         figures += [
             ("I/O errors injected (ENOSPC, EACCES, EROFS, EIO at every write point)",
-             sum(c.failed_runs for c in errors)),
+             sum(c.failed_runs + c.finished_forward for c in errors)),
+            ("  rolled back (exit 7) / in the clean-up after the last file, finished forward (exit 0)",
+             f"{sum(c.failed_runs for c in errors)} / {sum(c.finished_forward for c in errors)}"),
             ("  writes outside the root", sum(c.outside_writes for c in errors)),
             ("  not exit 7 / tree not restored / unclear message", " / ".join(
                 str(sum(len(getattr(c, f)) for c in errors)) for f in ("wrong_exit", "not_restored", "unclear")

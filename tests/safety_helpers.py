@@ -416,6 +416,7 @@ class ErrorCampaign:
     action: str
     errno_name: str
     failed_runs: int = 0  # runs that hit the error (and must have exited 7 with the tree restored)
+    finished_forward: int = 0  # runs that hit it in the clean-up after the last file (and must have finished)
     wrong_exit: list[str] = field(default_factory=list)
     not_restored: list[str] = field(default_factory=list)
     unclear: list[str] = field(default_factory=list)  # tracebacks, or a message that does not say what happened
@@ -426,17 +427,39 @@ class ErrorCampaign:
         return self.wrong_exit + self.not_restored + self.unclear
 
 
+def count_operations(case: Case, action: str) -> int:
+    """How many filesystem operations `action` makes on a fresh tree (the first n whose kill is not reached)."""
+    low, high = 0, 1024  # a kill after op low is reached; after op high it is not
+    while low + 1 < high:
+        mid = (low + high) // 2
+        root = case.fresh("count-ops", patched=action != "apply")
+        if run_forked(case.args(action, root), fault_env(mid)).killed:
+            low = mid
+        else:
+            high = mid
+    return high
+
+
 def error_campaign(case: Case, action: str, errno_name: str, step: int = 1) -> ErrorCampaign:
-    """Make operation n (every step-th one) of `action` fail with errno_name, until the action succeeds."""
+    """Make operation n (every step-th one) of `action` fail with errno_name, for every operation it makes.
+
+    A failure before the last file is written must exit 7 with the tree restored; after it (the clean-up),
+    the transaction only goes forward: the run must succeed with the tree finished.
+    """
     forward = action == "apply"
     start = case.original if forward else case.patched
+    end = case.patched if forward else case.reverted
     result = ErrorCampaign(action, errno_name)
     outside = outside_images(case)
-    for n in itertools.count(0, step):
+    for n in range(0, count_operations(case, action), step):
         root = case.fresh("ioerror", patched=not forward)
         run = run_forked(case.args(action, root), fault_env(n, errno_name))
+        result.outside_writes += outside != outside_images(case)
         if run.code == 0:
-            return result
+            result.finished_forward += 1
+            if image(root) != end:
+                result.not_restored.append(f"op {n}: exit 0 but not finished: {describe_mix(end, root)}")
+            continue
         result.failed_runs += 1
         if run.code != 7:
             result.wrong_exit.append(f"op {n}: exit {run.code}: {run.err.strip()}")
@@ -444,8 +467,7 @@ def error_campaign(case: Case, action: str, errno_name: str, step: int = 1) -> E
             result.unclear.append(f"op {n}: {run.err.strip()}")
         if image(root) != start or (root / ".patchkit" / "journal.json").exists():
             result.not_restored.append(f"op {n}: {describe_mix(start, root)}")
-        result.outside_writes += outside != outside_images(case)
-    raise AssertionError("unreachable")
+    return result
 
 
 def outside_images(case: Case) -> tuple[Image, Image]:

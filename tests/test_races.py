@@ -115,3 +115,14 @@ def test_eight_fresh_interpreters_racing(case: Case) -> None:
     results = Counter(json.loads(out)["result"] for out, _ in outputs)
     assert results == {"applied": 1, "already-applied": RACERS - 1}
     assert image(root) == case.patched
+
+
+@pytest.mark.parametrize("round_", range(3))
+def test_readers_of_a_fresh_tree_never_see_the_first_apply_half_way(case: Case, round_: int) -> None:
+    # No lock file exists yet and readers create none: they lock the root folder, which the writer takes too.
+    root = case.fresh(f"first-apply-{round_}")
+    runs = race(case, root, [("apply", {})] + [("status", {})] * (RACERS - 1))
+    assert runs[0].code == 0, runs[0].err
+    states = Counter(r.json()["state"] for r in runs[1:])
+    assert set(states) <= {"unapplied", "applied"}, states
+    assert image(root) == case.patched

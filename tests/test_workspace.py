@@ -249,6 +249,40 @@ def test_a_planted_journal_cannot_write_outside_the_root(tmp_path: Path, path: s
     assert outside.read_bytes() == b"precious\n"
 
 
+@pytest.mark.parametrize(
+    ("area", "path", "temp", "mode"),
+    [
+        ("tree", ".git/config", ".patchkit-0123456789abcdef.tmp", 0o644),
+        ("tree", ".GIT/config", ".patchkit-0123456789abcdef.tmp", 0o644),
+        ("tree", "pkg/.Git/hooks", ".patchkit-0123456789abcdef.tmp", 0o644),
+        ("tree", ".Patchkit/lock", ".patchkit-0123456789abcdef.tmp", 0o644),
+        ("state", "lock", ".patchkit-0123456789abcdef.tmp", 0o644),
+        ("tree", "pkg/a.py", "../../outside.txt", 0o644),
+        ("tree", "pkg/a.py", ".patchkit-0123456789abcdef.tmp", 0o4755),
+    ],
+)
+def test_a_trusted_journal_is_still_checked_as_input(
+    tmp_path: Path, area: str, path: str, temp: str, mode: int
+) -> None:
+    # Root's own journal (owned by root, 0600), but its content is hostile: nothing may be written.
+    root = tmp_path / "root"
+    root.mkdir()
+    make_tree(root)
+    (root / STATE).mkdir()
+    (root / ".git").mkdir()
+    before = image(root)
+    doc = {"format": 3, "label": "x", "pid": 1, "root": str(root), "root_ino": root.stat().st_ino, "entries": [
+        {"area": area, "path": path, "before": None, "after": {"mode": mode, "sha256": "0" * 64},
+         "folders": [["/".join(path.split("/")[:i]), None] for i in range(1, path.count("/") + 1)],
+         "temp": temp, "keep": ".patchkit-0123456789abcdef.orig"},
+    ]}
+    journal(root).write_bytes(json.dumps(doc).encode() + b"\n")
+    journal(root).chmod(0o600)
+    with pytest.raises(RecoveryFailedError, match="unreadable"):
+        recover(root)
+    assert image(root) == before
+
+
 def test_recovery_refuses_a_folder_swapped_for_a_symlink_out_of_the_root(tmp_path: Path) -> None:
     root = tmp_path / "root"
     root.mkdir()

@@ -3,9 +3,10 @@
 A writer (apply, revert) takes an exclusive flock, creating the state folder, its .gitignore and the lock
 file if needed, and writes its pid and start time into the lock file so a waiting process can say who it
 waits for. A reader (status, apply --dry-run) creates nothing: it takes a shared flock on the lock file if
-there is one, and reads without a lock when there is none (no writer has ever run there, or the tree is
-read-only). An interrupted transaction is recovered first, under the exclusive lock (a reader upgrades in
-place), before the caller looks at the tree.
+there is one, else a shared flock on the root folder itself, which every writer also takes exclusively
+before it writes (so a reader never sees even the first-ever apply half way). An interrupted transaction
+is recovered first, under the exclusive lock (a reader upgrades in place), before the caller looks at the
+tree.
 """
 
 from __future__ import annotations
@@ -72,8 +73,13 @@ def locked(
             raise WriteFailedError(f"cannot create the lock file: {exc.strerror}", where=str(path)) from None
         fd = None
     wrote_holder = False
+    # A reader that finds no lock file (nothing created for it) locks the root folder itself, shared; a writer
+    # takes that exclusively too, below, so a reader never sees the first-ever apply half way.
+    root_fd = open_root(root) if fd is None or not shared else None
     try:
         recovery = None
+        if fd is None and root_fd is not None:
+            _lock_folder(root_fd, path, timeout, True, on_wait)
         if fd is not None:
             _acquire(fd, path, timeout, shared, on_wait)
             if needs_recovery(root):
@@ -83,8 +89,12 @@ def locked(
             if not shared:
                 wrote_holder = _write_holder(fd)
                 _ensure_gitignore(root)  # under the lock: recovery sweeps temp names in .patchkit
+                assert root_fd is not None
+                _lock_folder(root_fd, path, timeout, False, on_wait)
         yield recovery
     finally:
+        if root_fd is not None:
+            os.close(root_fd)
         if fd is not None:
             if wrote_holder:
                 with contextlib.suppress(OSError):
@@ -181,6 +191,15 @@ def _ensure_gitignore(root: Path) -> None:
                 os.close(state_fd)
     finally:
         os.close(root_fd)
+
+
+def _lock_folder(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHook | None) -> None:
+    """flock the root folder too; best effort (a filesystem without flock on folders, e.g. NFS, skips it)."""
+    try:
+        _acquire(fd, path, timeout, shared, on_wait)
+    except OSError as exc:
+        if exc.errno not in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+            raise
 
 
 def _write_holder(fd: int) -> bool:
