@@ -7,13 +7,13 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from patchkit.cache import parse_diff_cached
 from patchkit.diffs import parse_diff
 from patchkit.errors import DiffError, ManifestError
+from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet
 
 if TYPE_CHECKING:
@@ -68,41 +68,8 @@ def _check_supported(f: FilePatch, source: str) -> None:
 
 
 def match_exclude(pattern: str, path: str) -> bool:
-    """A pattern matches a path exactly, as a folder prefix, or as a glob (`*` within one component, `**` any)."""
-    if not any(c in pattern for c in "*?["):
-        stem = pattern.rstrip("/")
-        return path == stem or path.startswith(stem + "/")
-    return _glob_regex(pattern).fullmatch(path) is not None
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape("["))
-                i += 1
-            else:
-                out.append("[" + pattern[i + 1:end].replace("!", "^", 1) + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
+    """A pattern matches a path exactly, as a folder prefix, or as a glob (see patchkit.globs: linear time)."""
+    return match_glob(pattern, path)
 
 
 def load_hunk_set(spec: PatchSpec) -> HunkSet:

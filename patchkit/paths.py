@@ -1,0 +1,112 @@
+"""The rules every path patchkit accepts must pass, and the one way a path is shown to people.
+
+`check_path` is called by the diff parser (after unquoting and strip), by the parse cache on every entry it
+loads, and by the manifest on its path keys, so no road into patchkit can carry a path another would refuse.
+`reserved_name` is the case-insensitive `.git` / `.patchkit` test, also for other path-like keys.
+`show_path` (and `escape_controls` for whole messages) keeps newlines, escape sequences and bidi controls in
+file names from forging lines of a report or an error; JSON output keeps the real string.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+from patchkit.errors import UnsafePathError
+from patchkit.limits import MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_PATH_DEPTH
+
+RESERVED_NAMES = (".git", ".patchkit")
+# Code points HFS+ ignores in names (git's is_hfs_dotgit skips the same ones): ".g\u200cit" is .git there.
+_IGNORED = frozenset(
+    [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
+)
+_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
+
+
+def reserved_name(part: str) -> str | None:
+    """The reserved name (`.git` or `.patchkit`) that one path component aliases on some filesystem, or None.
+
+    Case-insensitive filesystems (macOS, Windows, case-folding ext4/f2fs folders) treat `.GIT` as `.git`;
+    comparing Unicode full case folds also catches e.g. `.patchKit` spelled with U+212A KELVIN SIGN. Trailing dots and
+    spaces are not stripped: Linux keeps them, and patchkit writes Linux trees.
+    """
+    if any(ord(c) in _IGNORED for c in part):
+        part = "".join(c for c in part if ord(c) not in _IGNORED)
+    if not part.startswith("."):
+        return None  # fast path: every reserved name starts with a dot, and no fold makes one
+    folded = unicodedata.normalize("NFC", part).casefold()
+    return next((name for name in RESERVED_NAMES if folded == name), None)
+
+
+def path_problem(path: str) -> str | None:
+    """Why `path` is not a plain relative path patchkit may touch, or None if it is one."""
+    if not path:
+        return "the path is empty"
+    if "\0" in path:
+        return "NUL byte in a path"
+    if path.startswith("/"):
+        return f"absolute path {show_path(path)}"
+    if "\\" in path:
+        return f"path {show_path(path)} contains a backslash"
+    try:
+        size = len(path.encode("utf-8"))
+    except UnicodeEncodeError:
+        return f"path {show_path(path)} is not valid UTF-8"
+    if size > MAX_PATH_BYTES:
+        return f"path {show_path(path[:80])}... is {size} bytes long, over the limit of {MAX_PATH_BYTES} (PATH_MAX)"
+    parts = path.split("/")
+    if len(parts) > MAX_PATH_DEPTH:
+        return f"path {show_path(path[:80])}... is {len(parts)} folders deep, over the limit of {MAX_PATH_DEPTH}"
+    for part in parts:
+        if part in ("", ".", ".."):
+            what = "an empty" if not part else f"a `{part}`"
+            return f"path {show_path(path)} leaves the tree ({what} component)"
+        if len(part.encode("utf-8")) > MAX_NAME_BYTES:
+            return (f"path {show_path(path[:80])}... has a name of {len(part.encode())} bytes, over the limit "
+                    f"of {MAX_NAME_BYTES} (NAME_MAX)")
+        reserved = reserved_name(part)
+        if reserved is not None:
+            alias = "" if part == reserved else f" (`{show_path(part)}` is {reserved} on a case-insensitive filesystem)"
+            return f"path {show_path(path)} is inside .git or .patchkit{alias}; patchkit never writes there"
+    return None
+
+
+def check_path(path: str, where: str | None = None) -> str:
+    """`path` itself if it passes every rule, else UnsafePathError (naming `where`)."""
+    problem = path_problem(path)
+    if problem is not None:
+        raise UnsafePathError(problem, where=where, hint="paths must be plain relative paths inside --root")
+    return path
+
+
+def show_path(path: str) -> str:
+    """`path` as printed to people: as is when every character is printable, else C-quoted as git quotes it.
+
+    Control characters become `\\n`, `\\t` or octal escapes of their UTF-8 bytes (as do other unprintable code
+    points: bidi overrides, line separators, zero-width characters), so a name cannot start a new line, move
+    the cursor or reorder what is shown. Non-ASCII letters stay readable.
+    """
+    if path.isprintable() and '"' not in path and "\\" not in path:
+        return path
+    return '"' + "".join(_escape(c, quoting=True) for c in path) + '"'
+
+
+def escape_controls(text: str) -> str:
+    """A message with every unprintable character escaped (newlines included): safe to print as one line.
+
+    Idempotent, and printable text (backslashes included) is left alone, so already escaped parts survive.
+    """
+    if text.isprintable():
+        return text
+    return "".join(_escape(c, quoting=False) for c in text)
+
+
+def _escape(c: str, *, quoting: bool) -> str:
+    if c.isprintable():
+        return "\\" + c if quoting and c in '"\\' else c
+    if c in _C_ESCAPES:
+        return _C_ESCAPES[c]
+    try:
+        raw = c.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that is not an escaped byte
+        raw = c.encode("utf-8", "surrogatepass")
+    return "".join(f"\\{b:03o}" for b in raw)
