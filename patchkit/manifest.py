@@ -15,6 +15,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from patchkit.errors import ManifestError, PendingPatchError
+from patchkit.globs import is_glob, parse_glob
+from patchkit.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING
+from patchkit.paths import path_problem, reserved_name, show_path
 from patchkit.tomlcompat import tomllib
 
 MANIFEST_NAME = "manifest.toml"
@@ -23,6 +26,8 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+_LONG_NUMBER = re.compile(r"[0-9_]{4000,}")
 
 # key -> (python type, required). Nested tables are listed separately.
 _TOP_KEYS: dict[str, tuple[type, bool]] = {
@@ -127,7 +132,10 @@ class PatchSpec:
                 where=_where(self.manifest_path, line_of_key(self.manifest_path, "diff")),
                 hint="vendor the diff file itself into the patch folder",
             )
+        from patchkit.diffs import check_diff_size  # deferred: `list` and lint's manifest pass stay light
+
         try:
+            check_diff_size(real.stat().st_size, str(self.diff_path))  # before reading it into memory
             data = real.read_bytes()
         except OSError as exc:
             raise ManifestError(f"cannot read {self.diff_name}: {exc.strerror}", where=str(self.diff_path)) from None
@@ -151,16 +159,86 @@ def load_manifest(folder: Path) -> PatchSpec:
     """Read `<folder>/manifest.toml` and validate every key."""
     path = folder / MANIFEST_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)  # bounded: a huge file is refused, not read
     except FileNotFoundError:
         raise ManifestError("no manifest.toml in this patch folder", where=str(folder)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ManifestError(f"cannot read the manifest: {exc}", where=str(path)) from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"the manifest is over the limit of {MAX_MANIFEST_BYTES} bytes", where=str(path),
+            hint="a manifest is a few dozen lines; is this the right file?",
+        )
     try:
-        data = tomllib.loads(text)
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text() reads it
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"cannot read the manifest: {exc}", where=str(path)) from None
+    return _build_spec(folder, path, text, parse_toml(text, path))
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """tomllib.loads, with every failure (not only TOMLDecodeError) a ManifestError naming the line."""
+    deep = _too_deep_line(text)
+    if deep is not None:
+        raise ManifestError(
+            f"arrays or tables nested more than {MAX_MANIFEST_NESTING} deep", where=_where(path, deep),
+            hint="the manifest schema nests at most two levels",
+        )
+    try:
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"not valid TOML: {exc}", where=str(path)) from None
-    return _build_spec(folder, path, text, data)
+        at = _TOML_LINE.search(str(exc))
+        raise ManifestError(f"not valid TOML: {exc}", where=_where(path, int(at[1]) if at else None)) from None
+    except ValueError:  # Python's int() limit (sys.int_max_str_digits), raised through tomllib
+        long_number = _LONG_NUMBER.search(text)
+        number_line = text.count("\n", 0, long_number.start()) + 1 if long_number else None
+        raise ManifestError(
+            "not valid TOML: a number too long to read (thousands of digits)", where=_where(path, number_line),
+            hint="no manifest value needs a number that long",
+        ) from None
+    except RecursionError:  # nesting the pre-check did not see (a construct it does not model)
+        raise ManifestError("not valid TOML: nested too deeply", where=str(path)) from None
+
+
+def _too_deep_line(text: str) -> int | None:
+    """The line where brackets/braces outside strings and comments first nest deeper than the bound, or None.
+
+    tomllib parses nesting recursively: 1,000 levels raise RecursionError, a crash rather than an error. The
+    scan understands TOML's four string forms and comments; where it is unsure, tomllib reports the problem.
+    """
+    depth = 0
+    line = 1
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+        elif c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            j = i + len(quote)
+            while j < n and not text.startswith(quote, j):
+                if text[j] == "\\" and c == '"':
+                    j += 1
+                elif text[j] == "\n" and len(quote) == 1:
+                    break  # an unterminated one-line string: tomllib will say so
+                j += 1
+            line += text.count("\n", i, j)
+            i = j + len(quote)
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_MANIFEST_NESTING:
+                return line
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return None
 
 
 def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> PatchSpec:
@@ -223,6 +301,7 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
             )
         if not pattern or pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
             raise fail(f"exclude {pattern!r} must be a relative path or glob inside the tree", pattern)
+        _check_exclude(pattern, fail)
         excludes.append(Exclude(pattern, reason.strip()))
 
     after = data.get("after", [])
@@ -233,6 +312,9 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
 
     base_files = []
     for base_path, digest in data.get("base", {}).items():
+        problem = path_problem(base_path)
+        if problem is not None:
+            raise fail(f"[base] key: {problem}", base_path, hint="[base] keys are paths of files in the tree")
         if not isinstance(digest, str) or not _HEX64.match(digest):
             raise fail(f"base fingerprint of {base_path!r} must be a sha256 hex string", base_path)
         base_files.append((base_path, digest))
@@ -256,6 +338,22 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
         after=tuple(after),
         base_files=tuple(base_files),
     )
+
+
+def _check_exclude(pattern: str, fail: Any) -> None:
+    """An exclude must be a valid glob (see patchkit.globs) and name no part of .git or .patchkit."""
+    if is_glob(pattern):
+        try:
+            parse_glob(pattern)
+        except ManifestError as exc:
+            raise fail(exc.message, pattern, hint=exc.hint) from None
+    for part in pattern.split("/"):
+        reserved = reserved_name(part)
+        if reserved is not None:
+            raise fail(
+                f"exclude {show_path(pattern)} names {reserved}, which patchkit never reads or writes", pattern,
+                hint="a diff can never touch it, so there is nothing to exclude: remove the exclude",
+            )
 
 
 def _check_table(
