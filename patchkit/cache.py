@@ -314,7 +314,14 @@ _FILE_TYPES = tuple(_kind_check(str(f.type)) for f in dataclasses.fields(FilePat
 
 
 def _encode(files: tuple[FilePatch, ...], key: str, sha256: str) -> bytes | None:
-    rows = tuple(
+    try:
+        return marshal.dumps((key, sha256, _encode_rows(files)))
+    except ValueError:  # a field type marshal cannot hold: skip caching rather than fail
+        return None
+
+
+def _encode_rows(files: tuple[FilePatch, ...]) -> tuple[Any, ...]:
+    return tuple(
         tuple(
             tuple(tuple(getattr(h, n) for n in _HUNK_FIELDS) for h in f.hunks) if name == "hunks"
             else getattr(f, name)
@@ -322,10 +329,6 @@ def _encode(files: tuple[FilePatch, ...], key: str, sha256: str) -> bytes | None
         )
         for f in files
     )
-    try:
-        return marshal.dumps((key, sha256, rows))
-    except ValueError:  # a field type marshal cannot hold: skip caching rather than fail
-        return None
 
 
 def _prune(folder: int) -> None:
