@@ -189,7 +189,8 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         at = _TOML_LINE.search(str(exc))
-        raise ManifestError(f"not valid TOML: {exc}", where=_where(path, int(at[1]) if at else None)) from None
+        line = int(at[1]) if at else (len(text.splitlines()) or None) if "end of document" in str(exc) else None
+        raise ManifestError(f"not valid TOML: {exc}", where=_where(path, line)) from None
     except ValueError:  # Python's int() limit (sys.int_max_str_digits), raised through tomllib
         long_number = _LONG_NUMBER.search(text)
         number_line = text.count("\n", 0, long_number.start()) + 1 if long_number else None
