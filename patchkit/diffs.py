@@ -15,10 +15,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from patchkit.display import escape_controls
 from patchkit.errors import DiffError, UnsafePathError
 from patchkit.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
 from patchkit.limits import MAX_DIFF_BYTES, MAX_DIFF_LINES, MAX_HEADER_DIGITS
-from patchkit.paths import check_path, escape_controls
+from patchkit.paths import check_path
 
 RE_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@( .*)?$")
 RE_OLD_FILE = re.compile(rb"^--- (.*?)(?:\t.*)?$")

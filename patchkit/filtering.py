@@ -7,11 +7,13 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from patchkit.cache import parse_diff_cached
 from patchkit.diffs import parse_diff
+from patchkit.display import show_path
 from patchkit.errors import DiffError, ManifestError
 from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet
@@ -50,20 +52,20 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude]) -> HunkSet:
 
 def _check_supported(f: FilePatch, source: str) -> None:
     where = f"{source}:{f.diff_line}"
-    hint = f'exclude it in the manifest: [exclude] "{f.path}" = "why", and ship that file another way'
+    hint = f'exclude it in the manifest: [exclude] {json.dumps(f.path)} = "why", and ship that file another way'
     if f.binary:
-        raise DiffError(f"{f.path}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
+        raise DiffError(f"{show_path(f.path)}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
     if f.op is FileOp.MODIFY and not f.hunks and f.mode_change is None:  # git never writes such a section
         raise DiffError(
-            f"{f.path}: the file section changes nothing", where=where,
+            f"{show_path(f.path)}: the file section changes nothing", where=where,
             hint="the diff looks truncated after this file's header; vendor the complete diff",
         )
     for mode in (f.old_mode, f.new_mode):
         if mode == MODE_SYMLINK:
-            raise DiffError(f"{f.path}: symbolic link change; patchkit does not create or edit links",
+            raise DiffError(f"{show_path(f.path)}: symbolic link change; patchkit does not create or edit links",
                             where=where, hint=hint)
         if mode == MODE_GITLINK:
-            raise DiffError(f"{f.path}: submodule change; patchkit does not move submodules",
+            raise DiffError(f"{show_path(f.path)}: submodule change; patchkit does not move submodules",
                             where=where, hint=hint)
 
 

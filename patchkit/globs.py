@@ -17,9 +17,9 @@ import functools
 from dataclasses import dataclass
 from enum import Enum
 
+from patchkit.display import show_path
 from patchkit.errors import ManifestError
 from patchkit.limits import MAX_GLOB_CHARS, MAX_GLOB_WILDCARDS
-from patchkit.paths import show_path
 
 WILDCARDS = "*?["
 

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from patchkit.display import show_path
 from patchkit.errors import ManifestError, PendingPatchError
 from patchkit.globs import is_glob, parse_glob
 from patchkit.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING
-from patchkit.paths import path_problem, reserved_name, show_path
+from patchkit.paths import path_problem, reserved_name
 from patchkit.tomlcompat import tomllib
 
 MANIFEST_NAME = "manifest.toml"

@@ -1,16 +1,15 @@
-"""The rules every path patchkit accepts must pass, and the one way a path is shown to people.
+"""The rules every path patchkit accepts must pass (how a path is shown to people: patchkit.display).
 
 `check_path` is called by the diff parser (after unquoting and strip), by the parse cache on every entry it
 loads, and by the manifest on its path keys, so no road into patchkit can carry a path another would refuse.
 `reserved_name` is the case-insensitive `.git` / `.patchkit` test, also for other path-like keys.
-`show_path` (and `escape_controls` for whole messages) keeps newlines, escape sequences and bidi controls in
-file names from forging lines of a report or an error; JSON output keeps the real string.
 """
 
 from __future__ import annotations
 
 import unicodedata
 
+from patchkit.display import show_path
 from patchkit.errors import UnsafePathError
 from patchkit.limits import MAX_NAME_BYTES, MAX_PATH_BYTES, MAX_PATH_DEPTH
 
@@ -19,7 +18,6 @@ RESERVED_NAMES = (".git", ".patchkit")
 _IGNORED = frozenset(
     [*range(0x200C, 0x2010), *range(0x202A, 0x202F), *range(0x206A, 0x2070), 0xFEFF]
 )
-_C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
 
 
 def reserved_name(part: str) -> str | None:
@@ -76,37 +74,3 @@ def check_path(path: str, where: str | None = None) -> str:
     if problem is not None:
         raise UnsafePathError(problem, where=where, hint="paths must be plain relative paths inside --root")
     return path
-
-
-def show_path(path: str) -> str:
-    """`path` as printed to people: as is when every character is printable, else C-quoted as git quotes it.
-
-    Control characters become `\\n`, `\\t` or octal escapes of their UTF-8 bytes (as do other unprintable code
-    points: bidi overrides, line separators, zero-width characters), so a name cannot start a new line, move
-    the cursor or reorder what is shown. Non-ASCII letters stay readable.
-    """
-    if path.isprintable() and '"' not in path and "\\" not in path:
-        return path
-    return '"' + "".join(_escape(c, quoting=True) for c in path) + '"'
-
-
-def escape_controls(text: str) -> str:
-    """A message with every unprintable character escaped (newlines included): safe to print as one line.
-
-    Idempotent, and printable text (backslashes included) is left alone, so already escaped parts survive.
-    """
-    if text.isprintable():
-        return text
-    return "".join(_escape(c, quoting=False) for c in text)
-
-
-def _escape(c: str, *, quoting: bool) -> str:
-    if c.isprintable():
-        return "\\" + c if quoting and c in '"\\' else c
-    if c in _C_ESCAPES:
-        return _C_ESCAPES[c]
-    try:
-        raw = c.encode("utf-8", "surrogateescape")
-    except UnicodeEncodeError:  # a lone surrogate that is not an escaped byte
-        raw = c.encode("utf-8", "surrogatepass")
-    return "".join(f"\\{b:03o}" for b in raw)

@@ -376,3 +376,52 @@ def test_the_longest_legal_name_and_path_are_accepted(tmp_path: Path) -> None:
     for rel in (f"engine/{name}", path):
         diff = parse_diff(("--- /dev/null\n+++ b/" + rel + "\n@@ -0,0 +1 @@\n+x\n").encode(), 1, "d.diff")
         assert diff.files[0].path == rel
+
+
+EVIL_NAME = "engine/evil\n  applied    engine/x.py\x1b[2J\u202e.py"
+EVIL_QUOTED = b'"b/engine/evil\\n  applied    engine/x.py\\033[2J\\342\\200\\256.py"'
+EVIL_SHOWN = '"engine/evil\\n  applied    engine/x.py\\033[2J\\342\\200\\256.py"'
+
+
+def test_names_with_control_characters_are_escaped_for_people_and_kept_in_json(tmp_path: Path) -> None:
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, TREE)
+    diff = (b"diff --git " + EVIL_QUOTED.replace(b'"b/', b'"a/') + b" " + EVIL_QUOTED + b"\nnew file mode 100644\n"
+            b"--- /dev/null\n+++ " + EVIL_QUOTED + b"\n@@ -0,0 +1 @@\n+x\n")
+    add_patch(patches, PATCH_ID, diff)
+    args = ["--root", str(root), "--patches", str(patches)]
+    assert run_forked(["apply", PATCH_ID, *args]).code == 0
+    assert (root / EVIL_NAME).read_bytes() == b"x\n"  # the name itself is legal and kept
+    shown = run_forked(["status", PATCH_ID, "-v", *args])
+    assert shown.code == 0, shown.err
+    assert EVIL_SHOWN in shown.out
+    assert "\x1b" not in shown.out and "\u202e" not in shown.out
+    assert [line for line in shown.out.splitlines() if line.startswith("  applied    engine/x.py")] == []
+    document = run_forked(["status", PATCH_ID, "--json", *args]).json()
+    assert [f["path"] for f in document["files"]] == [EVIL_NAME]
+
+
+def test_errors_naming_such_a_file_stay_on_their_lines(tmp_path: Path) -> None:
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, TREE)
+    diff = (b"diff --git " + EVIL_QUOTED.replace(b'"b/', b'"a/') + b" " + EVIL_QUOTED + b"\n"
+            b"index 1111111..2222222 100644\nBinary files " + EVIL_QUOTED.replace(b'"b/', b'"a/') + b" and "
+            + EVIL_QUOTED + b" differ\n")
+    add_patch(patches, PATCH_ID, diff)
+    run = run_forked(["apply", PATCH_ID, "--root", str(root), "--patches", str(patches)])
+    assert run.code == 2
+    lines = run.err.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  hint: "), run.err
+    assert f"{EVIL_SHOWN}: binary patch" in lines[0] and "\x1b" not in run.err
+
+
+def test_lint_findings_stay_on_their_lines(tmp_path: Path) -> None:
+    patches = tmp_path / "patches"
+    folder = add_patch(patches, PATCH_ID, _header(b"a/engine/x.py") + H)
+    manifest = folder / "manifest.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8")
+                        + '[exclude]\n"engine/gone\\npatchkit lint: clean\\u001b[2K" = "why"\n', encoding="utf-8")
+    run = run_forked(["lint", "--patches", str(patches)])
+    assert "\x1b" not in run.out
+    assert not any(line.startswith("patchkit lint: clean") for line in run.out.splitlines()), run.out
+    assert "engine/gone\\npatchkit lint: clean" in run.out, run.out
