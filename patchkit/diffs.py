@@ -457,7 +457,7 @@ def _unquote(name: bytes, where: str) -> bytes:
         if nxt in _C_ESCAPES:
             out.append(_C_ESCAPES[nxt])
             i += 2
-        elif re.fullmatch(rb"[0-7]{3}", body[i + 1:i + 4]):
+        elif re.fullmatch(rb"[0-3][0-7]{2}", body[i + 1:i + 4]):  # one byte: \377 at most (\777 is no byte)
             out.append(int(body[i + 1:i + 4], 8))
             i += 4
         else:

@@ -163,6 +163,7 @@ HOSTILE: list[Hostile] = [
             "more than 9 digits", 3),
     Hostile("huge-hunk-count", _header(b"a/engine/x.py") + b"@@ -1," + b"1" * 40 + b" +1 @@\n-x = 1\n+x = 2\n",
             "more than 9 digits", 3),
+    Hostile("c-quoted-octal-over-a-byte", _header(b'"a/engine/\\777x.py"') + H, "bad escape in quoted path", 1),
     Hostile("nul-in-hunk", _header(b"a/engine/x.py") + b"@@ -1 +1 @@\n-x = 1\n+x = \0\n", "NUL byte", 5),
     Hostile("manifest-deep-nesting", H, "nested more than 32 deep", names="manifest",
             setup=_manifest(lambda t: t + "deep = " + "[" * 5000 + "]" * 5000 + "\n")),
