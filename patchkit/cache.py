@@ -199,23 +199,40 @@ def _open_private(folder: Path, create: bool) -> int | None:
 def _open_private_child(parent: int, name: str, create: bool, *, close_parent: bool = False) -> int | None:
     """Descriptor of folder `name` in `parent` (made 0700 if missing and create) if private, else None."""
     try:
-        try:
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-        except FileNotFoundError:
-            if not create:
-                return None
-            with contextlib.suppress(FileExistsError):  # a racing run made it: the checks below judge it
-                os.mkdir(name, 0o700, dir_fd=parent)
-            fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
-            st = os.fstat(fd)
-            if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o700:
-                os.fchmod(fd, 0o700)  # made under some umask: set it exactly
-    except OSError:
-        return None
+        fd = _open_or_make(parent, name, create)
     finally:
         if close_parent:
             os.close(parent)
-    if not _private(os.fstat(fd)):
+    if fd is None:
+        return None
+    try:
+        if _private(os.fstat(fd)):
+            return fd
+    except OSError:
+        pass
+    os.close(fd)
+    return None
+
+
+def _open_or_make(parent: int, name: str, create: bool) -> int | None:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if not create:
+            return None
+    except OSError:
+        return None
+    try:
+        with contextlib.suppress(FileExistsError):  # a racing run made it: the checks after this judge it
+            os.mkdir(name, 0o700, dir_fd=parent)
+        fd = os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if st.st_uid == os.geteuid() and stat.S_IMODE(st.st_mode) != 0o700:
+            os.fchmod(fd, 0o700)  # made under some umask: set it exactly
+    except OSError:
         os.close(fd)
         return None
     return fd
