@@ -280,10 +280,20 @@ def _file(row: Any) -> FilePatch:
     hunks = values[_HUNKS_AT]
     if type(hunks) is not tuple:
         raise TypeError("hunks must be a tuple")
+    line_types: set[type] = set()
     for h in hunks:
         if type(h) is not tuple or len(h) != len(_HUNK_FIELDS):
             raise ValueError("entry does not match the Hunk fields")
-        _check_types(h, _HUNK_TYPES)
+        if _HUNK_EXACT is None:
+            _check_types(h, _HUNK_TYPES)
+            continue
+        # The fast form of _check_types (a large diff has tens of thousands of hunks): C-level type maps.
+        if tuple(map(type, h)) != _HUNK_EXACT:
+            raise TypeError("hunk field of the wrong type")
+        for i in _HUNK_LINES:
+            line_types.update(map(type, h[i]))
+    if not line_types <= {bytes}:
+        raise TypeError("hunk line of the wrong type")
     values[_HUNKS_AT] = ()
     _check_types(values, _FILE_TYPES)
     values[_HUNKS_AT] = tuple(Hunk(*h) for h in hunks)
@@ -315,7 +325,7 @@ def _kind_check(annotation: str) -> Callable[[Any], bool]:
         inner = _kind_check(annotation[:-7])
         return lambda v: v is None or inner(v)
     if annotation == "tuple[bytes, ...]":
-        return lambda v: type(v) is tuple and all(type(x) is bytes for x in v)
+        return lambda v: type(v) is tuple and set(map(type, v)) <= {bytes}  # map(type): C speed on every line
     if annotation == "tuple[Hunk, ...]":
         return lambda v: v == ()  # checked field by field by _file
     return lambda v: False  # a field type this cache does not know: never trust an entry holding it
@@ -327,6 +337,10 @@ def _check_types(values: Sequence[Any], checks: Sequence[Callable[[Any], bool]])
 
 
 _HUNK_TYPES = tuple(_kind_check(str(f.type)) for f in dataclasses.fields(Hunk))
+_EXACT = {"int": int, "bool": bool, "str": str, "bytes": bytes, "tuple[bytes, ...]": tuple}
+_HUNK_EXACT = (tuple(_EXACT[str(f.type)] for f in dataclasses.fields(Hunk))
+               if all(str(f.type) in _EXACT for f in dataclasses.fields(Hunk)) else None)
+_HUNK_LINES = tuple(i for i, f in enumerate(dataclasses.fields(Hunk)) if str(f.type) == "tuple[bytes, ...]")
 _FILE_TYPES = tuple(_kind_check(str(f.type)) for f in dataclasses.fields(FilePatch))
 
 

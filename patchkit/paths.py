@@ -27,10 +27,12 @@ def reserved_name(part: str) -> str | None:
     comparing Unicode full case folds also catches e.g. `.patchKit` spelled with U+212A KELVIN SIGN. Trailing dots and
     spaces are not stripped: Linux keeps them, and patchkit writes Linux trees.
     """
+    if part.isascii():  # the common case, and the fast one: no ignorable code points, casefold() is lower()
+        return part.lower() if part.lower() in RESERVED_NAMES else None
     if any(ord(c) in _IGNORED for c in part):
         part = "".join(c for c in part if ord(c) not in _IGNORED)
     if not part.startswith("."):
-        return None  # fast path: every reserved name starts with a dot, and no fold makes one
+        return None  # every reserved name starts with a dot, and no fold makes one
     folded = unicodedata.normalize("NFC", part).casefold()
     return next((name for name in RESERVED_NAMES if folded == name), None)
 
