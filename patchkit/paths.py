@@ -61,8 +61,8 @@ def path_problem(path: str) -> str | None:
             what = "an empty" if not part else f"a `{part}`"
             return f"path {show_path(path)} leaves the tree ({what} component)"
         if len(part.encode("utf-8")) > MAX_NAME_BYTES:
-            return (f"path {show_path(path[:80])}... has a name of {len(part.encode())} bytes, over the limit "
-                    f"of {MAX_NAME_BYTES} (NAME_MAX)")
+            return (f"path {show_path(path[:80])}... has a name {len(part.encode())} bytes long; a file name may "
+                    f"have at most {MAX_NAME_BYTES} (NAME_MAX)")
         reserved = reserved_name(part)
         if reserved is not None:
             alias = "" if part == reserved else f" (`{show_path(part)}` is {reserved} on a case-insensitive filesystem)"
