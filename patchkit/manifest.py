@@ -209,6 +209,8 @@ def _too_deep_line(text: str) -> int | None:
     tomllib parses nesting recursively: 1,000 levels raise RecursionError, a crash rather than an error. The
     scan understands TOML's four string forms and comments; where it is unsure, tomllib reports the problem.
     """
+    if text.count("[") + text.count("{") <= MAX_MANIFEST_NESTING:
+        return None  # every real manifest: too few brackets to nest that deep, no scan needed
     depth = 0
     line = 1
     i = 0
