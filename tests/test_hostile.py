@@ -67,6 +67,10 @@ def _with_sha(text: str, digest: str) -> str:
     return re.sub(r'sha256 = "[0-9a-f]{64}"', f'sha256 = "{digest}"', text)
 
 
+def _huge_diff(root: Path, outside: Path, folder: Path) -> None:
+    os.truncate(folder / "change.diff", (64 << 20) + 1)  # sparse: refused by its size, before it is read
+
+
 def _header(path: bytes) -> bytes:
     return b"--- " + path + b"\n+++ " + path + b"\n"
 
@@ -164,6 +168,8 @@ HOSTILE: list[Hostile] = [
     Hostile("huge-hunk-count", _header(b"a/engine/x.py") + b"@@ -1," + b"1" * 40 + b" +1 @@\n-x = 1\n+x = 2\n",
             "more than 9 digits", 3),
     Hostile("c-quoted-octal-over-a-byte", _header(b'"a/engine/\\777x.py"') + H, "bad escape in quoted path", 1),
+    Hostile("diff-over-64-mib", _header(b"a/engine/x.py") + H, "over the limit of 67108864", setup=_huge_diff),
+    Hostile("diff-over-2m-lines", b"x\n" * 2_000_001, "lines, over the limit of 2000000", 2_000_001),
     Hostile("nul-in-hunk", _header(b"a/engine/x.py") + b"@@ -1 +1 @@\n-x = 1\n+x = \0\n", "NUL byte", 5),
     Hostile("manifest-deep-nesting", H, "nested more than 32 deep", names="manifest",
             setup=_manifest(lambda t: t + "deep = " + "[" * 5000 + "]" * 5000 + "\n")),
