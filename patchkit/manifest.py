@@ -111,7 +111,10 @@ class PatchSpec:
     @property
     def pending(self) -> bool:
         """True until a diff body has been vendored into the patch folder."""
-        return not self.diff_path.is_file()
+        try:
+            return not self.diff_path.is_file()
+        except OSError:  # e.g. an unreadable patch folder: not pending, and read_diff says what is wrong
+            return False
 
     def vendor_command(self) -> str:
         """A `patchkit vendor` command line that fetches and pins this entry's diff (shell-quoted)."""
@@ -275,6 +278,9 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
             f"diff {diff_name!r} must be a relative path inside the patch folder", "diff",
             hint='use a plain file name such as diff = "pr1234.diff"',
         )
+    problem = path_problem(diff_name)  # bounds too: a name over NAME_MAX makes every stat() raise
+    if problem is not None:
+        raise fail(f"diff: {problem}", "diff", hint='use a plain file name such as diff = "pr1234.diff"')
     for key in ("sha256", "hunkset_sha256"):
         value = data.get(key)
         if value is not None and not _HEX64.match(value):
