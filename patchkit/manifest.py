@@ -190,7 +190,7 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
             hint="the manifest schema nests at most two levels",
         )
     try:
-        return tomllib.loads(text)
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         at = _TOML_LINE.search(str(exc))
         line = int(at[1]) if at else (len(text.splitlines()) or None) if "end of document" in str(exc) else None
@@ -204,6 +204,25 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
         ) from None
     except RecursionError:  # nesting the pre-check did not see (a construct it does not model)
         raise ManifestError("not valid TOML: nested too deeply", where=str(path)) from None
+    huge = _huge_number_key(data)
+    if huge is not None:  # 0x... numbers escape int()'s digit limit, and str() of them raises ValueError
+        raise ManifestError(
+            f"{huge} is a number over 64 bits", where=_where(path, find_key_line(text, huge)),
+            hint="no manifest value needs a number that large",
+        )
+    return data
+
+
+def _huge_number_key(value: Any, key: str = "") -> str | None:
+    """The key of the first integer that does not fit 64 bits, or None (nesting is bounded by the pre-check)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return key if value.bit_length() > 63 else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _huge_number_key(v, k if isinstance(k, str) else key)
+        if found is not None:
+            return found
+    return None
 
 
 def _too_deep_line(text: str) -> int | None:

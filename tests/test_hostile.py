@@ -179,6 +179,8 @@ HOSTILE: list[Hostile] = [
             setup=_manifest(lambda t: t.replace("pr = 1", "pr = " + "1" * 5000))),
     Hostile("manifest-diff-name-too-long", H, "PATH_MAX", names="manifest",  # found by scripts/fuzz.py
             setup=_manifest(lambda t: t.replace('diff = "change.diff"', f'diff = "{"x" * 5000}"'))),
+    Hostile("manifest-huge-hex-int", H, "strip is a number over 64 bits", names="manifest",  # scripts/fuzz.py
+            setup=_manifest(lambda t: t.replace("strip = 1", "strip = 0x" + "f" * 5000))),
     Hostile("manifest-too-big", H, "over the limit of 1048576 bytes", names="manifest",
             setup=_manifest(lambda t: t + "# " + "x" * (1 << 20) + "\n")),
     Hostile("exclude-reversed-range", H, "the range z-a in the [...] class", names="manifest",
