@@ -10,14 +10,16 @@ patchkit.filtering.
 from __future__ import annotations
 
 import gc
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from patchkit.display import escape_controls
 from patchkit.errors import DiffError, UnsafePathError
 from patchkit.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
+from patchkit.limits import MAX_DIFF_BYTES, MAX_DIFF_LINES, MAX_HEADER_DIGITS
+from patchkit.paths import check_path
 
 RE_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@( .*)?$")
 RE_OLD_FILE = re.compile(rb"^--- (.*?)(?:\t.*)?$")
@@ -30,7 +32,6 @@ NO_NEWLINE = b"\\"
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
 GIT_CONTEXT = 3  # git's default number of context lines (diff.context)
 
-_FORBIDDEN_PARTS = {".git", ".patchkit"}
 _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
 
 
@@ -38,6 +39,13 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
     """Parse unified/git diff bytes. Raises DiffError naming the diff line at fault."""
     if not data.strip():
         raise DiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
+    check_diff_size(len(data), source)
+    count = data.count(b"\n")  # before splitting: a diff of newlines only would cost ~40 bytes of memory each
+    if count > MAX_DIFF_LINES:
+        raise DiffError(
+            f"the diff has {count} lines, over the limit of {MAX_DIFF_LINES}", where=f"{source}:{MAX_DIFF_LINES + 1}",
+            hint="split the change into several patches (see patchkit.limits for why the bound is there)",
+        )
     lines = _split_lines(data)
     sanitized, headers = _scan(lines, source)
     # The parse allocates ~10 objects a diff line and frees none of them: garbage collection passes over
@@ -56,6 +64,15 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
             hint="is this a unified diff (`git diff`, a pull request's .diff)?",
         )
     return Diff(source, files)
+
+
+def check_diff_size(size: int, source: str) -> None:
+    """Refuse a diff too large to be a real upstream change before it is read or parsed."""
+    if size > MAX_DIFF_BYTES:
+        raise DiffError(
+            f"the diff is {size} bytes, over the limit of {MAX_DIFF_BYTES} ({MAX_DIFF_BYTES >> 20} MiB)",
+            where=source, hint="split the change into several patches (see patchkit.limits for why the bound is there)",
+        )
 
 
 def _anchor_ends(files: tuple[FilePatch, ...]) -> tuple[FilePatch, ...]:
@@ -160,6 +177,11 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
                 raise DiffError(f"malformed hunk header {_show(line)}", where=where)
             if not headers:
                 raise DiffError("hunk before any file header", where=where, hint="the diff lost its ---/+++ lines")
+            if any(len(n) > MAX_HEADER_DIGITS for n in match.groups()[:4] if n is not None):
+                raise DiffError(
+                    f"hunk header {_show(line)} has a number of more than {MAX_HEADER_DIGITS} digits", where=where,
+                    hint="no file has that many lines: the header is corrupt; regenerate the diff",
+                )
             old_left = 1 if match.group(2) is None else int(match.group(2))
             new_left = 1 if match.group(4) is None else int(match.group(4))
             hunk_line, hunk_header = number, line
@@ -435,7 +457,7 @@ def _unquote(name: bytes, where: str) -> bytes:
         if nxt in _C_ESCAPES:
             out.append(_C_ESCAPES[nxt])
             i += 2
-        elif re.fullmatch(rb"[0-7]{3}", body[i + 1:i + 4]):
+        elif re.fullmatch(rb"[0-3][0-7]{2}", body[i + 1:i + 4]):  # one byte: \377 at most (\777 is no byte)
             out.append(int(body[i + 1:i + 4], 8))
             i += 4
         else:
@@ -467,15 +489,9 @@ def _clean_path(raw: bytes | None, strip: int, where: str) -> str | None:
         raise UnsafePathError(
             f"path {_show(name)} is not valid UTF-8", where=where, hint="patchkit handles UTF-8 file names only"
         ) from None
-    bad = [p for p in kept if p in (b".", b"..")]
-    if bad:
-        raise UnsafePathError(f"path {text!r} leaves the tree (`{bad[0].decode()}` component)", where=where)
-    if _FORBIDDEN_PARTS & {os.fsdecode(p) for p in kept}:
-        raise UnsafePathError(f"path {text!r} is inside .git or .patchkit; patchkit never writes there", where=where)
-    if "\\" in text:
-        raise UnsafePathError(f"path {text!r} contains a backslash", where=where)
-    return text
+    return check_path(text, where)  # the rules the parse cache re-checks on every entry it loads
 
 
 def _show(raw: bytes) -> str:
-    return raw.decode("utf-8", "replace")[:120]
+    """A piece of the diff for a message: undecodable bytes and control characters escaped, cut to 120."""
+    return escape_controls(raw[:120].decode("utf-8", "surrogateescape"))

@@ -41,9 +41,13 @@ class PatchkitError(Exception):
         self.hint = hint
 
     def __str__(self) -> str:
+        # Messages quote file names and diff lines: escape control characters so none can forge a line.
+        from patchkit.display import escape_controls  # deferred: `patchkit --version` loads cli and errors only
+
         text = f"{self.where}: {self.message}" if self.where else self.message
+        text = escape_controls(text)
         if self.hint:
-            text += f"\n  hint: {self.hint}"
+            text += f"\n  hint: {escape_controls(self.hint)}"
         return text
 
 

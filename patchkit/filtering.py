@@ -8,14 +8,16 @@ the set is refused here, before any stage reads the tree.
 from __future__ import annotations
 
 import difflib
-import re
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from patchkit.cache import parse_diff_cached
 from patchkit.diffs import parse_diff
+from patchkit.display import show_path
 from patchkit.errors import DiffError, ManifestError
+from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet, paths_of
 from patchkit.manifest import line_of_key
 
@@ -119,59 +121,26 @@ def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[F
 
 def _check_supported(f: FilePatch, source: str) -> None:
     where = f"{source}:{f.diff_line}"
-    hint = f'exclude it in the manifest: [exclude] "{f.path}" = "why", and ship that file another way'
+    hint = f'exclude it in the manifest: [exclude] {json.dumps(f.path)} = "why", and ship that file another way'
     if f.binary:
-        raise DiffError(f"{f.path}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
+        raise DiffError(f"{show_path(f.path)}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
     if f.op is FileOp.MODIFY and not f.hunks and f.mode_change is None:  # git never writes such a section
         raise DiffError(
-            f"{f.path}: the file section changes nothing", where=where,
+            f"{show_path(f.path)}: the file section changes nothing", where=where,
             hint="the diff looks truncated after this file's header; vendor the complete diff",
         )
     for mode in (f.old_mode, f.new_mode):
         if mode == MODE_SYMLINK:
-            raise DiffError(f"{f.path}: symbolic link change; patchkit does not create or edit links",
+            raise DiffError(f"{show_path(f.path)}: symbolic link change; patchkit does not create or edit links",
                             where=where, hint=hint)
         if mode == MODE_GITLINK:
-            raise DiffError(f"{f.path}: submodule change; patchkit does not move submodules",
+            raise DiffError(f"{show_path(f.path)}: submodule change; patchkit does not move submodules",
                             where=where, hint=hint)
 
 
 def match_exclude(pattern: str, path: str) -> bool:
-    """A pattern matches a path exactly, as a folder prefix, or as a glob (`*` within one component, `**` any)."""
-    if not any(c in pattern for c in "*?["):
-        stem = pattern.rstrip("/")
-        return path == stem or path.startswith(stem + "/")
-    return _glob_regex(pattern).fullmatch(path) is not None
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out = []
-    i = 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        elif pattern[i] == "[":
-            end = pattern.find("]", i + 1)
-            if end < 0:
-                out.append(re.escape("["))
-                i += 1
-            else:
-                out.append("[" + pattern[i + 1:end].replace("!", "^", 1) + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out))
+    """A pattern matches a path exactly, as a folder prefix, or as a glob (see patchkit.globs: linear time)."""
+    return match_glob(pattern, path)
 
 
 def load_hunk_set(spec: PatchSpec) -> HunkSet:

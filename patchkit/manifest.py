@@ -16,7 +16,11 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from patchkit.display import show_path
 from patchkit.errors import ManifestError, PendingPatchError
+from patchkit.globs import is_glob, parse_glob
+from patchkit.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING
+from patchkit.paths import path_problem, reserved_name
 from patchkit.tomlcompat import tomllib
 
 MANIFEST_NAME = "manifest.toml"
@@ -26,7 +30,8 @@ _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _PR_REF = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#([0-9]+)$")
-_FORBIDDEN_PARTS = frozenset({".git", ".patchkit"})
+_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
+_LONG_NUMBER = re.compile(r"[0-9_]{4000,}")
 
 # key -> (python type, required). Nested tables are listed separately.
 _TOP_KEYS: dict[str, tuple[type, bool]] = {
@@ -209,7 +214,10 @@ class PatchSpec:
     @property
     def pending(self) -> bool:
         """True until a diff body has been vendored into the patch folder."""
-        return not self.diff_path.is_file()
+        try:
+            return not self.diff_path.is_file()
+        except OSError:  # e.g. an unreadable patch folder: not pending, and read_diff says what is wrong
+            return False
 
     def vendor_command(self) -> str:
         """A `patchkit vendor` command line that fetches and pins this entry's diff (shell-quoted)."""
@@ -236,7 +244,10 @@ class PatchSpec:
                 where=_where(self.manifest_path, line_of_key(self.manifest_path, "diff")),
                 hint="vendor the diff file itself into the patch folder",
             )
+        from patchkit.diffs import check_diff_size  # deferred: `list` and lint's manifest pass stay light
+
         try:
+            check_diff_size(real.stat().st_size, str(self.diff_path))  # before reading it into memory
             data = real.read_bytes()
         except OSError as exc:
             raise ManifestError(f"cannot read {self.diff_name}: {exc.strerror}", where=str(self.diff_path)) from None
@@ -260,16 +271,108 @@ def load_manifest(folder: Path) -> PatchSpec:
     """Read `<folder>/manifest.toml` and validate every key."""
     path = folder / MANIFEST_NAME
     try:
-        text = path.read_text(encoding="utf-8")
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_MANIFEST_BYTES + 1)  # bounded: a huge file is refused, not read
     except FileNotFoundError:
         raise ManifestError("no manifest.toml in this patch folder", where=str(folder)) from None
-    except (OSError, UnicodeDecodeError) as exc:
+    except OSError as exc:
         raise ManifestError(f"cannot read the manifest: {exc}", where=str(path)) from None
+    if len(raw) > MAX_MANIFEST_BYTES:
+        raise ManifestError(
+            f"the manifest is over the limit of {MAX_MANIFEST_BYTES} bytes", where=str(path),
+            hint="a manifest is a few dozen lines; is this the right file?",
+        )
+    try:
+        text = raw.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")  # as read_text() reads it
+    except UnicodeDecodeError as exc:
+        raise ManifestError(f"cannot read the manifest: {exc}", where=str(path)) from None
+    return _build_spec(folder, path, text, parse_toml(text, path))
+
+
+def parse_toml(text: str, path: Path) -> dict[str, Any]:
+    """tomllib.loads, with every failure (not only TOMLDecodeError) a ManifestError naming the line."""
+    deep = _too_deep_line(text)
+    if deep is not None:
+        raise ManifestError(
+            f"arrays or tables nested more than {MAX_MANIFEST_NESTING} deep", where=_where(path, deep),
+            hint="the manifest schema nests at most two levels",
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        raise ManifestError(f"not valid TOML: {exc}", where=str(path)) from None
-    return _build_spec(folder, path, text, data)
+        at = _TOML_LINE.search(str(exc))
+        line = int(at[1]) if at else (len(text.splitlines()) or None) if "end of document" in str(exc) else None
+        raise ManifestError(f"not valid TOML: {exc}", where=_where(path, line)) from None
+    except ValueError:  # Python's int() limit (sys.int_max_str_digits), raised through tomllib
+        long_number = _LONG_NUMBER.search(text)
+        number_line = text.count("\n", 0, long_number.start()) + 1 if long_number else None
+        raise ManifestError(
+            "not valid TOML: a number too long to read (thousands of digits)", where=_where(path, number_line),
+            hint="no manifest value needs a number that long",
+        ) from None
+    except RecursionError:  # nesting the pre-check did not see (a construct it does not model)
+        raise ManifestError("not valid TOML: nested too deeply", where=str(path)) from None
+    huge = _huge_number_key(data)
+    if huge is not None:  # 0x... numbers escape int()'s digit limit, and str() of them raises ValueError
+        raise ManifestError(
+            f"{huge} is a number over 64 bits", where=_where(path, find_key_line(text, huge)),
+            hint="no manifest value needs a number that large",
+        )
+    return data
+
+
+def _huge_number_key(value: Any, key: str = "") -> str | None:
+    """The key of the first integer that does not fit 64 bits, or None (nesting is bounded by the pre-check)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return key if value.bit_length() > 63 else None
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for k, v in items:
+        found = _huge_number_key(v, k if isinstance(k, str) else key)
+        if found is not None:
+            return found
+    return None
+
+
+def _too_deep_line(text: str) -> int | None:
+    """The line where brackets/braces outside strings and comments first nest deeper than the bound, or None.
+
+    tomllib parses nesting recursively: 1,000 levels raise RecursionError, a crash rather than an error. The
+    scan understands TOML's four string forms and comments; where it is unsure, tomllib reports the problem.
+    """
+    if text.count("[") + text.count("{") <= MAX_MANIFEST_NESTING:
+        return None  # every real manifest: too few brackets to nest that deep, no scan needed
+    depth = 0
+    line = 1
+    i = 0
+    n = len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+        elif c == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        elif c in "\"'":
+            quote = c * 3 if text.startswith(c * 3, i) else c
+            j = i + len(quote)
+            while j < n and not text.startswith(quote, j):
+                if text[j] == "\\" and c == '"':
+                    j += 1
+                elif text[j] == "\n" and len(quote) == 1:
+                    break  # an unterminated one-line string: tomllib will say so
+                j += 1
+            line += text.count("\n", i, j)
+            i = j + len(quote)
+            continue
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_MANIFEST_NESTING:
+                return line
+        elif c in "]}":
+            depth = max(depth - 1, 0)
+        i += 1
+    return None
 
 
 def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> PatchSpec:
@@ -302,6 +405,9 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
             f"diff {diff_name!r} must be a relative path inside the patch folder", "diff",
             hint='use a plain file name such as diff = "pr1234.diff"',
         )
+    problem = path_problem(diff_name)  # bounds too: a name over NAME_MAX makes every stat() raise
+    if problem is not None:
+        raise fail(f"diff: {problem}", "diff", hint='use a plain file name such as diff = "pr1234.diff"')
     for key in ("sha256", "hunkset_sha256"):
         value = data.get(key)
         if value is not None and not _HEX64.match(value):
@@ -327,6 +433,9 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
 
     base_files = []
     for base_path, digest in data.get("base", {}).items():
+        problem = path_problem(base_path)
+        if problem is not None:
+            raise fail(f"[base] key: {problem}", base_path, hint="[base] keys are paths of files in the tree")
         if not isinstance(digest, str) or not _HEX64.match(digest):
             raise fail(f"base fingerprint of {base_path!r} must be a sha256 hex string", base_path, table="base")
         base_files.append((base_path, digest))
@@ -430,6 +539,7 @@ def _pull_ref(item: Any, repo: str, key: str, fail: Any) -> PullRef:
 def _build_exclude(pattern: str, value: Any, fail: Any) -> Exclude:
     if not pattern or pattern.startswith("/") or ".." in PurePosixPath(pattern).parts:
         raise fail(f"exclude {pattern!r} must be a relative path or glob inside the tree", pattern, table="exclude")
+    _check_exclude(pattern, fail)
     if isinstance(value, dict):  # "path" = { hunks = [2, 3], reason = "..." }: drop only these hunks
         unknown = [k for k in value if k not in ("hunks", "reason")]
         if unknown:
@@ -496,8 +606,8 @@ def _folder_problem(name: str) -> str | None:
     parts = name[:-1].split("/")
     if name.startswith("/") or "\\" in name or "\0" in name or any(p in ("", ".", "..") for p in parts):
         return "must be a plain relative folder inside the root (no leading '/', no '.' or '..', no '//')"
-    if _FORBIDDEN_PARTS & set(parts):
-        return "is inside .git or .patchkit; patchkit never writes there"
+    if any(reserved_name(p) is not None for p in parts):
+        return "is inside .git or .patchkit (in any letter case); patchkit never writes there"
     return None
 
 
@@ -508,6 +618,22 @@ def _build_source(table: Mapping[str, Any], fail: Any) -> SourceRecord:
             f"source.kind must be one of {', '.join(_SOURCE_KINDS)}, got {table['kind']!r}", "kind", table="source"
         )
     return SourceRecord(table["kind"], tuple((k, v) for k, v in table.items() if k != "kind"))
+
+
+def _check_exclude(pattern: str, fail: Any) -> None:
+    """An exclude must be a valid glob (see patchkit.globs) and name no part of .git or .patchkit."""
+    if is_glob(pattern):
+        try:
+            parse_glob(pattern)
+        except ManifestError as exc:
+            raise fail(exc.message, pattern, hint=exc.hint, table="exclude") from None
+    for part in pattern.split("/"):
+        reserved = reserved_name(part)
+        if reserved is not None:
+            raise fail(
+                f"exclude {show_path(pattern)} names {reserved}, which patchkit never reads or writes", pattern,
+                hint="a diff can never touch it, so there is nothing to exclude: remove the exclude", table="exclude",
+            )
 
 
 def _check_table(

@@ -53,7 +53,7 @@ def _project_config(start: Path) -> tuple[dict[str, object], Path]:
         if candidate.is_file():
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+            except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError, int digit limit, deep nesting
                 raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
             section = data.get("tool", {}).get("patchkit", {})
             if not isinstance(section, dict):

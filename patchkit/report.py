@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from patchkit.actions import Action, Outcome, Result
+from patchkit.display import escape_controls, show_path
 from patchkit.hunks import FileOp
 from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
@@ -127,7 +128,9 @@ def hunk_table(outcome: Outcome) -> list[str]:
     rows: list[str] = []
     for v in outcome.tree.files:
         s = v.section
-        name = s.path if s.op is not FileOp.RENAME else f"{s.old_path} -> {s.new_path}"
+        name = show_path(s.path)
+        if s.op is FileOp.RENAME:
+            name = f"{show_path(s.old_path or '')} -> {name}"
         extra = f" ({s.op.value})" if s.op is not FileOp.MODIFY else ""
         rows.append(f"  {_paint(v.state.value, f'{v.state.value:<10}')} {name}{extra}")
         if v.mode is not None:
@@ -140,13 +143,14 @@ def hunk_table(outcome: Outcome) -> list[str]:
                 f"      hunk {hv.hunk.index} {hv.hunk.header}: {_paint(hv.state.value)} ({where})"
             )
             if hv.located.detail and hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS):
-                rows.append(f"        {hv.located.detail}")
+                rows.append(f"        {escape_controls(hv.located.detail)}")
         if v.detail and not v.hunks:
-            rows.append(f"        {v.detail}")
+            rows.append(f"        {escape_controls(v.detail)}")
     if outcome.tree.hunk_set.excluded:
-        rows.append("  excluded (never read, never written): " + ", ".join(outcome.tree.hunk_set.excluded))
+        rows.append("  excluded (never read, never written): "
+                    + ", ".join(show_path(p) for p in outcome.tree.hunk_set.excluded))
     if outcome.reason:
-        rows.append(f"  {outcome.reason}")
+        rows.append(f"  {escape_controls(outcome.reason)}")
     return rows
 
 
@@ -184,7 +188,9 @@ def upstream_json(spec: PatchSpec) -> dict[str, Any]:
 
 def spec_line(spec: PatchSpec) -> str:
     flag = " [pending: not vendored]" if spec.pending else ""
-    excl = ", ".join(e.pattern + (f" (hunks {', '.join(map(str, e.hunks))})" if e.hunks else "") for e in spec.excludes)
+    excl = ", ".join(
+        show_path(e.pattern) + (f" (hunks {', '.join(map(str, e.hunks))})" if e.hunks else "") for e in spec.excludes
+    )
     placed = []
     if spec.path_map.prefix:
         placed.append(f"under {spec.path_map.prefix}")
@@ -279,7 +285,7 @@ def _base_text(base: BaseCheck, verbose: bool) -> str:
     if base.relation in _RELATION_TEXT and base.head and base.pinned_commit:
         reasons.append(f"HEAD {base.head[:12]} {_RELATION_TEXT[base.relation]} the pinned {base.pinned_commit[:12]}")
     if base.drifted:
-        reasons.append(", ".join(base.drifted) + " differ from [base]")
+        reasons.append(", ".join(show_path(p) for p in base.drifted) + " differ from [base]")
     if base.detail and (verbose or base.relation is Relation.UNKNOWN_OBJECT):
         reasons.append(base.detail)
     return f"{label} ({'; '.join(reasons)})" if reasons else label
@@ -340,7 +346,7 @@ def series_json(series: SeriesOutcome) -> dict[str, Any]:
 def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
     """`status --all`: one row per patch (patch, state, base, files), then what stands out."""
     rows = [(o.spec.id, o.tree.state.value, o.provenance.base.state.value if o.provenance else "-",
-             ", ".join(dict.fromkeys(v.section.path for v in o.tree.files))) for o in series.outcomes]
+             ", ".join(dict.fromkeys(show_path(v.section.path) for v in o.tree.files))) for o in series.outcomes]
     width = max(len("patch"), *(len(r[0]) for r in rows))
     lines = [f"{'patch':<{width}}  {'state':<10} {'base':<8} files"]
     lines += [f"{pid:<{width}}  {_paint(state, f'{state:<10}')} {_paint(base, f'{base:<8}')} {files}"
@@ -393,7 +399,7 @@ def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[
     if verbose or outcome.result is Result.REFUSED:
         lines += hunk_table(outcome)
     elif outcome.reason and (skip_reason or outcome.result is not Result.SKIPPED):
-        lines.append(f"  {outcome.reason}")
+        lines.append(f"  {escape_controls(outcome.reason)}")
     return lines
 
 
@@ -403,7 +409,7 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
     stale = facts is not None and facts.record.state is RecordState.STALE
     bad = next((v for v in tree.files if v.state not in (PatchState.APPLIED, PatchState.UNAPPLIED)), None)
     if bad is not None:
-        where = f"{bad.section.path} is {bad.state.value}"
+        where = f"{show_path(bad.section.path)} is {bad.state.value}"
     elif stale and facts is not None:
         where = f"{facts.record.path} names another version of the patch"
     else:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
+import hashlib
 import json
 import re
 import shutil
@@ -23,9 +24,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from patchkit.diffs import parse_diff
-from patchkit.errors import PatchkitError
+from patchkit.errors import ExitCode, PatchkitError
 from patchkit.filtering import filter_diff
+from patchkit.limits import MAX_PATH_BYTES, MAX_PATH_DEPTH
 from patchkit.manifest import Exclude, load_manifest
+from patchkit.paths import reserved_name
 from patchkit.plan import plan_changes
 from patchkit.state import scan_tree
 from patchkit.tree import split_relative
@@ -55,13 +58,17 @@ SPLICES = [
     b"similarity index 100%", b"rename from ../x", b"rename to .git/config", b"copy from x", b"copy to y",
     b"Binary files a/x and b/x differ", b"GIT binary patch", b"literal 0", b"-- ", b"From 0 Mon Sep 17 00:00:00 2001",
     b"index 0000000..1111111 100644", b"+", b"-", b" ", b"", b"\r", b"+\xff\xfe", b"\x00",
+    b"@@ -" + b"9" * 5000 + b" +1 @@", b"@@ -1," + b"1" * 4400 + b" +1 @@", b"+++ b/.GIT/config",
+    b'+++ "b/.patch\\342\\204\\252it/lock"', b"+++ b/" + b"d/" * 70 + b"x", b"+++ b/" + b"n" * 300,
+    b'+++ "b/x\\ny\\033[2J"', b'+++ "b/\\777"', b'--- "a/\\400\\1"',
 ]
 
 
 PATH_TARGETS = [b"engine/core.py", b"engine/old_name.py", b"engine/moved/new_name.py", b"engine/run.sh",
                 b"engine/legacy/gone.py", b"engine/plugins/extra/added.py", b"src/long.py", b"src/no_eol.py", b"engine"]
 HOSTILE_PATHS = [b".git/config", b"..", b"../x", b"x/.patchkit/lock", b"/abs/x", b"engine/../../x", b"a\\b",
-                 b"engine/./x", b"engine//x", b"x\x00y", b"\xff\xfe", b"engine/x ", b" x", b"x\ty", b"-x", b"+x"]
+                 b"engine/./x", b"engine//x", b"x\x00y", b"\xff\xfe", b"engine/x ", b" x", b"x\ty", b"-x", b"+x",
+                 b".GIT/config", b"engine/.Patchkit/x", b".patch\xe2\x84\xaait/x", b"d/" * 70 + b"x", b"n" * 300]
 
 
 @functools.cache
@@ -123,7 +130,8 @@ def check_diff(data: bytes, root: Path | None = None) -> bool:
         for f in diff.files:
             for path in f.paths:  # whatever parses never names a place outside the root
                 parts = split_relative(path)
-                assert not {".git", ".patchkit"} & set(parts), path
+                assert not any(reserved_name(p) for p in parts), path
+                assert len(parts) <= MAX_PATH_DEPTH and len(path.encode()) <= MAX_PATH_BYTES, path
         excludes = [(), (Exclude(diff.files[0].path, "fuzz"),)]
         for exclude in excludes:
             try:
@@ -251,12 +259,20 @@ def manifest_documents(draw: st.DrawFn) -> bytes:
     return text.encode("utf-8", "surrogatepass")
 
 
+# Values and lines that made tomllib or the glob matcher crash or hang (issue 10), and odd path keys.
+HOSTILE_VALUES = [b"[" * 2000 + b"]" * 2000, b"{a = " * 1200 + b"1" + b"}" * 1200, b"7" * 4400, b"0x" + b"f" * 5000,
+                  b'"' + b"x" * 5000 + b'"', b"[" * 33 + b"]" * 33]
+HOSTILE_LINES = [b"[exclude]", b'"engine/[z-a]" = "why"', b'"engine/[x" = "why"', b'"' + b"*" * 1000 + b'x" = "why"',
+                 b'"' + b"*a" * 200 + b'" = "why"', b'".GIT/x" = "why"', b'"engine/x\\n.py" = "why"', b"[base]",
+                 b'"../x" = "' + b"0" * 64 + b'"', b'".Patchkit/x" = "' + b"0" * 64 + b'"', b"x = " + b"[" * 5000]
+
+
 @st.composite
 def mutated_manifests(draw: st.DrawFn) -> bytes:
     lines = VALID_MANIFEST.format(sha="0" * 64).encode().split(b"\n")
     for _ in range(draw(st.integers(1, 3))):
         i = draw(st.integers(0, len(lines) - 1))
-        op = draw(st.sampled_from(["drop", "dup", "value", "bytes", "key"]))
+        op = draw(st.sampled_from(["drop", "dup", "value", "bytes", "key", "hostile"]))
         if op == "drop":
             del lines[i]
         elif op == "dup":
@@ -265,11 +281,13 @@ def mutated_manifests(draw: st.DrawFn) -> bytes:
             key = lines[i].split(b" = ")[0]
             lines[i] = key + b" = " + draw(st.sampled_from(
                 [b"1", b"-1", b"true", b'""', b'"../x"', b"[]", b"{}", b"[1, 2]", b'{a = 1}', b"1.5", b"nan",
-                 b"2020-01-01", b'"/abs"', b"99999999999999999999", b'"\\u0000"']))
+                 b"2020-01-01", b'"/abs"', b"99999999999999999999", b'"\\u0000"', *HOSTILE_VALUES]))
         elif op == "bytes":
             lines[i] = draw(st.binary(max_size=30))
-        else:
+        elif op == "key":
             lines.insert(i, draw(st.sampled_from(KNOWN_KEYS)).encode() + b" = 1")
+        else:
+            lines.insert(i, draw(st.sampled_from(HOSTILE_LINES)))
     return b"\n".join(lines)
 
 
@@ -325,3 +343,63 @@ def test_fuzz_seeds_cover_every_kind_of_change() -> None:
     for marker in (b"new file mode", b"deleted file mode", b"rename from", b"old mode", b"@@ -"):
         assert marker in diff
 
+
+
+CLI_TREE = {"engine/x.py": (b"x = 1\n", 0o644), "engine/y.py": (b"y = 1\n", 0o644)}
+CLI_DIFF = (b"--- a/engine/x.py\n+++ b/engine/x.py\n@@ -1 +1 @@\n-x = 1\n+x = 2\n"
+            b"--- a/engine/y.py\n+++ b/engine/y.py\n@@ -1 +1 @@\n-y = 1\n+y = 2\n")
+
+
+def cli_manifest() -> bytes:
+    """VALID_MANIFEST for CLI_DIFF, without the `after` entry (a lone patch with a dependency is not applied)."""
+    text = VALID_MANIFEST.format(sha=hashlib.sha256(CLI_DIFF).hexdigest()).replace('after = ["other-id"]\n', "")
+    return text.encode()
+
+
+@st.composite
+def hostile_cli_manifests(draw: st.DrawFn) -> bytes:
+    lines = cli_manifest().split(b"\n")
+    for _ in range(draw(st.integers(1, 3))):
+        i = draw(st.integers(0, len(lines)))
+        if draw(st.booleans()) and i < len(lines) and b" = " in lines[i]:
+            lines[i] = lines[i].split(b" = ")[0] + b" = " + draw(st.sampled_from(HOSTILE_VALUES))
+        else:
+            lines.insert(i, draw(st.sampled_from(HOSTILE_LINES)))
+    return b"\n".join(lines)
+
+
+@settings(max_examples=40, derandomize=True, deadline=None, database=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(text=hostile_cli_manifests())
+def test_hostile_manifests_through_the_cli(cli_workdir: Path, text: bytes) -> None:
+    """Manifests that crashed or hung patchkit (issue 10): a documented exit code, no traceback, no write."""
+    from tests.safety_helpers import image
+
+    root, patches = cli_workdir / "manifest-root", cli_workdir / "manifest-patches"
+    for folder in (root, patches):
+        shutil.rmtree(folder, ignore_errors=True)
+    write_files(root, CLI_TREE)
+    (patches / "fuzz-id").mkdir(parents=True)
+    (patches / "fuzz-id" / "change.diff").write_bytes(CLI_DIFF)
+    (patches / "fuzz-id" / "manifest.toml").write_bytes(text)
+    before = image(root)
+    for args in (["apply", "fuzz-id", "--root", str(root)], ["list"], ["lint"]):
+        run = run_forked([*args, "--patches", str(patches)])
+        assert run.code in {int(c) for c in ExitCode}, (args, run.code, run.err)
+        assert "Traceback" not in run.err + run.out
+        if args[0] == "apply" and run.code != 0:
+            assert image(root) == before, run.err
+
+
+def test_the_cli_manifest_seed_applies(tmp_path: Path) -> None:
+    """The control for the test above: unmutated, the manifest applies (so its refusals come from the mutations)."""
+    from tests.safety_helpers import image
+
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, CLI_TREE)
+    (patches / "fuzz-id").mkdir(parents=True)
+    (patches / "fuzz-id" / "change.diff").write_bytes(CLI_DIFF)
+    (patches / "fuzz-id" / "manifest.toml").write_bytes(cli_manifest())
+    run = run_forked(["apply", "fuzz-id", "--root", str(root), "--patches", str(patches)])
+    assert run.code == 0, run.err
+    assert image(root)["engine/y.py"][1] == b"y = 2\n" and image(root)["engine/x.py"][1] == b"x = 1\n"

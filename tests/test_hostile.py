@@ -67,6 +67,10 @@ def _with_sha(text: str, digest: str) -> str:
     return re.sub(r'sha256 = "[0-9a-f]{64}"', f'sha256 = "{digest}"', text)
 
 
+def _huge_diff(root: Path, outside: Path, folder: Path) -> None:
+    os.truncate(folder / "change.diff", (64 << 20) + 1)  # sparse: refused by its size, before it is read
+
+
 def _header(path: bytes) -> bytes:
     return b"--- " + path + b"\n+++ " + path + b"\n"
 
@@ -147,6 +151,54 @@ HOSTILE: list[Hostile] = [
     Hostile("manifest-not-toml", H, "not valid TOML", names="manifest", setup=_manifest(lambda t: t + "[[[\n")),
     Hostile("manifest-sha-mismatch", H, "the manifest records", names="manifest", setup=_manifest(
         lambda t: _with_sha(t, "0" * 64))),
+    # issue 10: reserved names in any case, bounds on paths, numbers, sizes and manifests
+    *[Hostile(f"reserved-{name.encode('unicode_escape').decode()}", _header(b'"a/' + quoted + b'"') + H,
+              "inside .git or .patchkit", 1)
+      for name, quoted in [(".GIT/config", b".GIT/config"), ("engine/.Git/hooks/x", b"engine/.Git/hooks/x"),
+                           (".Patchkit/lock", b".Patchkit/lock"),
+                           (".patch\u212ait/lock", b".patch\\342\\204\\252it/lock"),
+                           (".g\u200cit/config", b".g\\342\\200\\214it/config")]],
+    Hostile("too-deep", _header(b"a/" + b"d/" * 64 + b"x.py") + H, "folders deep, over the limit of 64", 1),
+    Hostile("depth-5000-create", b"--- /dev/null\n+++ b/" + b"d/" * 5000 + b"x.py\n@@ -0,0 +1 @@\n+x\n",
+            "over the limit", 1),
+    Hostile("name-over-255", _header(b"a/engine/" + b"n" * 256) + H, "NAME_MAX", 1),
+    Hostile("path-over-4096", _header(b"a/" + b"/".join([b"p" * 200] * 21)) + H, "PATH_MAX", 1),
+    Hostile("huge-hunk-number", _header(b"a/engine/x.py") + b"@@ -" + b"9" * 5000 + b" +1 @@\n-x = 1\n+x = 2\n",
+            "more than 9 digits", 3),
+    Hostile("huge-hunk-count", _header(b"a/engine/x.py") + b"@@ -1," + b"1" * 40 + b" +1 @@\n-x = 1\n+x = 2\n",
+            "more than 9 digits", 3),
+    Hostile("c-quoted-octal-over-a-byte", _header(b'"a/engine/\\777x.py"') + H, "bad escape in quoted path", 1),
+    Hostile("diff-over-64-mib", _header(b"a/engine/x.py") + H, "over the limit of 67108864", setup=_huge_diff),
+    Hostile("diff-over-2m-lines", b"x\n" * 2_000_001, "lines, over the limit of 2000000", 2_000_001),
+    Hostile("nul-in-hunk", _header(b"a/engine/x.py") + b"@@ -1 +1 @@\n-x = 1\n+x = \0\n", "NUL byte", 5),
+    Hostile("manifest-deep-nesting", H, "nested more than 32 deep", names="manifest",
+            setup=_manifest(lambda t: t + "deep = " + "[" * 5000 + "]" * 5000 + "\n")),
+    Hostile("manifest-deep-inline-tables", H, "nested more than 32 deep", names="manifest",
+            setup=_manifest(lambda t: t + "deep = " + "{a = " * 3000 + "1" + "}" * 3000 + "\n")),
+    Hostile("manifest-huge-int", H, "number too long", names="manifest",
+            setup=_manifest(lambda t: t.replace("pr = 1", "pr = " + "1" * 5000))),
+    Hostile("manifest-diff-name-too-long", H, "PATH_MAX", names="manifest",  # found by scripts/fuzz.py
+            setup=_manifest(lambda t: t.replace('diff = "change.diff"', f'diff = "{"x" * 5000}"'))),
+    Hostile("manifest-huge-hex-int", H, "strip is a number over 64 bits", names="manifest",  # scripts/fuzz.py
+            setup=_manifest(lambda t: t.replace("strip = 1", "strip = 0x" + "f" * 5000))),
+    Hostile("manifest-too-big", H, "over the limit of 1048576 bytes", names="manifest",
+            setup=_manifest(lambda t: t + "# " + "x" * (1 << 20) + "\n")),
+    Hostile("exclude-reversed-range", H, "the range z-a in the [...] class", names="manifest",
+            setup=_manifest(lambda t: t + '[exclude]\n"engine/[z-a].py" = "why"\n')),
+    Hostile("exclude-open-class", H, "is not closed", names="manifest",
+            setup=_manifest(lambda t: t + '[exclude]\n"engine/[xy.py" = "why"\n')),
+    Hostile("exclude-class-slash", H, "contains /", names="manifest",
+            setup=_manifest(lambda t: t + '[exclude]\n"engine[/]x.py" = "why"\n')),
+    Hostile("exclude-many-wildcards", H, "wildcards, over the limit of 64", names="manifest",
+            setup=_manifest(lambda t: t + '[exclude]\n"' + "*a" * 500 + '" = "why"\n')),
+    Hostile("exclude-1000-stars", _header(b"a/engine/x.py") + H, "matches no file of the diff", names="manifest",
+            setup=_manifest(lambda t: t + '[exclude]\n"' + "*" * 1000 + 'nomatch" = "why"\n')),
+    Hostile("exclude-reserved", H, "names .git", names="manifest",
+            setup=_manifest(lambda t: t + '[exclude]\n".GIT/hooks" = "why"\n')),
+    Hostile("base-key-escapes", H, "[base] key", names="manifest",
+            setup=_manifest(lambda t: t + f'[base]\n"../outside/target.txt" = "{"0" * 64}"\n')),
+    Hostile("base-key-reserved", H, "[base] key", names="manifest",
+            setup=_manifest(lambda t: t + f'[base]\n".Git/config" = "{"0" * 64}"\n')),
 ]
 
 
@@ -281,3 +333,106 @@ def test_read_snapshot_catches_a_swap_between_check_and_open(
     monkeypatch.setattr("patchkit.tree.os.stat", stat_then_swap)
     with pytest.raises(UnsafePathError, match=message):
         read_snapshot(root, "engine/x.py")
+
+
+# ------------------------------------------------------------------------- issue 10: lines, bounds, odd names
+
+@pytest.mark.parametrize(("tail", "line", "expect"), [
+    ('deep = ' + "[" * 40 + "]" * 40 + "\n", 13, "nested more than 32 deep"),
+    ("big = " + "7" * 4400 + "\n", 13, "number too long"),
+    ('[exclude]\n"engine/x.py" = "why"\n"engine/[b-a]" = "why"\n', 15, "range b-a"),
+    ("[exclude]\n'engine/[x' = \"why\"\n", 14, "is not closed"),
+    ("x = 1\ny = [1, 2\n", 14, "not valid TOML"),
+])
+def test_manifest_errors_name_the_line(tmp_path: Path, tail: str, line: int, expect: str) -> None:
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, TREE)
+    folder = add_patch(patches, PATCH_ID, _header(b"a/engine/x.py") + H)
+    manifest = folder / "manifest.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8") + tail, encoding="utf-8")
+    before = image(root)
+    for args in (["apply", PATCH_ID, "--root", str(root)], ["list"]):
+        run = run_forked([*args, "--patches", str(patches)])
+        assert run.code == 2, run.err
+        assert f"{manifest}:{line}: " in run.err and expect in run.err, run.err
+        assert "Traceback" not in run.err
+    assert image(root) == before
+
+
+def test_the_depth_bound_is_exact_and_the_deepest_legal_file_round_trips(tmp_path: Path) -> None:
+    """64 components are accepted (created, then removed by revert with every folder); 65 are refused."""
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, TREE)
+    before = image(root)
+    deepest = b"d/" * 63 + b"x.py"
+    add_patch(patches, PATCH_ID, b"--- /dev/null\n+++ b/" + deepest + b"\n@@ -0,0 +1 @@\n+x\n")
+    args = ["--root", str(root), "--patches", str(patches)]
+    assert run_forked(["apply", PATCH_ID, *args]).code == 0
+    assert (root / deepest.decode()).read_bytes() == b"x\n"
+    assert run_forked(["revert", PATCH_ID, *args]).code == 0
+    assert image(root) == before
+    add_patch(patches, PATCH_ID, b"--- /dev/null\n+++ b/d/" + deepest + b"\n@@ -0,0 +1 @@\n+x\n")
+    run = run_forked(["apply", PATCH_ID, *args])
+    assert run.code == 2 and "65 folders deep, over the limit of 64" in run.err, run.err
+    assert image(root) == before
+
+
+def test_the_longest_legal_name_and_path_are_accepted(tmp_path: Path) -> None:
+    """Bounds refuse only what Linux itself cannot hold: a 255-byte name and a 4096-byte path parse."""
+    from patchkit.diffs import parse_diff
+
+    name = "n" * 255
+    path = "/".join(["p" * 254] * 16) + "/" + "q" * (4096 - 255 * 16)
+    assert len(path.encode()) == 4096
+    for rel in (f"engine/{name}", path):
+        diff = parse_diff(("--- /dev/null\n+++ b/" + rel + "\n@@ -0,0 +1 @@\n+x\n").encode(), 1, "d.diff")
+        assert diff.files[0].path == rel
+
+
+EVIL_NAME = "engine/evil\n  applied    engine/x.py\x1b[2J\u202e.py"
+EVIL_QUOTED = b'"b/engine/evil\\n  applied    engine/x.py\\033[2J\\342\\200\\256.py"'
+EVIL_SHOWN = '"engine/evil\\n  applied    engine/x.py\\033[2J\\342\\200\\256.py"'
+
+
+def test_names_with_control_characters_are_escaped_for_people_and_kept_in_json(tmp_path: Path) -> None:
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, TREE)
+    diff = (b"diff --git " + EVIL_QUOTED.replace(b'"b/', b'"a/') + b" " + EVIL_QUOTED + b"\nnew file mode 100644\n"
+            b"--- /dev/null\n+++ " + EVIL_QUOTED + b"\n@@ -0,0 +1 @@\n+x\n")
+    add_patch(patches, PATCH_ID, diff)
+    args = ["--root", str(root), "--patches", str(patches)]
+    assert run_forked(["apply", PATCH_ID, *args]).code == 0
+    assert (root / EVIL_NAME).read_bytes() == b"x\n"  # the name itself is legal and kept
+    shown = run_forked(["status", PATCH_ID, "-v", *args])
+    assert shown.code == 0, shown.err
+    assert EVIL_SHOWN in shown.out
+    assert "\x1b" not in shown.out and "\u202e" not in shown.out
+    assert [line for line in shown.out.splitlines() if line.startswith("  applied    engine/x.py")] == []
+    document = run_forked(["status", PATCH_ID, "--json", *args]).json()
+    assert [f["path"] for f in document["files"]] == [EVIL_NAME]
+
+
+def test_errors_naming_such_a_file_stay_on_their_lines(tmp_path: Path) -> None:
+    root, patches = tmp_path / "root", tmp_path / "patches"
+    write_files(root, TREE)
+    diff = (b"diff --git " + EVIL_QUOTED.replace(b'"b/', b'"a/') + b" " + EVIL_QUOTED + b"\n"
+            b"index 1111111..2222222 100644\nBinary files " + EVIL_QUOTED.replace(b'"b/', b'"a/') + b" and "
+            + EVIL_QUOTED + b" differ\n")
+    add_patch(patches, PATCH_ID, diff)
+    run = run_forked(["apply", PATCH_ID, "--root", str(root), "--patches", str(patches)])
+    assert run.code == 2
+    lines = run.err.splitlines()
+    assert len(lines) == 2 and lines[1].startswith("  hint: "), run.err
+    assert f"{EVIL_SHOWN}: binary patch" in lines[0] and "\x1b" not in run.err
+
+
+def test_lint_findings_stay_on_their_lines(tmp_path: Path) -> None:
+    patches = tmp_path / "patches"
+    folder = add_patch(patches, PATCH_ID, _header(b"a/engine/x.py") + H)
+    manifest = folder / "manifest.toml"
+    manifest.write_text(manifest.read_text(encoding="utf-8")
+                        + '[exclude]\n"engine/gone\\npatchkit lint: clean\\u001b[2K" = "why"\n', encoding="utf-8")
+    run = run_forked(["lint", "--patches", str(patches)])
+    assert "\x1b" not in run.out
+    assert not any(line.startswith("patchkit lint: clean") for line in run.out.splitlines()), run.out
+    assert "engine/gone\\npatchkit lint: clean" in run.out, run.out

@@ -14,8 +14,7 @@ NO_LINE = Finding.of(Rule.WAIVER_BAD_NAME, Path("waivers/notes"), None, "move it
 
 def test_text() -> None:
     assert format_findings([AWKWARD, NO_LINE], OutputFormat.TEXT).splitlines() == [
-        "docs/a,b:c.md:3: PK209 error: 50% done",
-        "second line",
+        "docs/a,b:c.md:3: PK209 error: 50% done\\nsecond line",  # one finding, one line (issue 10, item 13)
         "waivers/notes: PK203 error: move it",
     ]
 

@@ -9,6 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from patchkit.commands.options import json_option, patches_option
+from patchkit.display import show_path
 from patchkit.registry import find_locations, resolve_patch
 from patchkit.report import render_json
 from patchkit.vendor import FETCH_TIMEOUT, Fetched, VendorResult, export_git_range, read_source, vendor_patch
@@ -127,7 +128,7 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
     elif r.previous_sha256 not in (None, r.sha256):
         lines.append("  the hunk set is unchanged: only header noise (index lines, headings) differs")
     if r.hunk_set.excluded:
-        lines.append("  excluded by the manifest: " + ", ".join(r.hunk_set.excluded))
+        lines.append("  excluded by the manifest: " + ", ".join(show_path(p) for p in r.hunk_set.excluded))
     lines.append("  source recorded: " + ", ".join(f"{k} {v}" for k, v in r.source.source_table.items()))
     if r.base_tree is not None:
         lines.append(f"  base: {len(r.base)} files fingerprinted from {r.base_tree}")

@@ -6,6 +6,7 @@ import json
 from collections.abc import Iterable
 from enum import Enum
 
+from patchkit.display import escape_controls
 from patchkit.lint import LintReport
 from patchkit.lint.coverage import Cover
 from patchkit.lint.findings import Finding, Severity
@@ -90,7 +91,8 @@ def summarise(
 
 
 def _text_line(finding: Finding) -> str:
-    return f"{_place(finding)}: {finding.rule.code} {finding.severity.value}: {finding.message}"
+    # One finding, one line: a name with a newline or an escape sequence must not forge another (issue 10).
+    return escape_controls(f"{_place(finding)}: {finding.rule.code} {finding.severity.value}: {finding.message}")
 
 
 def _github_line(finding: Finding) -> str:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
+from patchkit.paths import reserved_name
 from patchkit.tree import STATE_DIR, Snapshot, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, TEMP_NAME, TEMP_PREFIX
 
@@ -78,7 +79,7 @@ class Entry:
 def check_tree_path(path: str) -> tuple[str, ...]:
     """A tree path a transaction may write: plain, relative, never in .git or .patchkit (in any case)."""
     parts = split_relative(path)
-    if parts[0].casefold() == STATE_DIR or any(p.casefold() == ".git" for p in parts):
+    if any(reserved_name(p) is not None for p in parts):
         raise ValueError(f"{path!r} is inside .git or {STATE_DIR}")
     return parts
 

@@ -1,0 +1,36 @@
+"""Every bound patchkit puts on its input, in one place, with the reason for each number.
+
+Hostile input must fail fast with a clear error, never hang, exhaust memory or crash the interpreter. Each
+bound is far above what a real engine tree, diff or manifest needs (the reasons say how far), and each is
+enforced where the input is read: paths by patchkit.paths, diffs by patchkit.diffs and PatchSpec.read_diff,
+manifests by patchkit.manifest, globs by patchkit.globs.
+"""
+
+from __future__ import annotations
+
+# Paths (bytes of the UTF-8 encoding). Linux PATH_MAX is 4096 and NAME_MAX 255: a longer path or name cannot
+# be created there at all, so a diff naming one can only be broken or hostile.
+MAX_PATH_BYTES = 4096
+MAX_NAME_BYTES = 255
+# The deepest file of vLLM, SGLang or ATOM is about 10 folders down; git, tar and most tools cope with a few
+# hundred. 64 leaves ample room, and keeps every walk over a path's folders trivially cheap (a walk that opens
+# each ancestor once per folder costs at most 64 * 64 opens).
+MAX_PATH_DEPTH = 64
+
+# Diffs. The largest benchmark diff (xlarge: ~2,000 files) is ~10 MB and ~250,000 lines; upstream pull requests
+# are far smaller. Parsing costs ~10 objects a line, so 2 M lines stays within a few GB.
+MAX_DIFF_BYTES = 64 << 20
+MAX_DIFF_LINES = 2_000_000
+# A hunk header line number or count of more digits than this is no real file position (a billion lines).
+MAX_HEADER_DIGITS = 9
+
+# Manifests are a few dozen lines; one with thousands of [exclude] or [base] entries is still under 1 MiB.
+MAX_MANIFEST_BYTES = 1 << 20
+# Brackets/braces nested deeper than this: the schema nests at most two levels (a table of strings, a list).
+MAX_MANIFEST_NESTING = 32
+# Length of one exclude pattern (a path, so PATH_MAX) and of its [...] classes.
+MAX_GLOB_CHARS = MAX_PATH_BYTES
+# Wildcards (`*`, `**`, `**/`, `?`, `[...]`) in one pattern, after a run of stars counts as one. Real excludes
+# have one to three. Matching costs at most (2 x wildcards + 1) states per path character, so this bounds
+# the worst pattern against the longest path to well under a second.
+MAX_GLOB_WILDCARDS = 64
