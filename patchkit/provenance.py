@@ -328,6 +328,11 @@ def _parse_record(data: bytes) -> AppliedRecord:
     )
 
 
+def parse_record(data: bytes) -> AppliedRecord:
+    """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
+    return _parse_record(data)
+
+
 def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
     """Rebuild the hunk set a record names from its stored diff, and prove it is the same one."""
     rel = f"{STATE_DIR}/{name}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -189,8 +190,15 @@ def emit_recovery(recovery: Recovery | None) -> None:
         click.echo(f"patchkit: {recovery.message}", err=True)
 
 
+def emit_fast_path(used: bool) -> None:
+    """With PATCHKIT_DEBUG_FASTPATH set: say on stderr whether the restart fast path answered (for tests)."""
+    if os.environ.get("PATCHKIT_DEBUG_FASTPATH"):
+        click.echo(f"patchkit: debug: fast path {'used' if used else 'not used'}", err=True)
+
+
 def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
     emit_recovery(outcome.recovered)
+    emit_fast_path(outcome.fast_path)
     if as_json:
         click.echo(render_json(outcome_json(outcome)))
         return
@@ -205,6 +213,7 @@ def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
 
 def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool) -> None:
     emit_recovery(series.recovered)
+    emit_fast_path(bool(series.outcomes) and all(o.fast_path for o in series.outcomes))
     if as_json:
         click.echo(render_json(series_json(series)))
         return
