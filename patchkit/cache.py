@@ -19,6 +19,7 @@ import contextlib
 import dataclasses
 import hashlib
 import marshal
+import operator
 import os
 import sys
 import tempfile
@@ -119,13 +120,11 @@ def _file(row: Any) -> FilePatch:
 
 
 def _store(path: Path, key: str, files: tuple[FilePatch, ...]) -> None:
+    hunk_row, file_row = operator.attrgetter(*_HUNK_FIELDS), operator.attrgetter(*_FILE_FIELDS)  # tuples, in C
     rows = tuple(
-        tuple(
-            tuple(tuple(getattr(h, n) for n in _HUNK_FIELDS) for h in f.hunks) if name == "hunks"
-            else getattr(f, name)
-            for name in _FILE_FIELDS
-        )
+        (*row[:_HUNKS_AT], tuple(map(hunk_row, f.hunks)), *row[_HUNKS_AT + 1:])
         for f in files
+        for row in (file_row(f),)
     )
     try:
         payload = marshal.dumps((key, rows))

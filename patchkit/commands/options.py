@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import gc
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,6 +174,27 @@ def run_patch_command(
     """Resolve PATCH (or the --all series), run the action, print the report and exit with the outcome's code."""
     if keep_going and selection.patch is not None:
         raise click.UsageError("--keep-going goes with --all")
+    # A short-lived command whose data (the hunk set, the files) holds no reference cycles: the garbage
+    # collector's passes over it are pure cost (about 5% of a large status).
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        _run_patch_command(action, selection, root, patches_dir, as_json, verbose, options, keep_going)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _run_patch_command(
+    action: Action,
+    selection: Selection,
+    root: str,
+    patches_dir: str | None,
+    as_json: bool,
+    verbose: bool,
+    options: Options,
+    keep_going: bool,
+) -> None:
     # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
     emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
     patches = find_locations(patches=patches_dir).patches
