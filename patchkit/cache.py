@@ -22,7 +22,6 @@ import marshal
 import operator
 import os
 import sys
-import tempfile
 from collections.abc import Iterator
 from importlib.util import find_spec
 from pathlib import Path
@@ -131,6 +130,8 @@ def _store(path: Path, key: str, files: tuple[FilePatch, ...]) -> None:
     except ValueError:  # a field type marshal cannot hold: skip caching rather than fail
         return
     try:
+        import tempfile  # deferred: only a cache miss writes (and tempfile costs a status ~3 ms to import)
+
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
         try:

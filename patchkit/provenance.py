@@ -20,10 +20,9 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.diffs import parse_diff
@@ -35,6 +34,9 @@ from patchkit.rewrite import rewrite_section
 from patchkit.state import FileVerdict, PatchState, TreeState
 from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 RECORD_DIR = "applied"  # under <root>/.patchkit
 RECORD_FORMAT = 1
@@ -263,6 +265,8 @@ def record_names(patch_id: str) -> tuple[str, str]:
 
 def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None) -> dict[str, bytes | None]:
     """The state files a successful apply writes: the record and the exact diff bytes it applied."""
+    from datetime import datetime, timezone  # deferred: only apply writes a record
+
     diff = spec.read_diff()
     record = {
         "format": RECORD_FORMAT,
