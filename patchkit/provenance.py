@@ -88,8 +88,12 @@ def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
     drifted: list[str] = []
     unchecked: list[str] = []
     matched = 0
+    by_old_path: dict[str, list[FileVerdict]] = {}  # once: a [base] table names every file the diff reads
+    for v in tree.files:
+        if v.section.old_path is not None:
+            by_old_path.setdefault(v.section.old_path, []).append(v)
     for path, digest in spec.base_files:
-        verdict = _judge_base_file(path, digest, tree)
+        verdict = _judge_base_file(path, digest, tree, by_old_path.get(path, []))
         if verdict is None:
             unchecked.append(path)
         elif verdict:
@@ -198,10 +202,11 @@ def missing_reason(missing: Sequence[str], root: Path) -> str:
     )
 
 
-def _judge_base_file(path: str, digest: str, tree: TreeState) -> bool | None:
-    """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell."""
+def _judge_base_file(path: str, digest: str, tree: TreeState, sections: Sequence[FileVerdict]) -> bool | None:
+    """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell.
+
+    `sections`: the verdicts of the sections whose old path is `path`, in order."""
     snap = tree.snapshots.get(path)
-    sections = [v for v in tree.files if v.section.old_path == path]
     if snap is None or not sections or not snap.exists:
         return None  # no longer read by this hunk set (its excludes changed), or not there to judge
     if snap.data is not None and _sha256(snap.data) == digest:
