@@ -288,9 +288,8 @@ def _unidiff_parse(lines: Sequence[bytes], source: str) -> Any:
         # latin-1 maps every byte to one code point, so `.encode("latin-1")` gives back the exact bytes.
         # metadata_only: unidiff parses and checks the structure (sections, headers, hunk headers, line
         # kinds and counts) without building an object per line; the bytes come from the diff's own lines.
-        # One decode of the whole text, split again on LF alone (a StringIO with newline="\n", in C).
-        text = io.StringIO(b"".join(lines).decode("latin-1"), newline="\n")
-        return PatchSet(text, metadata_only=True)
+        # Decoded line by line as unidiff reads them: no second copy of the whole diff in memory.
+        return PatchSet((line.decode("latin-1") for line in lines), metadata_only=True)
     except UnidiffParseError as exc:
         raise DiffError(f"cannot parse the diff: {exc}", where=source) from None
 
@@ -376,9 +375,10 @@ def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes
     """One hunk as unidiff parsed it (its header and counts), with its lines taken from the diff's bytes."""
     header_line, start, end, plain = body
     rows = lines[start:end]
-    if plain:  # only " ", "-" and "+" lines (nearly every hunk): one pass per side, in C
-        old = [row[1:] for row in rows if row[0] != 43]  # not "+"
-        new = [row[1:] for row in rows if row[0] != 45]  # not "-"
+    if plain:  # only " ", "-" and "+" lines (nearly every hunk): comprehensions, no per-line branches
+        values = [row[1:] for row in rows]  # one object per line: a context line is shared by both sides
+        old = [value for value, row in zip(values, rows, strict=True) if row[0] != 43]  # not "+"
+        new = [value for value, row in zip(values, rows, strict=True) if row[0] != 45]  # not "-"
         leading = next((i for i, row in enumerate(rows) if row[0] != 32), len(rows))
         trailing = next((i for i, row in enumerate(reversed(rows)) if row[0] != 32), len(rows))
     else:
