@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 
 from patchkit.bytecode import with_bytecode_removals
-from patchkit.errors import ExitCode
+from patchkit.errors import ExitCode, PatchkitError
 from patchkit.fastpath import add_block, check_restart, fast_block, series_entry
 from patchkit.filtering import load_hunk_set
 from patchkit.hunks import HunkSet, paths_of
@@ -147,30 +147,35 @@ def restart_outcomes(
     """The restart fast path: "already applied" for every patch, from their records (patchkit.fastpath).
 
     (None, recovery) when the full judgement must run; `recovery` is what the lock taken here rolled back.
-    Errors the full path would raise first (a diff that does not match its manifest, a missing root) are
-    raised here the same way.
+    Anything wrong with a manifest, a diff or the root is left to the full path, to report in its own order.
     """
     if action is not Action.APPLY or not options.fast_restart or options.dry_run:
         return None, None
-    for spec in specs:
-        spec.read_diff()
-    real_root = check_root(root)
-    with locked(real_root, options.lock_timeout) as recovered:
-        restart = check_restart(specs, real_root)
-        if restart is None:
-            return None, recovered
-        outcomes = []
-        for spec, record in zip(specs, restart.records, strict=True):
-            tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
-            check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
-            facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
-            if options.strict_base and facts.base.state is not BaseState.PINNED:
-                return None, recovered  # a refusal: the full path explains it
-            outcomes.append(Outcome(
-                spec, action, tree, Result.ALREADY_APPLIED, None, None, recovered if len(specs) == 1 else None,
-                facts, options.strict_base, fast_path=True,
-            ))
-        return outcomes, recovered
+    try:
+        for spec in specs:
+            spec.read_diff()  # the diff must still be the one its manifest names
+        real_root = check_root(root)
+    except PatchkitError:
+        return None, None
+    try:
+        with locked(real_root, options.lock_timeout) as recovered:
+            restart = check_restart(specs, real_root)
+            if restart is None:
+                return None, recovered
+            outcomes = []
+            for spec, record in zip(specs, restart.records, strict=True):
+                tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
+                check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
+                facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
+                if options.strict_base and facts.base.state is not BaseState.PINNED:
+                    return None, recovered  # a refusal: the full path explains it
+                outcomes.append(Outcome(
+                    spec, action, tree, Result.ALREADY_APPLIED, None, None, recovered if len(specs) == 1 else None,
+                    facts, options.strict_base, fast_path=True,
+                ))
+            return outcomes, recovered
+    except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
+        return None, None
 
 
 @dataclass(frozen=True)
