@@ -19,7 +19,6 @@ import contextlib
 import dataclasses
 import hashlib
 import marshal
-import operator
 import os
 import sys
 from collections.abc import Iterator
@@ -119,11 +118,13 @@ def _file(row: Any) -> FilePatch:
 
 
 def _store(path: Path, key: str, files: tuple[FilePatch, ...]) -> None:
-    hunk_row, file_row = operator.attrgetter(*_HUNK_FIELDS), operator.attrgetter(*_FILE_FIELDS)  # tuples, in C
     rows = tuple(
-        (*row[:_HUNKS_AT], tuple(map(hunk_row, f.hunks)), *row[_HUNKS_AT + 1:])
+        tuple(
+            tuple(tuple(getattr(h, n) for n in _HUNK_FIELDS) for h in f.hunks) if name == "hunks"
+            else getattr(f, name)
+            for name in _FILE_FIELDS
+        )
         for f in files
-        for row in (file_row(f),)
     )
     try:
         payload = marshal.dumps((key, rows))
