@@ -158,7 +158,7 @@ def restart_outcomes(
     except PatchkitError:
         return None, None
     try:
-        with locked(real_root, options.lock_timeout) as recovered:
+        with locked(real_root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
             restart = check_restart(specs, real_root)
             if restart is None:
                 return None, recovered
