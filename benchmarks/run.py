@@ -470,6 +470,10 @@ class Bench:
         first = run_once([*pk, "apply", PATCH_ID, "--root", str(restarted), *reg], restarted, self.env)
         if first.code != 0:
             self.problems.append(f"restart: the first apply failed: {first.stderr.strip()[:300]}")
+        probe = run_once([*pk, "apply", PATCH_ID, "--root", str(restarted), *reg], restarted,
+                         {**self.env, "PATCHKIT_DEBUG_FASTPATH": "1"})
+        answered = "the fast path" if "fast path used" in probe.stderr else "the full judgement"
+        self.notes.append(f"{corpus.size}: the restart was answered by {answered}")
         row("restart (applied by patchkit)", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0, restarted,
                          verify=corpus.expected),
