@@ -129,8 +129,8 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
 
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
-                commit_changes(real_root, (), state_files=record_changes(spec, hunk_set, decision, after=tree.snapshots),
-                               label=label)
+                state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
+                commit_changes(real_root, (), state_files=state_files, label=label)
             return outcome(decision.result, None)
         plan = with_bytecode_removals(real_root, plan_changes(tree, forward=decision.forward))
         if options.dry_run:
