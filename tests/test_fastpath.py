@@ -288,3 +288,16 @@ def test_a_changed_shared_file_runs_the_full_judgement_for_the_series(series: Pa
     shared.write_bytes(shared.read_bytes().replace(b"(5, a=1)", b"(5, a=2)"))
     result, used = same_answer("apply", "--all", "--root", series, "--patches", registry.path)
     assert not used and result.code != 0
+
+
+def test_an_adopted_tree_is_answered_from_its_record_after_adoption(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # A tree patched by something else (here: the after-image written directly), then adopted.
+    write_tree(engine, {**BEFORE, **AFTER})
+    registry.add(PID, git_diff(tmp_path, BEFORE, AFTER))
+    result, used = run("apply", PID, "--root", engine, "--patches", registry.path, "--adopt")
+    assert result.code == 0 and not used, result
+    assert BLOCK in json.loads(record_path(engine).read_bytes())
+    result, used = same_answer("apply", PID, "--root", engine, "--patches", registry.path)
+    assert used and result.code == 0
