@@ -6,14 +6,16 @@ the diff hash, the parse, the filter, and then the state of every file under the
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
 from patchkit.bytecode import with_bytecode_removals
-from patchkit.errors import ExitCode
+from patchkit.errors import ExitCode, PatchkitError
+from patchkit.fastpath import add_block, check_restart, fast_block, series_entry
 from patchkit.filtering import load_hunk_set
-from patchkit.hunks import HunkSet
+from patchkit.hunks import HunkSet, paths_of
 from patchkit.manifest import PatchSpec
 from patchkit.plan import Plan, plan_changes
 from patchkit.provenance import (
@@ -23,15 +25,17 @@ from patchkit.provenance import (
     RecordCheck,
     RecordState,
     assess,
+    check_base,
     check_hunkset_pin,
     missing_files,
     missing_reason,
     read_record,
     record_files,
+    record_names,
     record_removal,
 )
 from patchkit.state import PatchState, TreeState, scan_tree
-from patchkit.tree import check_root
+from patchkit.tree import STATE_DIR, Snapshot, check_root
 from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, WaitHook, commit_changes, locked
 
 
@@ -70,6 +74,9 @@ class Options:
     force: bool = False  # revert a change patchkit did not apply (upstream-contains)
     on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
     adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
+    # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
+    # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
+    fast_restart: bool = False
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,7 @@ class Outcome:
     recovered: Recovery | None = None  # an interrupted transaction this run rolled back first
     provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
     strict_base: bool = False
+    fast_path: bool = False  # answered from the applied record (patchkit.fastpath): `tree` holds no verdicts
 
     @property
     def hunk_set(self) -> HunkSet:
@@ -98,12 +106,16 @@ class Outcome:
 
 
 def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options()) -> Outcome:
+    quick, earlier = restart_outcomes((spec,), root, action, options)
+    if quick is not None:
+        return quick[0]
     hunk_set = load_hunk_set(spec)
     check_hunkset_pin(spec, hunk_set)
     real_root = check_root(root)
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} of {spec.id}"
     with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+        recovered = recovered or earlier
         record = read_record(real_root, spec.id, hunk_set.digest)
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
@@ -117,13 +129,53 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
 
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
-                commit_changes(real_root, (), state_files=record_changes(spec, hunk_set, decision), label=label)
+                state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
+                commit_changes(real_root, (), state_files=state_files, label=label)
             return outcome(decision.result, None)
         plan = with_bytecode_removals(real_root, plan_changes(tree, forward=decision.forward))
         if options.dry_run:
             return outcome(Result.DRY_RUN, plan)
-        commit_changes(real_root, plan.changes, state_files=record_changes(spec, hunk_set, decision), label=label)
+        after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
+        state_files = record_changes(spec, hunk_set, decision, after=after)
+        commit_changes(real_root, plan.changes, state_files=state_files, label=label)
         return outcome(decision.result, plan)
+
+
+def restart_outcomes(
+    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options
+) -> tuple[list[Outcome] | None, Recovery | None]:
+    """The restart fast path: "already applied" for every patch, from their records (patchkit.fastpath).
+
+    (None, recovery) when the full judgement must run; `recovery` is what the lock taken here rolled back.
+    Anything wrong with a manifest, a diff or the root is left to the full path, to report in its own order.
+    """
+    if action is not Action.APPLY or not options.fast_restart or options.dry_run:
+        return None, None
+    try:
+        for spec in specs:
+            spec.read_diff()  # the diff must still be the one its manifest names
+        real_root = check_root(root)
+    except PatchkitError:
+        return None, None
+    try:
+        with locked(real_root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
+            restart = check_restart(specs, real_root)
+            if restart is None:
+                return None, recovered
+            outcomes = []
+            for spec, record in zip(specs, restart.records, strict=True):
+                tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
+                check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
+                facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
+                if options.strict_base and facts.base.state is not BaseState.PINNED:
+                    return None, recovered  # a refusal: the full path explains it
+                outcomes.append(Outcome(
+                    spec, action, tree, Result.ALREADY_APPLIED, None, None, recovered if len(specs) == 1 else None,
+                    facts, options.strict_base, fast_path=True,
+                ))
+            return outcomes, recovered
+    except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
+        return None, None
 
 
 @dataclass(frozen=True)
@@ -161,10 +213,28 @@ def decide_patch(
     return Decision(facts, result, reason, forward)
 
 
-def record_changes(spec: PatchSpec, hunk_set: HunkSet, decision: Decision) -> dict[str, bytes | None]:
-    """The applied-record files to write with a decision's tree changes, in the same transaction."""
+def record_changes(
+    spec: PatchSpec,
+    hunk_set: HunkSet,
+    decision: Decision,
+    *,
+    after: Mapping[str, Snapshot] | None = None,
+    series: Sequence[Sequence[str]] | None = None,
+) -> dict[str, bytes | None]:
+    """The applied-record files to write with a decision's tree changes, in the same transaction.
+
+    `after`: every path as the transaction leaves it, for the record's fast_path block; `series`: the patches
+    judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
+    """
     if decision.forward or decision.result is Result.ADOPTED:
-        return record_files(spec, hunk_set)
+        files = record_files(spec, hunk_set)
+        if after is not None:
+            name = record_names(spec.id)[0]
+            record = files[name]
+            assert record is not None
+            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after)
+            files[name] = add_block(record, block)
+        return files
     if decision.forward is False or decision.drops_record:
         return record_removal(spec.id)
     return {}

@@ -10,6 +10,7 @@ patchkit.filtering.
 from __future__ import annotations
 
 import gc
+import io
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -48,13 +49,14 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
         )
     lines = _split_lines(data)
     sanitized, headers = _scan(lines, source)
-    # The parse allocates ~10 objects a diff line and frees none of them: garbage collection passes over
-    # them are pure cost (about a fifth of a large parse).
+    # The parse allocates objects by the diff line and frees none of them: garbage collection passes over
+    # them are pure cost.
     collecting = gc.isenabled()
     gc.disable()
     try:
         patched = _unidiff_parse(sanitized, source)
-        files = _anchor_ends(tuple(_convert_file(pf, headers, strip, source) for pf in patched))
+        del sanitized
+        files = _anchor_ends(tuple(_convert_file(pf, headers, lines, strip, source) for pf in patched))
     finally:
         if collecting:
             gc.enable()
@@ -95,11 +97,11 @@ def _anchor_ends(files: tuple[FilePatch, ...]) -> tuple[FilePatch, ...]:
 
 
 def _split_lines(data: bytes) -> list[bytes]:
-    # Split on LF only: CR belongs to the content of CRLF files and must survive.
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    return [line + b"\n" for line in lines]
+    """Lines that keep their LF, the last one given one if it lacks it. Only LF ends a line (CR is content)."""
+    lines = io.BytesIO(data).readlines()  # splits on LF alone, in C
+    if lines and not lines[-1].endswith(b"\n"):
+        lines[-1] += b"\n"
+    return lines
 
 
 @dataclass
@@ -112,6 +114,9 @@ class _Header:
     new: bytes | None = None  # name on the +++ line
     old_line: int = 0  # line number of the --- line
     flags: set[bytes] = field(default_factory=set)  # new file mode / deleted file mode seen
+    # each hunk of the section: [line number of its @@ header, index of its first and one past its last
+    # body line in the diff's lines ("\\ No newline" markers included), 1 if all are " ", "-" or "+" lines]
+    hunks: list[list[int]] = field(default_factory=list)
 
 
 def _placeholder(index: int) -> bytes:
@@ -132,35 +137,16 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
     just_closed = False
     in_signature = False
     git: _Header | None = None  # the open `diff --git` section, until its ---/+++ pair or next section
-    for number, raw in enumerate(lines, 1):
+    body: list[int] = [0, 0, 0, 1]  # the open hunk's row of _Header.hunks
+    nul = b"\0" in b"".join(lines)  # only then is every line checked, so the first fault is still reported
+    rows = enumerate(lines, 1)
+    for number, raw in rows:
         line = raw[:-1]
+        if nul and b"\0" in line:
+            raise _nul_error(source, number)
         where = f"{source}:{number}"
-        if b"\0" in line:
-            raise DiffError("NUL byte in the diff", where=where, hint="binary content cannot be patched as text")
-        if old_left or new_left:
-            kind = line[:1]
-            if kind == b" " or line in (b"", b"\r"):
-                old_left -= 1
-                new_left -= 1
-            elif kind == b"-":
-                old_left -= 1
-            elif kind == b"+":
-                new_left -= 1
-            elif kind != NO_NEWLINE:
-                raise DiffError(
-                    f"hunk {_show(hunk_header)} (line {hunk_line}) ends early: its header promises "
-                    f"{max(old_left, 0)} more old and {max(new_left, 0)} more new lines",
-                    where=where, hint="the diff is truncated or its hunk header counts are wrong",
-                )
-            if old_left < 0 or new_left < 0:
-                raise DiffError(
-                    f"hunk {_show(hunk_header)} (line {hunk_line}) has more lines than its header counts",
-                    where=where, hint="the hunk header counts are wrong; regenerate the diff",
-                )
-            just_closed = not (old_left or new_left)
-            out.append(raw)
-            continue
         if just_closed and line[:1] == NO_NEWLINE:
+            body[2], body[3] = number, 0
             out.append(raw)
             continue
         if line == SIGNATURE:  # a mail signature runs to the next patch of a series
@@ -185,9 +171,47 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
             old_left = 1 if match.group(2) is None else int(match.group(2))
             new_left = 1 if match.group(4) is None else int(match.group(4))
             hunk_line, hunk_header = number, line
-            just_closed = not (old_left or new_left)
             git = None
             out.append(raw)
+            plain = 1  # only " ", "-" and "+" lines so far
+            start = number
+            if old_left or new_left:
+                # The hunk's body, in a loop of its own (the bulk of every diff): count each side down.
+                for number, raw in rows:  # the outer loop's iterator: it goes on after the body
+                    if nul and b"\0" in raw:
+                        raise _nul_error(source, number)
+                    kind = raw[0]
+                    if kind == 32:  # " "
+                        old_left -= 1
+                        new_left -= 1
+                    elif kind == 45:  # "-"
+                        old_left -= 1
+                    elif kind == 43:  # "+"
+                        new_left -= 1
+                    elif raw == b"\n" or raw == b"\r\n":  # a blank context line that lost its space
+                        old_left -= 1
+                        new_left -= 1
+                        plain = 0
+                    elif kind == 92:  # "\\ No newline at end of file"
+                        plain = 0
+                    else:
+                        raise DiffError(
+                            f"hunk {_show(hunk_header)} (line {hunk_line}) ends early: its header promises "
+                            f"{max(old_left, 0)} more old and {max(new_left, 0)} more new lines",
+                            where=f"{source}:{number}",
+                            hint="the diff is truncated or its hunk header counts are wrong",
+                        )
+                    if old_left < 0 or new_left < 0:
+                        raise DiffError(
+                            f"hunk {_show(hunk_header)} (line {hunk_line}) has more lines than its header counts",
+                            where=f"{source}:{number}", hint="the hunk header counts are wrong; regenerate the diff",
+                        )
+                    if not (old_left or new_left):
+                        break
+                out.extend(lines[start:number])
+            body = [hunk_line, start, number, plain]
+            headers[-1].hunks.append(body)
+            just_closed = not (old_left or new_left)
             continue
         is_pair = _is_file_header(lines, number - 1)
         if just_closed and line[:1] in (b"+", b"-", b" ") and not is_pair:
@@ -247,6 +271,12 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
     return out, headers
 
 
+def _nul_error(source: str, number: int) -> DiffError:
+    return DiffError(
+        "NUL byte in the diff", where=f"{source}:{number}", hint="binary content cannot be patched as text"
+    )
+
+
 def _check_git_names(header: _Header, source: str) -> None:
     """The ---/+++ lines of a git section must agree with its `diff --git` line and mode lines."""
     assert header.git is not None
@@ -278,7 +308,10 @@ def _unidiff_parse(lines: Sequence[bytes], source: str) -> Any:
 
     try:
         # latin-1 maps every byte to one code point, so `.encode("latin-1")` gives back the exact bytes.
-        return PatchSet([line.decode("latin-1") for line in lines])
+        # metadata_only: unidiff parses and checks the structure (sections, headers, hunk headers, line
+        # kinds and counts) without building an object per line; the bytes come from the diff's own lines.
+        # Decoded line by line as unidiff reads them: no second copy of the whole diff in memory.
+        return PatchSet((line.decode("latin-1") for line in lines), metadata_only=True)
     except UnidiffParseError as exc:
         raise DiffError(f"cannot parse the diff: {exc}", where=source) from None
 
@@ -290,7 +323,7 @@ def _header_of(pf: Any, headers: Sequence[_Header], source: str) -> _Header:
     raise DiffError("a file section names no file", where=source)
 
 
-def _convert_file(pf: Any, headers: Sequence[_Header], strip: int, source: str) -> FilePatch:
+def _convert_file(pf: Any, headers: Sequence[_Header], lines: Sequence[bytes], strip: int, source: str) -> FilePatch:
     header = _header_of(pf, headers, source)
     where = f"{source}:{header.line}"
     info = [str(line).encode("latin-1").rstrip(b"\n") for line in (pf.patch_info or [])]
@@ -342,7 +375,13 @@ def _convert_file(pf: Any, headers: Sequence[_Header], strip: int, source: str) 
         if mode is not None and mode not in (MODE_FILE, MODE_EXEC, MODE_SYMLINK, MODE_GITLINK):
             raise DiffError(f"unsupported file mode {mode:o}", where=where)
 
-    hunks = tuple(_convert_hunk(h, i, source) for i, h in enumerate(pf, 1))
+    if len(pf) != len(header.hunks):
+        raise DiffError(
+            f"unidiff reads {len(pf)} hunks in this file section, patchkit's own scan {len(header.hunks)}",
+            where=where, hint="the diff's structure is ambiguous; regenerate it with git",
+        )
+    pairs = enumerate(zip(pf, header.hunks, strict=True), 1)
+    hunks = tuple(_convert_hunk(h, i, body, lines, source) for i, (h, body) in pairs)
     return FilePatch(
         old_path=old_path,
         new_path=new_path,
@@ -354,44 +393,27 @@ def _convert_file(pf: Any, headers: Sequence[_Header], strip: int, source: str) 
     )
 
 
-def _convert_hunk(h: Any, index: int, source: str) -> Hunk:
-    old: list[bytes] = []
-    new: list[bytes] = []
-    kinds: list[str] = []
-    first_line = 0
-    for line in h:
-        kind = line.line_type
-        if kind == "":  # a blank separator line unidiff attaches after a complete hunk
-            continue
-        value = str(line.value).encode("latin-1")
-        if not first_line and line.diff_line_no:
-            first_line = int(line.diff_line_no)
-        if kind == NO_NEWLINE.decode():
-            # The marker belongs to the line before it: that line has no newline on its side(s).
-            prev = kinds[-1] if kinds else None
-            if prev in (" ", "-") and old:
-                old[-1] = old[-1][:-1] if old[-1].endswith(b"\n") else old[-1]
-            if prev in (" ", "+") and new:
-                new[-1] = new[-1][:-1] if new[-1].endswith(b"\n") else new[-1]
-            continue
-        kinds.append(kind)
-        if kind in (" ", "-"):
-            old.append(value)
-        if kind in (" ", "+"):
-            new.append(value)
-    header_line = first_line - 1 if first_line else 0
-    if len(old) != h.source_length or len(new) != h.target_length:
+def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes], source: str) -> Hunk:
+    """One hunk as unidiff parsed it (its header and counts), with its lines taken from the diff's bytes."""
+    header_line, start, end, plain = body
+    rows = lines[start:end]
+    if plain:  # only " ", "-" and "+" lines (nearly every hunk): comprehensions, no per-line branches
+        values = [row[1:] for row in rows]  # one object per line: a context line is shared by both sides
+        old = [value for value, row in zip(values, rows, strict=True) if row[0] != 43]  # not "+"
+        new = [value for value, row in zip(values, rows, strict=True) if row[0] != 45]  # not "-"
+        leading = next((i for i, row in enumerate(rows) if row[0] != 32), len(rows))
+        trailing = next((i for i, row in enumerate(reversed(rows)) if row[0] != 32), len(rows))
+    else:
+        old, new, leading, trailing = _convert_lines(rows)
+    if (len(old), len(new)) != (h.source_length, h.target_length) or len(new) - len(old) != h.added - h.removed:
         raise DiffError(
             f"hunk {index} has {len(old)} old and {len(new)} new lines, its header says "
             f"{h.source_length} and {h.target_length}",
             where=f"{source}:{header_line}",
         )
-    changes = [i for i, k in enumerate(kinds) if k != " "]
-    leading = changes[0] if changes else len(kinds)
-    trailing = len(kinds) - 1 - changes[-1] if changes else len(kinds)
     return Hunk(
         index=index,
-        diff_line=header_line,
+        diff_line=header_line if rows else 0,
         old_start=int(h.source_start),
         old_len=int(h.source_length),
         new_start=int(h.target_start),
@@ -401,6 +423,36 @@ def _convert_hunk(h: Any, index: int, source: str) -> Hunk:
         leading=leading,
         trailing=trailing,
     )
+
+
+def _convert_lines(rows: Sequence[bytes]) -> tuple[list[bytes], list[bytes], int, int]:
+    """(old image, new image, leading, trailing context) of hunk lines with blank or "\\ No newline" lines."""
+    old: list[bytes] = []
+    new: list[bytes] = []
+    kinds: list[bytes] = []
+    for row in rows:
+        kind = row[:1]
+        if kind == NO_NEWLINE:
+            # The marker belongs to the line before it: that line has no newline on its side(s).
+            prev = kinds[-1] if kinds else None
+            if prev in (b" ", b"-") and old:
+                old[-1] = old[-1][:-1] if old[-1].endswith(b"\n") else old[-1]
+            if prev in (b" ", b"+") and new:
+                new[-1] = new[-1][:-1] if new[-1].endswith(b"\n") else new[-1]
+            continue
+        if row in (b"\n", b"\r\n"):  # a blank context line that lost its leading space
+            kind, value = b" ", row
+        else:
+            value = row[1:]
+        kinds.append(kind)
+        if kind in (b" ", b"-"):
+            old.append(value)
+        if kind in (b" ", b"+"):
+            new.append(value)
+    changes = [i for i, k in enumerate(kinds) if k != b" "]
+    leading = changes[0] if changes else len(kinds)
+    trailing = len(kinds) - 1 - changes[-1] if changes else len(kinds)
+    return old, new, leading, trailing
 
 
 def _split_git_header(rest: bytes, where: str) -> tuple[bytes, bytes] | None:

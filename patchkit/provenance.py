@@ -20,10 +20,9 @@ import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__
 from patchkit.diffs import parse_diff
@@ -35,6 +34,9 @@ from patchkit.rewrite import rewrite_section
 from patchkit.state import FileVerdict, PatchState, TreeState
 from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state
+
+if TYPE_CHECKING:
+    from datetime import datetime
 
 RECORD_DIR = "applied"  # under <root>/.patchkit
 RECORD_FORMAT = 1
@@ -86,8 +88,12 @@ def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
     drifted: list[str] = []
     unchecked: list[str] = []
     matched = 0
+    by_old_path: dict[str, list[FileVerdict]] = {}  # once: a [base] table names every file the diff reads
+    for v in tree.files:
+        if v.section.old_path is not None:
+            by_old_path.setdefault(v.section.old_path, []).append(v)
     for path, digest in spec.base_files:
-        verdict = _judge_base_file(path, digest, tree)
+        verdict = _judge_base_file(path, digest, tree, by_old_path.get(path, []))
         if verdict is None:
             unchecked.append(path)
         elif verdict:
@@ -196,10 +202,11 @@ def missing_reason(missing: Sequence[str], root: Path) -> str:
     )
 
 
-def _judge_base_file(path: str, digest: str, tree: TreeState) -> bool | None:
-    """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell."""
+def _judge_base_file(path: str, digest: str, tree: TreeState, sections: Sequence[FileVerdict]) -> bool | None:
+    """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell.
+
+    `sections`: the verdicts of the sections whose old path is `path`, in order."""
     snap = tree.snapshots.get(path)
-    sections = [v for v in tree.files if v.section.old_path == path]
     if snap is None or not sections or not snap.exists:
         return None  # no longer read by this hunk set (its excludes changed), or not there to judge
     if snap.data is not None and _sha256(snap.data) == digest:
@@ -263,6 +270,8 @@ def record_names(patch_id: str) -> tuple[str, str]:
 
 def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None) -> dict[str, bytes | None]:
     """The state files a successful apply writes: the record and the exact diff bytes it applied."""
+    from datetime import datetime, timezone  # deferred: only apply writes a record
+
     diff = spec.read_diff()
     record = {
         "format": RECORD_FORMAT,
@@ -326,6 +335,11 @@ def _parse_record(data: bytes) -> AppliedRecord:
         tool_version=raw["tool_version"],
         applied_at=raw["applied_at"],
     )
+
+
+def parse_record(data: bytes) -> AppliedRecord:
+    """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
+    return _parse_record(data)
 
 
 def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:

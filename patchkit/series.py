@@ -27,9 +27,11 @@ from patchkit.actions import (
     Result,
     decide_patch,
     record_changes,
+    restart_outcomes,
 )
 from patchkit.bytecode import with_bytecode_removals
 from patchkit.errors import ExitCode, ManifestError, RegistryError
+from patchkit.fastpath import series_entry
 from patchkit.filtering import load_hunk_set
 from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
@@ -202,6 +204,9 @@ def run_series(
     specs: Sequence[PatchSpec], root: Path, action: Action, options: Options, *, keep_going: bool = False
 ) -> SeriesOutcome:
     """status / apply / revert every patch of the series, in order (revert: backwards), as one transaction."""
+    quick, earlier = restart_outcomes(specs, root, action, options)
+    if quick is not None:
+        return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
         hunk_set = load_hunk_set(spec)
@@ -211,6 +216,7 @@ def run_series(
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
     with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+        recovered = recovered or earlier
         patches = [
             _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set.digest))
             for spec, hunk_set in zip(specs, hunk_sets, strict=True)
@@ -246,8 +252,12 @@ def run_series(
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
             state_files: dict[str, bytes | None] = {}
+            after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
+            together = [series_entry(patches[i].spec) for i in active]
             for i in active:
-                state_files.update(record_changes(patches[i].spec, patches[i].hunk_set, decisions[i]))
+                state_files.update(record_changes(
+                    patches[i].spec, patches[i].hunk_set, decisions[i], after=after, series=together
+                ))
             if state_files or (plan is not None and plan.changes):
                 commit_changes(real_root, plan.changes if plan else (), state_files=state_files, label=label)
         return finish(plan)

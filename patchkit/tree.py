@@ -98,11 +98,11 @@ def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | Non
 def open_folder(base_fd: int, base: Path, parts: tuple[str, ...], rel: str) -> int | None:
     """Descriptor of base/parts walked link-free, or None if some component is missing. Caller closes it."""
     fd = os.dup(base_fd)
-    shown = base
+    shown = str(base).rstrip("/")  # a string, not a Path: joining Paths per component cost more than the opens
     for part in parts:
-        shown = shown / part
+        shown = f"{shown}/{part}"
         try:
-            child = open_child_dir(fd, part, rel, str(shown))
+            child = open_child_dir(fd, part, rel, shown)
         finally:
             os.close(fd)
         if child is None:
@@ -157,7 +157,7 @@ def read_at(base_fd: int, base: Path, rel: str) -> Snapshot:
     if folder is None:
         return Snapshot(rel, None, None)
     try:
-        return read_entry(folder, parts[-1], rel, str(base.joinpath(*parts)))
+        return read_entry(folder, parts[-1], rel, "/".join((str(base).rstrip("/"), *parts)))
     finally:
         os.close(folder)
 

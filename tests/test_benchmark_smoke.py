@@ -37,6 +37,9 @@ def test_small_size_every_tool_leaves_the_same_tree() -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all tools produced identical trees" in result.stdout
     assert "imports no GitPython module" in result.stdout
+    # the issue #15 cases ran, and their trees were compared too
+    for row in ("status, unapplied, fresh container", "apply, fresh container", "restart (applied by patchkit)"):
+        assert f"| small | {row} |" in result.stdout, row
 
 
 def test_a_tool_that_leaves_the_tree_unpatched_fails_the_run() -> None:

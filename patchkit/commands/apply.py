@@ -43,6 +43,7 @@ def command(
       PATCHKIT_ROOT=/opt/ATOM PATCHKIT_TARGET=ATOM patchkit apply --all
     """
     options = Options(
-        dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base, adopt=adopt
+        dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base, adopt=adopt,
+        fast_restart=not (as_json or verbose),  # the fast path's outcome has no per-hunk verdicts to show
     )
     run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, verbose, options, keep_going)
