@@ -34,6 +34,7 @@ from patchkit.filtering import load_hunk_set
 from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
 from patchkit.plan import Plan, plan_changes
+from patchkit.progress import Phase, Progress
 from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
 from patchkit.registry import load_registry
 from patchkit.state import FileVerdict, PatchState, TreeState, judge_sections
@@ -199,11 +200,14 @@ class _Patch:
 
 
 def run_series(
-    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options, *, keep_going: bool = False
+    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options, *, keep_going: bool = False,
+    progress: Progress | None = None,
 ) -> SeriesOutcome:
     """status / apply / revert every patch of the series, in order (revert: backwards), as one transaction."""
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
+        if progress is not None:
+            progress.phase(Phase.PARSE, spec.id)
         hunk_set = load_hunk_set(spec)
         check_hunkset_pin(spec, hunk_set)
         hunk_sets.append(hunk_set)
@@ -211,6 +215,8 @@ def run_series(
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
     with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+        if progress is not None:
+            progress.phase(Phase.JUDGE, "the series")
         patches = [
             _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set.digest))
             for spec, hunk_set in zip(specs, hunk_sets, strict=True)
@@ -249,6 +255,8 @@ def run_series(
             for i in active:
                 state_files.update(record_changes(patches[i].spec, patches[i].hunk_set, decisions[i]))
             if state_files or (plan is not None and plan.changes):
+                if progress is not None:
+                    progress.phase(Phase.WRITE, "the series")
                 commit_changes(real_root, plan.changes if plan else (), state_files=state_files, label=label)
         return finish(plan)
 

@@ -22,7 +22,7 @@ from patchkit.commands.options import (
 @strict_base_option
 @keep_going_option
 def command(
-    selection: Selection, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    selection: Selection, root: str, patches_dir: str | None, as_json: bool, lock_timeout: float,
     dry_run: bool, complete: bool, strict_base: bool, keep_going: bool, adopt: bool,
 ) -> None:
     """Apply PATCH's filtered hunk set to the tree at --root. A rerun is a no-op.
@@ -45,4 +45,4 @@ def command(
     options = Options(
         dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base, adopt=adopt
     )
-    run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, verbose, options, keep_going)
+    run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, options, keep_going)
