@@ -1,3 +1,3 @@
 from patchkit.cli import main
 
-main()
+main(prog_name="patchkit")  # `python -m patchkit` says "patchkit" in help, and completes as _PATCHKIT_COMPLETE

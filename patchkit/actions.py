@@ -18,6 +18,7 @@ from patchkit.filtering import load_hunk_set
 from patchkit.hunks import HunkSet, paths_of
 from patchkit.manifest import PatchSpec
 from patchkit.plan import Plan, plan_changes
+from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
     BaseState,
     Origin,
@@ -105,7 +106,11 @@ class Outcome:
         return ExitCode.REFUSED if self.result in (Result.REFUSED, Result.SKIPPED) else ExitCode.OK
 
 
-def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options()) -> Outcome:
+def run(
+    spec: PatchSpec, root: Path, action: Action, options: Options = Options(), *, progress: Progress | None = None
+) -> Outcome:
+    if progress is not None:
+        progress.phase(Phase.PARSE, spec.id)
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
@@ -116,6 +121,8 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
     label = f"{action.value} of {spec.id}"
     with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
         recovered = recovered or earlier
+        if progress is not None:
+            progress.phase(Phase.JUDGE, spec.id)
         record = read_record(real_root, spec.id, hunk_set.digest)
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
@@ -135,6 +142,8 @@ def run(spec: PatchSpec, root: Path, action: Action, options: Options = Options(
         plan = with_bytecode_removals(real_root, plan_changes(tree, forward=decision.forward))
         if options.dry_run:
             return outcome(Result.DRY_RUN, plan)
+        if progress is not None:
+            progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
         state_files = record_changes(spec, hunk_set, decision, after=after)
         commit_changes(real_root, plan.changes, state_files=state_files, label=label)

@@ -1,18 +1,25 @@
 """The click group: options in, one call, a report out, an exit code. No logic beyond wiring.
 
-This is the one error boundary: a PatchkitError becomes `patchkit: error: ...` on stderr and its exit code;
-nothing below here prints or exits.
+This is the one error boundary (`_Group.invoke` and `_Group.main`): a PatchkitError becomes `patchkit: error:
+...` on stderr and its exit code, a usage error exit 2, any other exception (a bug) one "internal error, please
+report" line and exit 10, never the code for "refused"; under --json each is also a JSON object on stdout. A
+closed stdout pipe does not change the exit code. Nothing below here prints or exits.
 """
 
 from __future__ import annotations
 
+import difflib
 import importlib
+import itertools
+import os
 import sys
+import traceback
 from typing import Any
 
 import click
 
 from patchkit import __version__
+from patchkit.console import echo, output_params, reset_streams, settings, silence
 from patchkit.errors import ExitCode, PatchkitError
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
@@ -41,27 +48,139 @@ class _Group(click.Group):
             self.list_commands(ctx)
         return super().get_command(ctx, cmd_name)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        name = args[0] if args else ""
+        if name and not name.startswith("-") and self.get_command(ctx, name) is None:
+            close = suggest(name, self.list_commands(ctx))
+            raise click.UsageError(f"no command {name!r}" + (f"; did you mean {close!r}?" if close else ""), ctx)
+        return super().resolve_command(ctx, args)
+
     def _load(self, module: str) -> None:
         command = importlib.import_module(f"patchkit.commands.{module}").command
         if command.name not in self.commands:  # one added by hand (add_command) wins
             self.add_command(command)
 
+    def add_command(self, cmd: click.Command, name: str | None = None) -> None:
+        """Every command, however it is added, takes -q, -v and --color (unless it defines them itself)."""
+        taken = {opt for p in cmd.params for opt in p.opts}
+        cmd.params.extend(p for p in output_params() if not taken & set(p.opts))
+        super().add_command(cmd, name)
+
     def invoke(self, ctx: click.Context) -> Any:
-        from patchkit.interrupts import Terminated, sigterm_as_interrupt  # not needed for --version
+        """The error boundary for a running command (its settings known): errors become messages and codes."""
+        from patchkit.interrupts import sigterm_as_interrupt  # not needed for --version
 
         try:
             with sigterm_as_interrupt():  # docker stop / Kubernetes: roll back like Ctrl-C, not die mid-write
                 return super().invoke(ctx)
         except PatchkitError as exc:
-            click.echo(f"patchkit: error: {exc}", err=True)
-            ctx.exit(int(exc.exit_code))
+            # one raised on purpose where patchkit caught itself contradicting itself is still a bug
+            ctx.exit(emit_internal(exc) if exc.exit_code is ExitCode.INTERNAL else emit_error(exc))
         except KeyboardInterrupt as exc:  # Terminated is one: SIGTERM
-            what = "terminated (SIGTERM)" if isinstance(exc, Terminated) else "interrupted"
-            click.echo(f"patchkit: {what}; {exc or 'nothing was left half written'}", err=True)
-            ctx.exit(int(ExitCode.TERMINATED if isinstance(exc, Terminated) else ExitCode.INTERRUPTED))
+            ctx.exit(emit_interrupt(exc))
+        except BrokenPipeError:  # output that bypassed console.echo: the outcome's code is lost
+            silence("stdout")
+            ctx.exit(PIPE_CLOSED)
+        except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
+            raise
+        except Exception as exc:  # the one place a bug becomes exit 10, not "refused"
+            ctx.exit(emit_internal(exc))
+
+    def main(  # type: ignore[override]
+        self, args: list[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+        standalone_mode: bool = True, **extra: Any,
+    ) -> Any:
+        """click's main, with usage errors and bugs before a command runs also turned into codes (and JSON)."""
+        argv = list(sys.argv[1:] if args is None else args)
+        reset_streams()
+        try:
+            code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            code = code if isinstance(code, int) else 0
+        except click.exceptions.Abort:
+            code = int(ExitCode.INTERRUPTED)
+        except click.ClickException as exc:
+            code = emit_usage_error(exc, wants_json(argv))
+        except Exception as exc:  # the one place a bug becomes exit 10, not "refused" (see invoke)
+            code = emit_internal(exc, wants_json(argv))
+        if standalone_mode:
+            sys.exit(code)
+        return code
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+PIPE_CLOSED = 141  # as a shell reports a process that SIGPIPE ended
+
+
+def wants_json(argv: list[str]) -> bool:
+    """--json given, judged from the raw arguments (for errors raised before the options are parsed)."""
+    if settings().json:
+        return True
+    args = argv[: argv.index("--")] if "--" in argv else argv
+    return "--json" in args or "--format=json" in args or ("--format", "json") in itertools.pairwise(args)
+
+
+def suggest(word: str, choices: list[str]) -> str | None:
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
+def emit_error(exc: PatchkitError) -> int:
+    from patchkit.report import error_json, render_json
+
+    code = int(exc.exit_code)
+    if settings().json:
+        echo(render_json(error_json(exc.message, code, exc.where, exc.hint)))
+    echo(f"patchkit: error: {exc}", err=True)
+    return code
+
+
+def emit_interrupt(exc: KeyboardInterrupt) -> int:
+    """SIGINT (130) or SIGTERM (143): a write in progress was rolled back first."""
+    from patchkit.interrupts import Terminated
+    from patchkit.report import error_json, render_json
+
+    terminated = isinstance(exc, Terminated)
+    what = "terminated (SIGTERM)" if terminated else "interrupted"
+    code = int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
+    if settings().json:
+        echo(render_json(error_json(what, code, None, "rerun the command; it is safe to repeat")))
+    echo(f"patchkit: {what}; {exc or 'nothing was left half written'}", err=True)
+    return code
+
+
+def emit_usage_error(exc: click.ClickException, as_json: bool) -> int:
+    from patchkit.report import error_json, render_json
+
+    code = int(ExitCode.BAD_INPUT)
+    if as_json:
+        ctx = getattr(exc, "ctx", None)
+        words = ctx.command_path.split()[1:] if isinstance(ctx, click.Context) else []
+        hint = f"see `{' '.join(['patchkit', *words, '--help'])}`"
+        echo(render_json(error_json(exc.format_message(), code, None, hint)))
+    exc.show()
+    return code
+
+
+def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
+    """One line (the traceback only with -v or PATCHKIT_TRACEBACK=1) and exit 10."""
+    from patchkit.report import error_json, render_json
+
+    code = int(ExitCode.INTERNAL)
+    summary = f"{type(exc).__name__}: {exc}"
+    if settings().json if as_json is None else as_json:
+        echo(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
+    if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
+        echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
+    echo(f"patchkit: internal error, please report: {summary} "
+         "(rerun with -v or PATCHKIT_TRACEBACK=1 for the traceback)", err=True)
+    return code
+
+
+REPORT_HINT = "this is a bug in patchkit: please report it with the traceback (rerun with PATCHKIT_TRACEBACK=1)"
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, params=output_params())
 @click.version_option(__version__, prog_name="patchkit")
 def main() -> None:
     """Idempotent engine-patch manager.
@@ -75,19 +194,18 @@ def main() -> None:
       patchkit status atom-pr2106 --root /opt/ATOM
       patchkit apply  atom-pr2106 --root /opt/ATOM      # a rerun is a no-op, exit 0
       patchkit revert atom-pr2106 --root /opt/ATOM
+
+    \b
+    Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied, 4 partial, 5 conflict,
+    6 lock timeout, 7 write failed (restored), 8 recovery failed, 9 --strict-base, 10 internal error (a bug).
+    Shell completion: eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)" (zsh_source, fish_source).
     """
 
 
 def run(argv: list[str] | None = None) -> int:
     """Entry point for tests and embedding: returns the exit code instead of exiting."""
-    try:
-        code = main.main(args=argv, prog_name="patchkit", standalone_mode=False)
-    except click.ClickException as exc:
-        exc.show()
-        return int(ExitCode.BAD_INPUT)
-    except click.exceptions.Abort:
-        return 130
-    return code if isinstance(code, int) else 0
+    code = main.main(args=argv if argv is not None else sys.argv[1:], prog_name="patchkit", standalone_mode=False)
+    return int(code)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,7 +1,8 @@
 """Exit codes and the one error hierarchy.
 
 Every failure patchkit raises is a PatchkitError; each subclass owns its exit code. Core code raises, only the
-CLI turns an error into a message and an exit code (see cli.py), so a bad input never prints a traceback.
+CLI turns an error into a message and an exit code (see cli.py), so a bad input never prints a traceback. Any
+other exception that reaches the CLI is a bug: exit INTERNAL (10), never the code for "refused".
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ class ExitCode(IntEnum):
     WRITE_FAILED = 7  # an I/O error during the write phase; the tree was restored
     RECOVERY_FAILED = 8  # an interrupted transaction could not be rolled back; manual action needed
     BASE_MISMATCH = 9  # --strict-base: the tree is not verifiably the pinned base; nothing was written
+    INTERNAL = 10  # a bug in patchkit (an unexpected exception); never "refused": please report it
     INTERRUPTED = 130  # SIGINT; a write in progress was rolled back first
     TERMINATED = 143  # SIGTERM (docker stop, Kubernetes); a write in progress was rolled back first
 

@@ -7,6 +7,7 @@ follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] w
 
 from __future__ import annotations
 
+import difflib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,11 @@ def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
     folder = patches_dir / arg
     if (folder / MANIFEST_NAME).is_file():
         return load_manifest(folder.resolve())
-    known = ", ".join(list_patch_ids(patches_dir)) or "none"
+    ids = list_patch_ids(patches_dir)
+    close = difflib.get_close_matches(arg, ids, n=1, cutoff=0.6)
+    known = ", ".join(ids) or "none"
     raise RegistryError(
-        f"no patch {arg!r} in the registry {patches_dir}",
+        f"no patch {arg!r} in the registry {patches_dir}" + (f"; did you mean {close[0]!r}?" if close else ""),
         hint=f"known patches: {known}; pass --patches DIR or set PATCHKIT_PATCHES to use another registry",
     )
 

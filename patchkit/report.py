@@ -1,6 +1,9 @@
 """Speak to the user: text lines, the per-hunk table, and the JSON document. Decides nothing.
 
-The JSON keys are a stable interface (documented in the README); add keys, never rename them.
+The JSON documents are a stable interface, described by docs/schema/patchkit.schema.json and docs/output.md:
+every top-level document carries `schema_version`; add keys, never rename them (a rename is a new version).
+One spelling per key: `patch` names a patch, `hunk_set_sha256` a filtered hunk set's digest, and `excluded` is
+always a list of `{path, reason}` objects.
 """
 
 from __future__ import annotations
@@ -12,7 +15,8 @@ import click
 
 from patchkit.actions import Action, Outcome, Result
 from patchkit.display import escape_controls, show_path
-from patchkit.hunks import FileOp
+from patchkit.filtering import match_exclude
+from patchkit.hunks import FileOp, HunkSet
 from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
 from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation, missing_files
@@ -42,6 +46,27 @@ _COLOURS = {
 }
 
 
+SCHEMA_VERSION = 1
+
+
+def versioned(document: dict[str, Any]) -> dict[str, Any]:
+    """A top-level JSON document: `schema_version` first."""
+    return {"schema_version": SCHEMA_VERSION, **document}
+
+
+def error_json(message: str, exit_code: int, where: str | None, hint: str | None) -> dict[str, Any]:
+    """What --json prints on stdout for any error (bad input, usage, lock, write, internal)."""
+    return versioned({"error": message, "exit_code": exit_code, "where": where, "hint": hint})
+
+
+def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
+    """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
+    def reason(path: str) -> str:
+        return next((e.reason for e in spec.excludes if match_exclude(e.pattern, path)), "")
+
+    return [{"path": path, "reason": reason(path)} for path in hunk_set.excluded]
+
+
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
     tree = outcome.tree
     spec = outcome.spec
@@ -55,7 +80,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "exit_code": int(outcome.exit_code),
         "upstream": upstream_json(spec),
         "hunk_set_sha256": tree.hunk_set.digest,
-        "excluded": list(tree.hunk_set.excluded),
+        "excluded": excluded_json(spec, tree.hunk_set),
         "files": [_file_json(v) for v in tree.files],
         "changes": (
             [{"path": c.path, "op": _change_op(c.before.exists, c.after.exists)} for c in outcome.plan.changes]
@@ -97,30 +122,164 @@ def render_json(data: Any) -> str:
     return json.dumps(data, indent=2, ensure_ascii=False)
 
 
+# How a person says what the tree holds, after "refused: " or "dry run: ".
+_STATE_TEXT = {
+    PatchState.APPLIED: "the patch is applied",
+    PatchState.UNAPPLIED: "the patch is not applied",
+    PatchState.PARTIAL: "the tree is partially patched",
+    PatchState.CONFLICT: "the tree conflicts with the patch",
+    PatchState.AMBIGUOUS: "the tree is ambiguous (content alone cannot tell whether some hunks are applied)",
+}
+
+# A file's state, after its path.
+_FILE_TEXT = {
+    PatchState.APPLIED: "is patched",
+    PatchState.UNAPPLIED: "is not patched",
+    PatchState.PARTIAL: "is partially patched",
+    PatchState.CONFLICT: "conflicts with the patch",
+    PatchState.AMBIGUOUS: "is ambiguous",
+}
+
+
+def distinct_files(hunk_set: HunkSet) -> int:
+    """Files as a person counts them: one diff touching a file twice, or renaming it, is still one file."""
+    return len({f.path for f in hunk_set.files})
+
+
+def size_text(hunk_set: HunkSet) -> str:
+    size = f"{plural(hunk_set.hunk_count, 'hunk')} in {plural(distinct_files(hunk_set), 'file')}"
+    if hunk_set.excluded:
+        size += f", {plural(len(hunk_set.excluded), 'file')} excluded"
+    return size
+
+
 def summary_line(outcome: Outcome) -> str:
     tree = outcome.tree
-    hs = tree.hunk_set
-    size = f"{plural(hs.hunk_count, 'hunk')} in {plural(len(hs.files), 'file')}"
-    if hs.excluded:
-        size += f", {len(hs.excluded)} excluded"
+    size = size_text(tree.hunk_set)
     pid = outcome.spec.id
     state = _paint(tree.state.value)
     if outcome.action is Action.STATUS:
         return f"{pid}: {state} ({size})"
     result = outcome.result
     assert result is not None
-    written = len(outcome.plan.changes) if outcome.plan else 0
+    written = _written(outcome)
+    where = _STATE_TEXT[tree.state]
     texts = {
         Result.APPLIED: f"applied ({size}; {plural(written, 'file')} written)",
         Result.REVERTED: f"reverted ({size}; {plural(written, 'file')} written)",
         Result.ALREADY_APPLIED: "already applied, nothing written",
         Result.NOT_APPLIED: "not applied, nothing to revert",
-        Result.DRY_RUN: f"dry run: the tree is {tree.state.value}; would write {plural(written, 'file')}",
-        Result.REFUSED: f"refused: the tree is {tree.state.value}; nothing written",
-        Result.SKIPPED: f"skipped: the tree is {tree.state.value}; nothing written",
+        Result.DRY_RUN: f"dry run: {where}; would write {plural(written, 'file')}",
+        Result.REFUSED: f"refused: {where}; nothing written",
+        Result.SKIPPED: f"skipped: {where}; nothing written",
         Result.ADOPTED: "adopted: the tree has it (applied outside patchkit); recorded it, engine untouched",
     }
-    return f"{pid}: {_paint(result.value, texts[result])}"
+    text = texts[result]
+    if result is Result.REFUSED and refused_by_strict_base(outcome):
+        text = "refused by --strict-base: the tree is not verifiably the pinned base; nothing written"
+    return f"{pid}: {_paint(result.value, text)}"
+
+
+def _written(outcome: Outcome) -> int:
+    return len({c.path for c in outcome.plan.changes}) if outcome.plan else 0
+
+
+def change_lines(outcome: Outcome) -> list[str]:
+    """--dry-run: the files it would write, one a line, as `patch --dry-run` lists them."""
+    if outcome.plan is None:
+        return []
+    return [f"  would {_change_op(c.before.exists, c.after.exists)} {show_path(c.path)}" for c in outcome.plan.changes]
+
+
+def refused_by_strict_base(outcome: Outcome) -> bool:
+    facts = outcome.provenance
+    return bool(outcome.strict_base and facts is not None and facts.base.state is not BaseState.PINNED)
+
+
+def strict_base_lines(outcome: Outcome) -> list[str]:
+    """Why --strict-base exits 9: what was checked, what differed, what to do."""
+    facts = outcome.provenance
+    if facts is None or not refused_by_strict_base(outcome):
+        return []
+    base, pid = facts.base, outcome.spec.id
+    checked = []
+    if base.pinned_commit:
+        checked.append(f"HEAD against target.pinned_commit {base.pinned_commit[:12]}"
+                       + ("" if base.head or base.relation else " (the tree is not a git checkout)"))
+    if base.fingerprinted:
+        checked.append(f"the [base] fingerprint of {plural(len(base.fingerprinted), 'file')}")
+    if not checked:
+        lines = ["  --strict-base (exit 9): nothing to check: the manifest has no target.pinned_commit and no "
+                 "[base] fingerprint"]
+    else:
+        lines = [f"  --strict-base (exit 9): checked {' and '.join(checked)}"]
+    found = []
+    if base.relation in _RELATION_TEXT and base.head and base.pinned_commit:
+        found.append(f"HEAD {base.head[:12]} {_RELATION_TEXT[base.relation]} the pinned commit")
+    elif base.relation is Relation.UNKNOWN_OBJECT:
+        found.append("the pinned commit is not in this repository")
+    if base.drifted:
+        found.append(f"{', '.join(base.drifted)} {'differs' if len(base.drifted) == 1 else 'differ'} from [base]")
+    if base.unchecked:
+        found.append(f"{', '.join(base.unchecked)} cannot be told from the tree")
+    if checked and not found and base.detail:
+        found.append(base.detail)
+    if checked:
+        lines.append(f"  found: {'; '.join(found) if found else 'no proof that this is the pinned base'}")
+    if base.state is BaseState.DRIFTED:
+        todo = (f"use the engine image {pid} was validated on, or re-vendor {pid} for this one "
+                f"(`patchkit vendor {pid} --from ... --base-tree DIR`)")
+    else:
+        todo = (f"record the base: `patchkit vendor {pid} --from ... --base-tree DIR` (on the pristine tree) "
+                "or set target.pinned_commit; or run without --strict-base")
+    lines.append(f"  what to do: {todo}")
+    return lines
+
+
+def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
+    """On a refusal: the failing files and hunks with the reason, first and short; -v shows the whole table."""
+    tree, lines = outcome.tree, []
+    if tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
+        bad = [(v, hv) for v in tree.files for hv in v.hunks if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS)]
+        for v, hv in bad[:limit]:
+            where = f"expected at line {hv.expected + 1}"
+            if hv.located.pos is not None:
+                where += f", found at {hv.located.pos + 1}"
+            verb = "conflicts" if hv.state is HunkState.CONFLICT else "is ambiguous"
+            lines.append(
+                f"  {show_path(v.section.path)}: hunk {hv.hunk.index} {hv.hunk.header} {_paint(hv.state.value, verb)}"
+                f" ({where})"
+            )
+            if hv.located.detail:
+                lines.append(f"    {escape_controls(hv.located.detail)}")
+        files = [v for v in tree.files if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not v.hunks]
+        for v in files[: max(0, limit - len(bad))]:
+            detail = f": {escape_controls(v.detail)}" if v.detail else ""
+            lines.append(f"  {show_path(v.section.path)} {_FILE_TEXT[v.state]}{detail}")
+        more = len(bad) + len(files) - limit
+        if more > 0:
+            lines.append(f"  ... and {more} more")
+    elif tree.state is PatchState.PARTIAL:
+        for v in [v for v in tree.files if v.state is PatchState.PARTIAL][:limit]:
+            done = sum(hv.state is HunkState.APPLIED for hv in v.hunks)
+            lines.append(f"  {show_path(v.section.path)}: {done} of {plural(len(v.hunks), 'hunk')} applied")
+        applied = [v.section.path for v in tree.files if v.state is PatchState.APPLIED]
+        missing = [v.section.path for v in tree.files if v.state is PatchState.UNAPPLIED]
+        if applied and missing:
+            lines.append(f"  patched: {_few(applied)}; not patched: {_few(missing)}")
+    if outcome.reason and not refused_by_strict_base(outcome):
+        lines.append(f"  {outcome.reason}")
+    return lines
+
+
+def _few(paths: list[str], limit: int = 3) -> str:
+    shown = ", ".join(paths[:limit])
+    return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
+
+
+def table_hint(outcome: Outcome) -> str:
+    root = outcome.tree.root
+    return f"  every hunk: `patchkit status {outcome.spec.id} --root {root} -v`"
 
 
 def hunk_table(outcome: Outcome) -> list[str]:
@@ -155,15 +314,16 @@ def hunk_table(outcome: Outcome) -> list[str]:
 
 
 def spec_json(spec: PatchSpec) -> dict[str, Any]:
+    """One entry of `list --json`; `excluded` holds the manifest's excludes (a path or a glob each)."""
     return {
-        "id": spec.id,
+        "patch": spec.id,
         "title": spec.title,
         "folder": str(spec.folder),
         "pending": spec.pending,
         "upstream": upstream_json(spec),
         "target": {"name": spec.target.name, "pinned_commit": spec.target.pinned_commit or "unknown"},
         "excluded": [
-            {"pattern": e.pattern, "reason": e.reason, **({"hunks": list(e.hunks)} if e.hunks else {})}
+            {"path": e.pattern, "reason": e.reason, **({"hunks": list(e.hunks)} if e.hunks else {})}
             for e in spec.excludes
         ],
         "prefix": spec.path_map.prefix,
@@ -172,7 +332,7 @@ def spec_json(spec: PatchSpec) -> dict[str, Any]:
         "introduced_by": spec.introduced_by,
         "after": list(spec.after),
         "sha256": spec.sha256,
-        "hunkset_sha256": spec.hunkset_sha256,
+        "hunk_set_sha256": spec.hunkset_sha256,
         "base": dict(spec.base_files),
     }
 
@@ -232,7 +392,7 @@ def _provenance_json(outcome: Outcome) -> dict[str, Any]:
         "record": {
             "state": check.state.value,
             "path": check.path,
-            "hunkset_sha256": record.hunkset_sha256 if record else None,
+            "hunk_set_sha256": record.hunkset_sha256 if record else None,
             "manifest_sha256": record.manifest_sha256 if record else None,
             "diff_sha256": record.diff_sha256 if record else None,
             "tool_version": record.tool_version if record else None,
@@ -246,7 +406,7 @@ def _provenance_json(outcome: Outcome) -> dict[str, Any]:
             "used_stored_copy": facts.used_stored_copy,
             "strict_base": outcome.strict_base,
             "diff_sha256": spec.sha256,
-            "hunkset_sha256": spec.hunkset_sha256,
+            "hunk_set_sha256": spec.hunkset_sha256,
         },
     }
 
@@ -355,7 +515,9 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
         details = _details(outcome, verbose)
         if details:
             lines += [f"{outcome.spec.id}:", *details]
-    lines.append(f"series: {_paint(series.state.value)} (the worst of {len(series.outcomes)} patches)")
+    count = len(series.outcomes)
+    of = "1 patch" if count == 1 else f"the worst of {count} patches"
+    lines.append(f"series: {_paint(series.state.value)} ({of})")
     return lines
 
 
@@ -369,25 +531,48 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
         lines += _details(outcome, verbose, skip_reason=series.keep_going)
     result = series.result
     assert result is not None
-    written = len(series.plan.changes) if series.plan else 0
+    written = len({c.path for c in series.plan.changes}) if series.plan else 0
     count = len(series.outcomes)
     every = "the only patch" if count == 1 else f"all {count} patches"
-    goal = "applied" if series.action is Action.APPLY else "not applied"
+    goal = "end applied" if series.action is Action.APPLY else "be taken out"
     texts = {
-        SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would end {goal}; "
-        f"would write {plural(written, 'file')}",
+        SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would {goal}; would write {plural(written, 'file')}",
         SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
         + ("" if series.keep_going else " (--keep-going writes the patches that can be)"),
-        SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {count} patches left, the others are {goal} "
-        f"({plural(written, 'file')} written)",
+        SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {plural(count, 'patch')} left, "
+        f"{_tally(series)} ({plural(written, 'file')} written)",
     }
     done = f"{plural(written, 'file')} written" if written else "nothing written"
-    text = texts.get(result, f"{every} {goal} ({done})")
+    text = texts.get(result, f"{_tally(series)} ({done})")
     lines.append(f"series: {_paint(result.value, text)}")
+    if result is SeriesResult.DRY_RUN and series.plan is not None:
+        lines += [
+            f"  would {_change_op(c.before.exists, c.after.exists)} {show_path(c.path)}" for c in series.plan.changes
+        ]
     first = next((o for o in series.left if o.result is Result.REFUSED), None)
     if first is not None:
         lines += _refusal_advice(first)
     return lines
+
+
+def _tally(series: SeriesOutcome) -> str:
+    """What the series did, as a person says it: "applied 2 patches, 1 already applied", "reverted 5 patches"."""
+    results: list[Result | None] = [o.result for o in series.outcomes
+                                    if o.result not in (Result.REFUSED, Result.SKIPPED)]
+    count = len(series.outcomes)
+    parts = [f"{verb} {plural(results.count(r), 'patch')}"
+             for r, verb in ((Result.APPLIED, "applied"), (Result.REVERTED, "reverted")) if r in results]
+    for r, text in ((Result.ALREADY_APPLIED, "already applied"), (Result.NOT_APPLIED, "not applied")):
+        n = results.count(r)
+        if not n:
+            continue
+        if parts:
+            parts.append(f"{n} {'was' if n == 1 else 'were'} {text}")
+        elif n == count:
+            parts.append(f"{'the only patch is' if n == 1 else f'all {n} patches are'} {text}")
+        else:
+            parts.append(f"{plural(n, 'patch')} {'is' if n == 1 else 'are'} {text}")
+    return ", ".join(parts) or "nothing to do"
 
 
 def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[str]:
@@ -396,8 +581,11 @@ def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[
     line = provenance_line(outcome, verbose)
     if line is not None:
         lines.append(line)
-    if verbose or outcome.result is Result.REFUSED:
+    lines += strict_base_lines(outcome)
+    if verbose:
         lines += hunk_table(outcome)
+    elif outcome.result is Result.REFUSED:
+        lines += cause_lines(outcome)
     elif outcome.reason and (skip_reason or outcome.result is not Result.SKIPPED):
         lines.append(f"  {escape_controls(outcome.reason)}")
     return lines
@@ -409,14 +597,16 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
     stale = facts is not None and facts.record.state is RecordState.STALE
     bad = next((v for v in tree.files if v.state not in (PatchState.APPLIED, PatchState.UNAPPLIED)), None)
     if bad is not None:
-        where = f"{show_path(bad.section.path)} is {bad.state.value}"
+        where = f"{show_path(bad.section.path)} {_FILE_TEXT[bad.state]}"
     elif stale and facts is not None:
         where = f"{facts.record.path} names another version of the patch"
+    elif refused_by_strict_base(outcome):
+        where = "the tree is not verifiably the pinned base (--strict-base)"
     else:
-        where = f"the tree is {tree.state.value}"
+        where = _STATE_TEXT[tree.state]
     todo = outcome.reason
     if missing_files(tree) and tree.state is PatchState.CONFLICT:
-        where = f"{bad.section.path if bad else 'a file'} is not under the root"
+        where = f"{show_path(bad.section.path) if bad else 'a file'} is not under the root"
     elif tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
         todo = (
             f"see the hunks with `patchkit status {pid} --root {tree.root} -v`; if this engine image already ships "
@@ -426,4 +616,7 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
 
 
 def plural(count: int, word: str) -> str:
-    return f"{count} {word}{'' if count == 1 else 's'}"
+    """"1 hunk", "2 hunks", "1 patch", "3 patches"."""
+    if count == 1:
+        return f"{count} {word}"
+    return f"{count} {word}{'es' if word.endswith(('ch', 'sh', 's', 'x')) else 's'}"

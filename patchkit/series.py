@@ -36,6 +36,7 @@ from patchkit.filtering import load_hunk_set
 from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
 from patchkit.plan import Plan, plan_changes
+from patchkit.progress import Phase, Progress
 from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
 from patchkit.registry import load_registry
 from patchkit.state import FileVerdict, PatchState, TreeState, judge_sections
@@ -201,7 +202,8 @@ class _Patch:
 
 
 def run_series(
-    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options, *, keep_going: bool = False
+    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options, *, keep_going: bool = False,
+    progress: Progress | None = None,
 ) -> SeriesOutcome:
     """status / apply / revert every patch of the series, in order (revert: backwards), as one transaction."""
     quick, earlier = restart_outcomes(specs, root, action, options)
@@ -209,6 +211,8 @@ def run_series(
         return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
+        if progress is not None:
+            progress.phase(Phase.PARSE, spec.id)
         hunk_set = load_hunk_set(spec)
         check_hunkset_pin(spec, hunk_set)
         hunk_sets.append(hunk_set)
@@ -217,6 +221,8 @@ def run_series(
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
     with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
         recovered = recovered or earlier
+        if progress is not None:
+            progress.phase(Phase.JUDGE, "the series")
         patches = [
             _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set.digest))
             for spec, hunk_set in zip(specs, hunk_sets, strict=True)
@@ -259,6 +265,8 @@ def run_series(
                     patches[i].spec, patches[i].hunk_set, decisions[i], after=after, series=together
                 ))
             if state_files or (plan is not None and plan.changes):
+                if progress is not None:
+                    progress.phase(Phase.WRITE, "the series")
                 commit_changes(real_root, plan.changes if plan else (), state_files=state_files, label=label)
         return finish(plan)
 

@@ -63,9 +63,11 @@ def test_list_json(tmp_path: Path, registry: Registry) -> None:
                  exclude={"b": "not ported"})
     res = cli("list", "--patches", registry.path, "--json")
     assert res.code == 0
-    (entry,) = res.json()
-    assert entry["id"] == "p" and entry["upstream"]["pr"] == 2106
-    assert entry["excluded"] == [{"pattern": "b", "reason": "not ported"}]
+    doc = res.json()
+    assert doc["schema_version"] == 1
+    (entry,) = doc["patches"]
+    assert entry["patch"] == "p" and entry["upstream"]["pr"] == 2106
+    assert entry["excluded"] == [{"path": "b", "reason": "not ported"}]
     assert entry["target"]["pinned_commit"] == "unknown"
 
 

@@ -83,7 +83,7 @@ def test_the_net_diff_of_an_mbox_round_trips(tmp_path: Path, registry: Registry,
     from_git = cli("vendor", "q", "--patches", registry.path, "--from-git", repo, "--range", "HEAD~4..HEAD",
                    "--json")
     assert from_git.code == 0, from_git.err
-    assert from_git.json()["hunkset_sha256"] == doc["hunkset_sha256"]
+    assert from_git.json()["hunk_set_sha256"] == doc["hunk_set_sha256"]
 
 
 def test_an_mbox_that_does_not_replay_on_the_base_is_refused(

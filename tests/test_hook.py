@@ -237,8 +237,8 @@ def test_a_start_that_cannot_patch_stops_with_the_patch_the_file_and_what_to_do(
     refused = start(hook_env(setup, root))
     assert refused.code == 1 and not refused.started
     assert "hookengine-pr101: skipped" in refused.out
-    assert "hookengine-pr102: refused: the tree is conflict; nothing written" in refused.out
-    assert "stopped at hookengine-pr102: hookengine/sampler.py is conflict" in refused.out
+    assert "hookengine-pr102: refused: the tree conflicts with the patch; nothing written" in refused.out
+    assert "stopped at hookengine-pr102: hookengine/sampler.py conflicts with the patch" in refused.out
     assert "what to do: see the hunks with `patchkit status hookengine-pr102" in refused.out
     assert "entrypoint: patchkit apply --all exited 1" in refused.err
     assert read_tree(root) == before

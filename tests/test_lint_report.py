@@ -41,7 +41,8 @@ def test_json_round_trips() -> None:
 
 def test_empty() -> None:
     assert format_findings([], OutputFormat.TEXT) == ""
-    assert json.loads(format_findings([], OutputFormat.JSON)) == {"findings": [], "errors": 0, "warnings": 0}
+    assert json.loads(format_findings([], OutputFormat.JSON)) == {
+        "schema_version": 1, "findings": [], "errors": 0, "warnings": 0}
 
 
 def test_summary() -> None:

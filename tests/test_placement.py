@@ -58,8 +58,8 @@ def test_prefix_moves_every_unmapped_path(tmp_path: Path, registry: Registry, en
     assert b"kernel three" in (engine / "aiter_meta/k.py").read_bytes()
     # The digest covers the placement: the same diff placed elsewhere is another hunk set.
     registry.add("q", diff, extra='prefix = "elsewhere/"')
-    ours = cli("list", "--patches", registry.path, "--json").json()
-    assert {p["id"]: p["prefix"] for p in ours} == {"p": "aiter_meta/", "q": "elsewhere/"}
+    ours = cli("list", "--patches", registry.path, "--json").json()["patches"]
+    assert {p["patch"]: p["prefix"] for p in ours} == {"p": "aiter_meta/", "q": "elsewhere/"}
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to own the link test cleanly")
@@ -115,7 +115,7 @@ def test_the_hunk_choice_is_in_the_digest(tmp_path: Path, registry: Registry) ->
         result = cli("vendor", pid, "--patches", registry.path, "--from", registry.path / pid / "change.diff",
                      "--json")
         assert result.code == 0, result.err
-        digests[pid] = result.json()["hunkset_sha256"]
+        digests[pid] = result.json()["hunk_set_sha256"]
     assert len(set(digests.values())) == 3
 
 
@@ -189,7 +189,7 @@ def test_list_shows_prs_origin_and_hunk_excludes(tmp_path: Path, registry: Regis
     result = cli("list", "--patches", registry.path)
     assert "p: example/engine#2106, other/kernels#7 -> engine; excludes m.py (hunks 2)" in result.out
     assert "l: local (no upstream PR: our launcher only) -> engine" in result.out
-    doc = {p["id"]: p for p in cli("list", "--patches", registry.path, "--json").json()}
+    doc = {p["patch"]: p for p in cli("list", "--patches", registry.path, "--json").json()["patches"]}
     assert [x["pr"] for x in doc["p"]["upstream"]["prs"]] == [2106, 7]
     assert doc["l"]["upstream"]["origin"] == "local" and doc["l"]["upstream"]["prs"] == []
-    assert doc["p"]["excluded"] == [{"pattern": "m.py", "reason": "r", "hunks": [2]}]
+    assert doc["p"]["excluded"] == [{"path": "m.py", "reason": "r", "hunks": [2]}]

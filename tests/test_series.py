@@ -251,8 +251,8 @@ def test_one_refused_patch_holds_back_the_whole_series(tmp_path: Path, registry:
     assert read_tree(engine) == tree_of(drifted) and records(engine) == []
 
     text = cli("apply", "--all", "--root", engine, "--patches", registry.path).out
-    assert "p3: refused: the tree is conflict; nothing written" in text
-    assert "stopped at p3: eng/f3.py is conflict" in text
+    assert "p3: refused: the tree conflicts with the patch; nothing written" in text
+    assert "stopped at p3: eng/f3.py conflicts with the patch" in text
     assert f"what to do: see the hunks with `patchkit status p3 --root {engine} -v`" in text
     assert "retire p3" in text
 
@@ -343,7 +343,7 @@ def test_a_stale_record_refuses_the_series_with_the_single_patch_hint(
     assert hint in by_patch(doc, "reason")["p-b"]
     assert by_patch(doc, "record")["p-b"]["state"] == "stale"
     text = cli("apply", "--all", "--root", stacked, "--patches", registry.path).out
-    assert "stopped at p-b: eng/core.py is conflict" in text and hint in text
+    assert "stopped at p-b: eng/core.py conflicts with the patch" in text and hint in text
     # A is judged under the version of B the tree holds, so it still reads applied; B's new version does not.
     code, doc = run("status", stacked, registry)
     assert (code, by_patch(doc, "state")) == (5, {"p-a": "applied", "p-b": "conflict"})
@@ -380,8 +380,8 @@ def test_status_all_document_and_worst_state_exit_codes(tmp_path: Path, registry
     code, doc = run("status", engine, registry)
     assert (code, doc["state"], doc["result"], doc["root"]) == (3, "unapplied", None, str(engine))
     single = cli("status", "p1", "--root", engine, "--patches", registry.path, "--json").json()
-    assert [set(p) for p in doc["patches"]] == [set(single)] * 5
-    assert doc["patches"][0] == single
+    assert [set(p) for p in doc["patches"]] == [set(single) - {"schema_version"}] * 5
+    assert {"schema_version": 1, **doc["patches"][0]} == single
 
     half = changed(BASE, "eng/core.py", b"core line 2\n", b"core line 2!\n")
     write_tree(engine, half)

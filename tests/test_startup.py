@@ -21,7 +21,7 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("patchkit"
 def test_version_imports_only_the_cli() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.splitlines()[-1])
-    assert loaded == ["patchkit", "patchkit.cli", "patchkit.errors"]
+    assert loaded == ["patchkit", "patchkit.cli", "patchkit.console", "patchkit.errors"]
 
 
 def test_every_registered_module_gives_its_command() -> None:

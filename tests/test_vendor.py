@@ -164,7 +164,7 @@ def test_vendor_from_a_url_follows_a_redirect(
     assert result.code == 0, result.err
     data = result.json()
     assert data["source"] == {"kind": "url", "location": f"{base}/pull/7.diff", "bytes": len(diff)}
-    assert data["sha256"] == sha(diff) and data["excluded"] == ["eng/extra.py"]
+    assert data["sha256"] == sha(diff) and [e["path"] for e in data["excluded"]] == ["eng/extra.py"]
     assert (patches / PID / "change.diff").read_bytes() == diff
 
 
@@ -204,8 +204,8 @@ def test_a_reexport_with_other_index_lines_and_headings_keeps_the_hunkset(
     assert second.code == 0
     data = second.json()
     assert data["sha256"] == sha(forge) != first["sha256"]
-    assert data["hunkset_sha256"] == first["hunkset_sha256"]
-    assert data["previous_sha256"] == first["sha256"] and data["hunkset_changed"] is False
+    assert data["hunk_set_sha256"] == first["hunk_set_sha256"]
+    assert data["previous_sha256"] == first["sha256"] and data["hunk_set_changed"] is False
     text = vendor(patches, "--from", tmp_path / "local.diff")
     assert "only header noise" in text.out
 
@@ -229,16 +229,16 @@ def test_vendor_from_a_git_range(tmp_path: Path, patches: Path, diff: bytes) -> 
     three = vendor(patches, "--from-git", repo, "--range", "HEAD...fix", "--json")
     assert three.code == 0, three.err
     assert three.json()["source"]["kind"] == "git"
-    assert three.json()["hunkset_sha256"] == reference["hunkset_sha256"]  # only the fix, as a PR shows it
+    assert three.json()["hunk_set_sha256"] == reference["hunk_set_sha256"]  # only the fix, as a PR shows it
     assert load_manifest(patches / PID).sha256 == sha((patches / PID / "change.diff").read_bytes())
 
     two = vendor(patches, "--from-git", repo, "--range", "HEAD..fix", "--json")
     assert two.code == 0
-    assert two.json()["hunkset_sha256"] != reference["hunkset_sha256"]  # also undoes main's util.py change
+    assert two.json()["hunk_set_sha256"] != reference["hunk_set_sha256"]  # also undoes main's util.py change
     assert "eng/util.py" in (patches / PID / "change.diff").read_text()
 
     same = vendor(patches, "--from-git", repo, "--range", f"{base_commit}...fix", "--json")
-    assert same.json()["hunkset_sha256"] == reference["hunkset_sha256"]
+    assert same.json()["hunk_set_sha256"] == reference["hunk_set_sha256"]
 
 
 def test_git_range_refusals(tmp_path: Path, patches: Path) -> None:

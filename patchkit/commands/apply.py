@@ -10,6 +10,7 @@ from patchkit.commands.options import (
     run_patch_command,
     strict_base_option,
 )
+from patchkit.console import settings
 
 
 @click.command("apply")
@@ -22,7 +23,7 @@ from patchkit.commands.options import (
 @strict_base_option
 @keep_going_option
 def command(
-    selection: Selection, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    selection: Selection, root: str, patches_dir: str | None, as_json: bool, lock_timeout: float,
     dry_run: bool, complete: bool, strict_base: bool, keep_going: bool, adopt: bool,
 ) -> None:
     """Apply PATCH's filtered hunk set to the tree at --root. A rerun is a no-op.
@@ -44,6 +45,6 @@ def command(
     """
     options = Options(
         dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base, adopt=adopt,
-        fast_restart=not (as_json or verbose),  # the fast path's outcome has no per-hunk verdicts to show
+        fast_restart=not (as_json or settings().verbose),  # the fast path's outcome has no per-hunk verdicts to show
     )
-    run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, verbose, options, keep_going)
+    run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, options, keep_going)

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import click
 
-from patchkit.commands.options import patches_option
+from patchkit.commands.options import FolderPath, patches_option
+from patchkit.console import echo, json_format, settings
 from patchkit.errors import ExitCode
 from patchkit.lint import LintRequest, run_lint, write_lint_baseline
 from patchkit.lint.coverage import Cover
@@ -18,6 +19,7 @@ from patchkit.lint.report import OutputFormat, format_report, summarise
     "--waivers",
     "waivers_dir",
     metavar="DIR",
+    type=FolderPath(),
     help="Waivers folder (default: $PATCHKIT_WAIVERS, [tool.patchkit] waivers, ./waivers).",
 )
 @click.option("--strict", is_flag=True, help="Fail on warnings too, e.g. pending (not yet vendored) entries.")
@@ -55,6 +57,7 @@ from patchkit.lint.report import OutputFormat, format_report, summarise
     "--format",
     "output_format",
     type=click.Choice([f.value for f in OutputFormat]),
+    callback=json_format(OutputFormat.JSON.value),
     default=OutputFormat.TEXT.value,
     show_default=True,
     help="text: file:line: RULE severity: message; json: findings, every site and the verdict "
@@ -97,11 +100,11 @@ def command(
     chosen = OutputFormat(output_format)
     text = format_report(report, chosen)
     if text:
-        click.echo(text)
-    if chosen is OutputFormat.TEXT:
+        echo(text)
+    if chosen is OutputFormat.TEXT and not settings().quiet:
         uncovered = sum(c.cover is Cover.NONE for c in report.sites)
         sites = len(report.sites) if scan else None
-        click.echo(
+        echo(
             summarise(
                 report.findings, report.patch_count, report.waiver_count, sites, report.files_scanned, uncovered
             ),

@@ -11,7 +11,7 @@ from patchkit.commands.vendor import fetch_source, result_json, result_lines, ve
 from patchkit.errors import PatchkitError
 from patchkit.manifest import load_manifest
 from patchkit.registry import find_locations
-from patchkit.report import render_json, spec_json, spec_line
+from patchkit.report import render_json, spec_json, spec_line, versioned
 from patchkit.scaffold import NewPatch, create_patch, remove_new_patch
 from patchkit.vendor import vendor_patch
 
@@ -70,7 +70,7 @@ def command(
     spec = create_patch(patches, new)
     if fetched is None:
         if as_json:
-            click.echo(render_json({"created": spec_json(spec), "vendored": None}))
+            click.echo(render_json(versioned({"created": spec_json(spec), "vendored": None})))
         else:
             click.echo(f"created {spec.manifest_path}")
             click.echo(f"  {spec_line(spec)}")
@@ -83,7 +83,8 @@ def command(
         raise
     if as_json:
         vendored = load_manifest(spec.folder)
-        click.echo(render_json({"created": spec_json(vendored), "vendored": result_json(result, False)}))
+        document = {"created": spec_json(vendored), "vendored": result_json(vendored, result, False)}
+        click.echo(render_json(versioned(document)))
         return
     click.echo(f"created {spec.manifest_path}")
     for line in result_lines(result, False):

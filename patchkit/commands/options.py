@@ -6,17 +6,21 @@ import functools
 import gc
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, cast
 
 import click
 from click.core import ParameterSource
 
-from patchkit.actions import Action, Options, Outcome, run
+from patchkit.actions import Action, Options, Outcome, Result, run
+from patchkit.console import echo, json_option, progress, settings
+from patchkit.errors import ExitCode
 from patchkit.provenance import locate_distribution_root
-from patchkit.registry import find_locations, resolve_patch
+from patchkit.registry import find_locations, list_patch_ids, resolve_patch
 from patchkit.report import (
+    cause_lines,
+    change_lines,
     hunk_table,
     outcome_json,
     provenance_line,
@@ -24,23 +28,47 @@ from patchkit.report import (
     series_json,
     series_lines,
     series_status_table,
+    strict_base_lines,
     summary_line,
+    table_hint,
+    versioned,
 )
 from patchkit.series import SeriesOutcome, load_series, run_series
+from patchkit.state import PatchState
 from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, recover_pending
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+__all__ = ["json_option", "patch_command_options", "patches_option", "run_patch_command"]
+
+
+class FolderPath(click.Path):
+    """Completes as a folder in the shell; the value passes through unchanged, and patchkit checks it itself
+    (naming the option and what to do) rather than with click's generic message."""
+
+    def __init__(self) -> None:
+        super().__init__(file_okay=False)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        return value
+
+
 def patches_option(func: F) -> F:
     return click.option(
         "--patches", "patches_dir", metavar="DIR", envvar="PATCHKIT_PATCHES", show_envvar=True,
+        type=FolderPath(),
         help="Registry folder of patches (default: $PATCHKIT_PATCHES, [tool.patchkit] patches, ./patches).",
     )(func)
 
 
-def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, help="Print one JSON object on stdout.")(func)
+def complete_patch_id(ctx: click.Context, param: click.Parameter, incomplete: str) -> list[str]:
+    """Shell completion for PATCH: the ids of the registry that --patches (or its defaults) names."""
+    try:
+        folder = find_locations(patches=ctx.params.get("patches_dir")).patches
+        return [pid for pid in list_patch_ids(folder) if pid.startswith(incomplete)]
+    except Exception:
+        return []
 
 
 @dataclass(frozen=True)
@@ -51,14 +79,30 @@ class Selection:
     target: tuple[str, ...] | None  # --target values (each may be a comma list); None: every target
 
 
+WRITE_ALL_HELP = "Every patch of the registry instead of PATCH, in `after` order, written as one transaction."
+READ_ALL_HELP = (
+    "Every patch of the registry instead of PATCH, in `after` order, each judged on the tree as the patches "
+    "before it leave it."
+)
+
+
 def patch_command_options(func: F) -> F:
-    """PATCH or --all [--target], --root or --root-from-package, --patches, --json, -v, --lock-timeout: what
+    """PATCH or --all [--target], --root or --root-from-package, --patches, --json, --lock-timeout: what
     status, apply and revert share. The command receives `selection` and the chosen tree as `root`."""
+    return _patch_command_options(func, WRITE_ALL_HELP)
+
+
+def read_command_options(func: F) -> F:
+    """patch_command_options for a command that writes nothing (status)."""
+    return _patch_command_options(func, READ_ALL_HELP)
+
+
+def _patch_command_options(func: F, all_help: str) -> F:
     decorators = [
-        click.argument("patch", required=False),
+        click.argument("patch", required=False, shell_complete=complete_patch_id),
         click.option(
             "--all", "all_patches", is_flag=True,
-            help="Every patch of the registry instead of PATCH, in `after` order, written as one transaction.",
+            help=all_help,
         ),
         click.option(
             "--target", metavar="NAME[,NAME]", envvar="PATCHKIT_TARGET", show_envvar=True, multiple=True,
@@ -66,7 +110,7 @@ def patch_command_options(func: F) -> F:
             "list for several engines in one root (one series, one transaction).",
         ),
         click.option(
-            "--root", metavar="DIR", envvar="PATCHKIT_ROOT", show_envvar=True,
+            "--root", metavar="DIR", envvar="PATCHKIT_ROOT", show_envvar=True, type=FolderPath(),
             help="The engine source tree the diff's paths are relative to.",
         ),
         click.option(
@@ -81,7 +125,6 @@ def patch_command_options(func: F) -> F:
         ),
         patches_option,
         json_option,
-        click.option("-v", "--verbose", is_flag=True, help="Show the per-file, per-hunk table."),
         click.option(
             "--lock-timeout", type=click.FloatRange(min=0), default=DEFAULT_LOCK_TIMEOUT, show_default=True,
             metavar="SECONDS", help="How long to wait for another patchkit process on the same root.",
@@ -167,7 +210,6 @@ def run_patch_command(
     root: str,
     patches_dir: str | None,
     as_json: bool,
-    verbose: bool,
     options: Options,
     keep_going: bool = False,
 ) -> None:
@@ -179,37 +221,38 @@ def run_patch_command(
     collecting = gc.isenabled()
     gc.disable()
     try:
-        _run_patch_command(action, selection, root, patches_dir, as_json, verbose, options, keep_going)
+        _run_patch_command(action, selection, root, patches_dir, as_json, options, keep_going)
     finally:
         if collecting:
             gc.enable()
 
 
 def _run_patch_command(
-    action: Action,
-    selection: Selection,
-    root: str,
-    patches_dir: str | None,
-    as_json: bool,
-    verbose: bool,
-    options: Options,
+    action: Action, selection: Selection, root: str, patches_dir: str | None, as_json: bool, options: Options,
     keep_going: bool,
 ) -> None:
-    # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
-    emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
-    patches = find_locations(patches=patches_dir).patches
+    verbose = settings().verbose
+    with progress() as shown:
+        if shown is not None:
+            options = replace(options, on_lock_wait=shown.lock_wait)
+        # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
+        emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
+        patches = find_locations(patches=patches_dir).patches
+        if selection.patch is None:
+            specs = load_series(patches, selection.target)
+            series = run_series(specs, Path(root), action, options, keep_going=keep_going, progress=shown)
+        else:
+            outcome = run(resolve_patch(selection.patch, patches), Path(root), action, options, progress=shown)
     if selection.patch is None:
-        series = run_series(load_series(patches, selection.target), Path(root), action, options, keep_going=keep_going)
         emit_series(series, as_json, verbose)
         click.get_current_context().exit(int(series.exit_code))
-    outcome = run(resolve_patch(selection.patch, patches), Path(root), action, options)
     emit_outcome(outcome, as_json, verbose)
     click.get_current_context().exit(int(outcome.exit_code))
 
 
 def emit_recovery(recovery: Recovery | None) -> None:
     if recovery is not None:
-        click.echo(f"patchkit: {recovery.message}", err=True)
+        echo(f"patchkit: {recovery.message}", err=True)
 
 
 def emit_fast_path(used: bool) -> None:
@@ -219,26 +262,41 @@ def emit_fast_path(used: bool) -> None:
 
 
 def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
+    """One line; on a refusal the cause first (the whole table with -v); with --dry-run the files it would
+    write. -q prints only a refusal's lines."""
     emit_recovery(outcome.recovered)
     emit_fast_path(outcome.fast_path)
     if as_json:
-        click.echo(render_json(outcome_json(outcome)))
+        echo(render_json(versioned(outcome_json(outcome))))
         return
-    click.echo(summary_line(outcome))
+    refused = outcome.result is Result.REFUSED
+    if settings().quiet and not (refused or outcome.exit_code is ExitCode.BASE_MISMATCH):
+        return
+    echo(summary_line(outcome))
     line = provenance_line(outcome, verbose)
     if line is not None:
-        click.echo(line)
-    if verbose or outcome.reason:
-        for row in hunk_table(outcome):
-            click.echo(row)
+        echo(line)
+    lines = strict_base_lines(outcome)
+    if verbose:
+        lines += hunk_table(outcome)
+    elif refused or outcome.reason:  # a status can have a reason too (a file not under the root)
+        lines += cause_lines(outcome)
+        if outcome.tree.state is not PatchState.UNAPPLIED:  # a provenance refusal: the hunks are not the cause
+            lines.append(table_hint(outcome))
+    if outcome.result is Result.DRY_RUN:
+        lines += change_lines(outcome)
+    for row in lines:
+        echo(row)
 
 
 def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool) -> None:
     emit_recovery(series.recovered)
     emit_fast_path(bool(series.outcomes) and all(o.fast_path for o in series.outcomes))
     if as_json:
-        click.echo(render_json(series_json(series)))
+        echo(render_json(versioned(series_json(series))))
+        return
+    if settings().quiet and not (series.left or series.exit_code is ExitCode.BASE_MISMATCH):
         return
     table = series_status_table if series.action is Action.STATUS else series_lines
     for line in table(series, verbose):
-        click.echo(line)
+        echo(line)

@@ -3,14 +3,14 @@ from __future__ import annotations
 import click
 
 from patchkit.actions import Action, Options
-from patchkit.commands.options import Selection, patch_command_options, run_patch_command, strict_base_option
+from patchkit.commands.options import Selection, read_command_options, run_patch_command, strict_base_option
 
 
 @click.command("status")
-@patch_command_options
+@read_command_options
 @strict_base_option
 def command(
-    selection: Selection, root: str, patches_dir: str | None, as_json: bool, verbose: bool, lock_timeout: float,
+    selection: Selection, root: str, patches_dir: str | None, as_json: bool, lock_timeout: float,
     strict_base: bool,
 ) -> None:
     """Report whether PATCH is applied to the tree at --root. Writes nothing.
@@ -29,4 +29,4 @@ def command(
       patchkit status --all --root /opt/ATOM
     """
     options = Options(lock_timeout=lock_timeout, strict_base=strict_base)
-    run_patch_command(Action.STATUS, selection, root, patches_dir, as_json, verbose, options)
+    run_patch_command(Action.STATUS, selection, root, patches_dir, as_json, options)

@@ -9,9 +9,11 @@ from typing import Any, TypeVar
 import click
 
 from patchkit.commands.options import json_option, patches_option
+from patchkit.console import echo
 from patchkit.display import show_path
+from patchkit.manifest import PatchSpec
 from patchkit.registry import find_locations, resolve_patch
-from patchkit.report import render_json
+from patchkit.report import excluded_json, render_json, size_text, versioned
 from patchkit.vendor import FETCH_TIMEOUT, Fetched, VendorResult, export_git_range, read_source, vendor_patch
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -79,26 +81,26 @@ def command(
     fetched = fetch_source(source, git_repo, rev_range, timeout)
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
-        click.echo(render_json(result_json(result, dry_run)))
+        echo(render_json(versioned(result_json(spec, result, dry_run))))
     else:
         for line in result_lines(result, dry_run):
-            click.echo(line)
+            echo(line)
 
 
-def result_json(r: VendorResult, dry_run: bool) -> dict[str, Any]:
+def result_json(spec: PatchSpec, r: VendorResult, dry_run: bool) -> dict[str, Any]:
     return {
         "patch": r.patch,
         "source": {"kind": r.source.kind.value, "location": r.source.label, "bytes": len(r.source.data)},
         "diff": str(r.diff_path),
         "manifest": str(r.manifest_path),
         "sha256": r.sha256,
-        "hunkset_sha256": r.hunkset_sha256,
+        "hunk_set_sha256": r.hunkset_sha256,
         "previous_sha256": r.previous_sha256,
-        "previous_hunkset_sha256": r.previous_hunkset_sha256,
-        "hunkset_changed": r.hunkset_changed,
+        "previous_hunk_set_sha256": r.previous_hunkset_sha256,
+        "hunk_set_changed": r.hunkset_changed,
         "hunks": r.hunk_set.hunk_count,
         "files": len(r.hunk_set.files),
-        "excluded": list(r.hunk_set.excluded),
+        "excluded": excluded_json(spec, r.hunk_set),
         "base": dict(r.base),
         "recorded_source": r.source.source_table,
         "changed": r.changed,
@@ -121,7 +123,7 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
     lines = [
         f"{lead} ({len(r.source.data)} bytes)",
         f"  sha256          {r.sha256}",
-        f"  hunkset_sha256  {r.hunkset_sha256} ({r.hunk_set.hunk_count} hunks in {len(r.hunk_set.files)} files)",
+        f"  hunkset_sha256  {r.hunkset_sha256} ({size_text(r.hunk_set)})",
     ]
     if r.hunkset_changed:
         lines.append("  the hunk set changed: review the diff; trees holding the old version will read as stale")

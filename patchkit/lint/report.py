@@ -24,6 +24,7 @@ def format_findings(findings: Iterable[Finding], output_format: OutputFormat) ->
     if output_format is OutputFormat.JSON:
         return json.dumps(
             {
+                "schema_version": 1,  # docs/schema/patchkit.schema.json, $defs/lint
                 "findings": [_as_json(f) for f in items],
                 "errors": sum(f.severity is Severity.ERROR for f in items),
                 "warnings": sum(f.severity is Severity.WARNING for f in items),
@@ -46,6 +47,7 @@ def format_report(report: LintReport, output_format: OutputFormat) -> str:
     errors = sum(f.severity is Severity.ERROR for f in items)
     new = report.new_sites
     document = {
+        "schema_version": 1,  # docs/schema/patchkit.schema.json, $defs/lint
         "passed": errors == 0,
         "patches_engine": bool(report.sites) or report.patch_count > 0,
         "change_patches_engine": None if report.registry_changed is None else bool(new) or report.registry_changed,
