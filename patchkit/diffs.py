@@ -13,7 +13,7 @@ import gc
 import io
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from patchkit.display import escape_controls
@@ -31,7 +31,6 @@ RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
 RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
-GIT_CONTEXT = 3  # git's default number of context lines (diff.context)
 
 _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
 
@@ -56,10 +55,11 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
     try:
         patched = _unidiff_parse(sanitized, source)
         del sanitized
-        files = _anchor_ends(tuple(_convert_file(pf, headers, lines, strip, source) for pf in patched))
+        files = tuple(_convert_file(pf, headers, lines, strip, source) for pf in patched)
     finally:
         if collecting:
             gc.enable()
+    _check_context(files, source)
     if not files:
         raise DiffError(
             "no file changes found in the diff", where=source,
@@ -77,23 +77,23 @@ def check_diff_size(size: int, source: str) -> None:
         )
 
 
-def _anchor_ends(files: tuple[FilePatch, ...]) -> tuple[FilePatch, ...]:
-    """Mark hunks whose trailing context is cut short by the end of the file (see Hunk.at_end).
+def _check_context(files: tuple[FilePatch, ...], source: str) -> None:
+    """Refuse hunks without context past line 1 (`git diff -U0`): nothing says where such a hunk belongs.
 
-    The context size is the largest leading/trailing context seen. A diff of small files may never show
-    git's default of 3: if every hunk with less leading context starts at line 1 (cut short by the start of
-    its file), 3 is consistent with the diff and is assumed; one hunk that proves a smaller size (short
-    leading context in the middle of a file) keeps the observed size.
+    git pins a hunk without trailing context to the end of the file (and one that starts at line 1 to its
+    start), so a -U0 hunk in the middle of a file never applies with `git apply` either (only with
+    `--unidiff-zero`, which gives up exactly the check patchkit exists for). A hunk at line 0 or 1 without
+    context is pinned at both ends: it is the whole file, and is judged as such.
     """
-    hunks = [h for f in files for h in f.hunks]
-    context = max((max(h.leading, h.trailing) for h in hunks), default=0)
-    if context < GIT_CONTEXT and all(h.leading >= GIT_CONTEXT or h.old_start <= 1 for h in hunks):
-        context = GIT_CONTEXT
-    def anchored(h: Hunk) -> Hunk:
-        ends = h.trailing < context or h.trailing == 0
-        return replace(h, at_end=True) if ends else h  # most hunks do not: skip the copy
-
-    return tuple(replace(f, hunks=tuple(anchored(h) for h in f.hunks)) if f.hunks else f for f in files)
+    for f in files:
+        for h in f.hunks:
+            if h.leading == 0 and h.trailing == 0 and h.old_start > 1:
+                raise DiffError(
+                    f"hunk {h.index} {h.header} of {f.path} has no context lines: a hunk without context "
+                    "cannot be located safely",
+                    where=f"{source}:{h.diff_line}",
+                    hint="regenerate the diff with -U3 (git's default context)",
+                )
 
 
 def _split_lines(data: bytes) -> list[bytes]:

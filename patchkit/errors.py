@@ -103,3 +103,9 @@ class RefusedError(PatchkitError):
     """The tree is not in a state the requested action may change; nothing was written."""
 
     exit_code = ExitCode.REFUSED
+
+
+class InternalError(PatchkitError):
+    """patchkit contradicted itself (a bug, not the input); nothing was written."""
+
+    exit_code = ExitCode.INTERNAL

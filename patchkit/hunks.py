@@ -40,9 +40,14 @@ class Hunk:
     new_lines: tuple[bytes, ...]
     leading: int  # context lines before the first change
     trailing: int  # context lines after the last change
-    # Fewer trailing context lines than the diff's context size mean the file ends there, on both sides:
-    # such a hunk must match at the end of the file (git only infers this when trailing context is zero).
-    at_end: bool = False
+
+    @property
+    def at_end(self) -> bool:
+        """A hunk without trailing context must match at the end of the file, as in git (and only then).
+
+        Short trailing context proves nothing: a -U1 diff has one line of it everywhere.
+        """
+        return self.trailing == 0
 
     @property
     def header(self) -> str:

@@ -1,9 +1,19 @@
-"""Pure: where does a hunk's pre- or post-image sit in a file's lines? No fuzz, offsets allowed.
+"""Pure: where do a file section's hunks sit in a file's lines? Exact matches only (no fuzz), offsets allowed.
 
-A hunk is first tried at its expected position (its header line, shifted by where the hunks before it were
-found), then at the nearest exact match after the previous hunk. Like git, a hunk that starts at line 1 must
-match at the start of the file and a hunk without trailing context must match at its end, so a hunk that
-deletes the last lines of a file cannot "match" an earlier, shorter prefix.
+The rule (docs/judgement.md states it in full):
+
+- An image (a hunk's pre- or post-image) is searched outward from an expected line in git's order: the line
+  itself, then one line further down, one up, two down, two up, ... The first exact match is the nearest.
+  Like git, an image whose hunk starts at line 1 (or 0) must match at the start of the file, and a hunk without
+  trailing context must match at its end; nothing else is pinned.
+- The expected line of hunk 1 is its header line. For hunk N it is where hunk N-1 was found, plus the end of
+  its image, plus the gap of unchanged lines the diff has between them: offsets accumulate.
+- Hunk N is read as unapplied (pre-image) or applied (post-image), whichever image is nearer to that line; a
+  hunk whose two images are equally near is read both ways, and each reading goes on with the next hunk
+  (`read_file` returns every reading; state.py decides between them).
+- The match must also be the nearest one counted from the line the header names (where git looks, since git
+  carries no offset from one hunk to the next). When the two countings find different matches, a look-alike
+  is nearer to one of them: the hunk is ambiguous and both lines are named, never a guess.
 """
 
 from __future__ import annotations
@@ -14,6 +24,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from patchkit.hunks import Hunk
+
+# At most this many readings of one file (each equally near pre-/post-image pair doubles them).
+MAX_READINGS = 64
 
 
 class HunkState(Enum):
@@ -61,13 +74,21 @@ class Located:
     pos: int | None  # start of the image that decided the state; None for conflict / ambiguous
     span: int  # length of that image (how many current lines the hunk occupies)
     detail: str | None  # why, for conflicts and ambiguity
+    candidates: tuple[int, ...] = ()  # ambiguous: the 0-based lines of the matches that compete
+    candidate_span: int = 0  # ambiguous: length of the first candidate's image
+
+
+def git_order(pos: int, expected: int) -> tuple[int, bool]:
+    """Sort key of git's search: the expected line, then +1, -1, +2, -2, ... (further down wins a tie)."""
+    return abs(pos - expected), pos < expected
 
 
 def locate(
     content: FileLines, image: Sequence[bytes], expected: int, low: int, at_start: bool, at_end: bool
 ) -> int | None:
-    """The position of `image` nearest to `expected`, not before `low`; None if it does not occur."""
+    """The position of `image` nearest to `expected` in git's order, not before `low`; None if it does not occur."""
     n, m = len(content.lines), len(image)
+    expected = min(max(expected, 0), n)
     if at_start and at_end:  # the image is the whole file
         candidates: Sequence[int] = [0] if n == m else []
     elif at_start:
@@ -75,66 +96,163 @@ def locate(
     elif at_end:
         candidates = [n - m]
     elif m == 0:
-        candidates = [min(max(expected, low), n)]
+        candidates = [max(expected, low)]
     elif content.matches_at(image, expected) and expected >= low:
         return expected
     else:
-        candidates = sorted(
-            (p for p in content.positions(image[0]) if p >= low), key=lambda p: (abs(p - expected), p)
-        )
+        candidates = sorted((p for p in content.positions(image[0]) if p >= low), key=lambda p: git_order(p, expected))
     for pos in candidates:
-        if pos >= low and (m == 0 or content.matches_at(image, pos)) and pos + m <= n:
+        if low <= pos and pos + m <= n and (m == 0 or content.matches_at(image, pos)):
             return pos
     return None
 
 
-def _found_at(
-    content: FileLines, image: Sequence[bytes], expected: int, low: int, at_start: bool, at_end: bool
-) -> bool:
-    """`locate(...) == expected`, without the whole-file search when the image is not at `expected`."""
-    if at_start or at_end or not image:
-        return locate(content, image, expected, low, at_start, at_end) == expected  # no search on these paths
-    return expected >= low and content.matches_at(image, expected)
+def image_of(hunk: Hunk, state: HunkState) -> tuple[bytes, ...]:
+    return hunk.new_lines if state is HunkState.APPLIED else hunk.old_lines
 
 
-def judge_hunk(
-    content: FileLines, hunk: Hunk, expected: int, low: int, prefer: HunkState | None = None
-) -> Located:
-    """Decide one hunk's state on `content`. `expected` and `low` are 0-based current positions.
+def _pinned(hunk: Hunk, state: HunkState) -> tuple[bool, bool]:
+    """(at_start, at_end) for one image of a hunk, as git decides them."""
+    start = hunk.new_start if state is HunkState.APPLIED else hunk.old_start
+    return start <= 1, hunk.at_end
 
-    `prefer` settles a hunk whose two images both occur (state.py tries each reading of the whole file).
+
+def _find(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: int) -> int | None:
+    return locate(content, image_of(hunk, state), expected, low, *_pinned(hunk, state))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """One way to read a file: for every hunk, which image is where, and the line it was expected at."""
+
+    located: tuple[Located, ...]
+    expected: tuple[int, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every hunk found, applied or unapplied, with nothing left to doubt."""
+        return all(loc.state in (HunkState.APPLIED, HunkState.UNAPPLIED) for loc in self.located)
+
+    @property
+    def states(self) -> tuple[HunkState, ...]:
+        return tuple(loc.state for loc in self.located)
+
+    @property
+    def positions(self) -> tuple[int | None, ...]:
+        return tuple(loc.pos for loc in self.located)
+
+
+@dataclass(frozen=True)
+class _Step:
+    """The DFS frontier: hunks read so far and where the next one is expected."""
+
+    located: tuple[Located, ...]
+    expected: tuple[int, ...]
+    end: int  # current line just past the previous hunk (or where it was expected to end)
+    low: int  # no hunk may start before the end of the previous found one
+    growth: int  # lines the previous applied hunks added: header lines -> current lines
+
+
+def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading], bool]:
+    """Every reading of `content` by the rule above, and whether MAX_READINGS cut the list short.
+
+    Readings come in a fixed order (at each tie, unapplied first), so the first one is a stable default for
+    reports when none is complete.
     """
-    at_end = hunk.at_end
-    # Fast path, same verdicts: when exactly one image sits at `expected`, the tie-break below discards
-    # wherever the other one occurs, so searching the whole file for it (building its line index) is waste.
-    pre_here = _found_at(content, hunk.old_lines, expected, low, hunk.old_start <= 1, at_end)
-    post_here = _found_at(content, hunk.new_lines, expected, low, hunk.new_start <= 1, at_end)
-    if pre_here != post_here:
-        pre, post = (expected, None) if pre_here else (None, expected)
-    else:
-        pre = locate(content, hunk.old_lines, expected, low, hunk.old_start <= 1, at_end)
-        post = locate(content, hunk.new_lines, expected, low, hunk.new_start <= 1, at_end)
-    if pre is not None and post is not None and pre != post:
-        # Both images occur. The one at the expected position is the hunk; the other is a look-alike.
-        if pre == expected and post != expected:
-            post = None
-        elif post == expected and pre != expected:
-            pre = None
-    if pre is not None and post is not None and prefer is HunkState.UNAPPLIED:
-        post = None
-    elif pre is not None and post is not None and prefer is HunkState.APPLIED:
-        pre = None
-    if pre is not None and post is not None:
-        return Located(
-            HunkState.AMBIGUOUS, None, 0,
-            f"both the pre-image (line {pre + 1}) and the post-image (line {post + 1}) are present; "
-            "content alone cannot tell whether this hunk is applied",
-        )
-    if post is not None:
-        return Located(HunkState.APPLIED, post, len(hunk.new_lines), None)
-    if pre is not None:
-        return Located(HunkState.UNAPPLIED, pre, len(hunk.old_lines), None)
-    return Located(HunkState.CONFLICT, None, 0, explain_conflict(content, hunk, expected))
+    done: list[Reading] = []
+    stack = [_Step((), (), 0, 0, 0)]
+    cut = False
+    while stack:
+        step = stack.pop()
+        i = len(step.located)
+        if i == len(hunks):
+            done.append(Reading(step.located, step.expected))
+            continue
+        hunk = hunks[i]
+        if i == 0:
+            expected = hunk.old_index
+        else:  # keep the gap of unchanged lines the diff has between the two hunks
+            previous = hunks[i - 1]
+            expected = step.end + hunk.old_index - (previous.old_index + previous.old_len)
+        header = hunk.old_index + step.growth  # where the header puts it, given the states read so far
+        branches: list[_Step] = []
+        for located in _choices(content, hunk, expected, header, step.low):
+            if located.pos is not None:
+                end = low = located.pos + located.span
+            elif located.candidates:  # ambiguous: go on from the running-offset match, for the report
+                end = low = located.candidates[0] + located.candidate_span
+            else:
+                end, low = expected + hunk.old_len, step.low
+            growth = step.growth + (len(hunk.new_lines) - len(hunk.old_lines)) * (located.state is HunkState.APPLIED)
+            branches.append(_Step((*step.located, located), (*step.expected, expected), end, low, growth))
+        if len(done) + len(stack) + len(branches) > MAX_READINGS:
+            cut = True
+            branches = branches[:1]
+        stack.extend(reversed(branches))  # the first branch is read first
+    return done, cut
+
+
+def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: int) -> list[Located]:
+    """How hunk may read at `expected`: one Located, or two when its images are equally near."""
+    pre = _find(content, hunk, HunkState.UNAPPLIED, expected, low)
+    post = _find(content, hunk, HunkState.APPLIED, expected, low)
+    if pre is None and post is None:
+        return [Located(HunkState.CONFLICT, None, 0, explain_conflict(content, hunk, expected))]
+    options: list[tuple[HunkState, int]] = []
+    if pre is not None and (post is None or abs(pre - expected) <= abs(post - expected)):
+        options.append((HunkState.UNAPPLIED, pre))
+    if post is not None and (pre is None or abs(post - expected) <= abs(pre - expected)):
+        options.append((HunkState.APPLIED, post))
+    out = []
+    for state, pos in options:
+        git_pos = _find(content, hunk, state, header, 0) if header != expected else pos
+        image = image_of(hunk, state)
+        if git_pos != pos:
+            out.append(Located(
+                HunkState.AMBIGUOUS, None, 0,
+                f"the {_image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
+                f"it (line {expected + 1}), and at line {_line(git_pos)}, nearest to the line its header names "
+                f"(line {header + 1}); a look-alike is near, and position cannot tell which one is the hunk",
+                (pos,) + ((git_pos,) if git_pos is not None else ()), len(image),
+            ))
+        else:
+            out.append(Located(state, pos, len(image), None))
+    return out
+
+
+def _image_name(state: HunkState) -> str:
+    return "post-image" if state is HunkState.APPLIED else "pre-image"
+
+
+def _line(pos: int | None) -> str:
+    return "none" if pos is None else str(pos + 1)
+
+
+def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) -> tuple[int | None, ...]:
+    """Where `git apply` (or `git apply -R`) would put each hunk, in current 0-based lines (None: fails there).
+
+    git applies hunk after hunk to the image as modified so far, searching each one outward from its header's
+    new-side line, with no offset carried over and no lower bound. state.py uses this to make sure that what
+    patchkit writes is exactly what git would write.
+    """
+    image = list(content.lines)
+    found: list[int | None] = []
+    shift = 0  # lines the hunks applied so far added, for turning image lines back into current lines
+    from_state, to_state = (
+        (HunkState.APPLIED, HunkState.UNAPPLIED) if reverse else (HunkState.UNAPPLIED, HunkState.APPLIED)
+    )
+    for hunk in hunks:
+        old, new = image_of(hunk, from_state), image_of(hunk, to_state)
+        new_start = hunk.old_start if reverse else hunk.new_start
+        at_start, at_end = _pinned(hunk, from_state)
+        pos = locate(FileLines(tuple(image)), old, new_start - 1 if new_start else 0, 0, at_start, at_end)
+        if pos is None:
+            found += [None] * (len(hunks) - len(found))
+            break
+        image[pos:pos + len(old)] = new
+        found.append(pos - shift)
+        shift += len(new) - len(old)
+    return tuple(found)
 
 
 def explain_conflict(content: FileLines, hunk: Hunk, expected: int) -> str:
@@ -156,6 +274,8 @@ def explain_conflict(content: FileLines, hunk: Hunk, expected: int) -> str:
                 f"at line {pos + i + 1} the diff expects {_preview(want)} (or its post-image), "
                 f"the file has {_preview(have)}"
             )
+    if hunk.at_end:
+        return "the hunk has no trailing context and must match at the end of the file, which it does not"
     return "the hunk's context does not match the file"
 
 

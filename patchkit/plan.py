@@ -1,19 +1,19 @@
 """Compute every new file content in memory, forward or reverse, before anything is written.
 
 The plan replays the file sections in order (reverse order for a revert) over an in-memory overlay of the
-tree, so a file touched twice sees the content the first section leaves. It then checks its own result: the
-planned tree must judge as fully applied (or fully unapplied, for a revert). A plan that fails either check is
-refused as a whole, so a conflict in the last file means no file is touched.
+tree (state.replay_sections), so a file touched twice sees the content the first section leaves. state.py
+only reports a state after the same replay passed its round trip, so the planned tree judges as fully applied
+(or fully unapplied, for a revert); the plan checks that once more, and a plan that fails the check is an
+internal error, never a write. A section that cannot move refuses the whole plan, so a conflict in the last
+file means no file is touched.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from patchkit.errors import RefusedError
-from patchkit.matching import HunkState
-from patchkit.rewrite import rewrite_section
-from patchkit.state import FileVerdict, PatchState, TreeState, combine, judge_section, judge_sections
+from patchkit.errors import InternalError, RefusedError
+from patchkit.state import PatchState, TreeState, combine, judge_sections, replay_sections
 from patchkit.tree import Snapshot
 
 
@@ -32,25 +32,15 @@ class Plan:
 
 def plan_changes(tree: TreeState, *, forward: bool) -> Plan:
     """Every change `apply` (forward) or `revert` would make to this tree, or RefusedError."""
-    overlay = dict(tree.snapshots)
-    touched: set[str] = set()
-    indexes = range(len(tree.files))
-    for i in indexes if forward else reversed(indexes):
-        verdict = tree.files[i]
-        if touched.intersection(verdict.section.paths):
-            verdict = judge_section(verdict.section, overlay)  # an earlier section changed this file
-        _refuse_undecided(verdict)
-        updates = rewrite_section(verdict, forward=forward)
-        overlay.update(updates)
-        touched.update(updates)
-
+    overlay, problem = replay_sections(tree.files, tree.snapshots, forward=forward)
+    if problem is not None:
+        raise RefusedError(problem.message, where=problem.where)
     goal = PatchState.APPLIED if forward else PatchState.UNAPPLIED
     after = combine(v.state for v in judge_sections(tree.hunk_set.files, overlay))
     if after is not goal:
-        raise RefusedError(
-            f"the planned result would read as {after.value}, not {goal.value}; nothing was written",
-            hint="the diff's hunks overlap or repeat content so that the result is not recognisable; "
-            "report this diff to the patchkit maintainers",
+        raise InternalError(
+            f"the planned result would read as {after.value}, not {goal.value}, although the tree read as "
+            f"{tree.state.value} after its round trip; nothing was written",
         )
     changes = tuple(
         FileChange(path, tree.snapshots[path], overlay[path])
@@ -58,14 +48,3 @@ def plan_changes(tree: TreeState, *, forward: bool) -> Plan:
         if (overlay[path].data, overlay[path].mode) != (tree.snapshots[path].data, tree.snapshots[path].mode)
     )
     return Plan(forward, changes)
-
-
-def _refuse_undecided(verdict: FileVerdict) -> None:
-    for hv in verdict.hunks:
-        if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS):
-            raise RefusedError(
-                f"hunk {hv.hunk.index} {hv.hunk.header} is {hv.state.value}: {hv.located.detail}",
-                where=verdict.section.path,
-            )
-    if verdict.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
-        raise RefusedError(f"{verdict.state.value}: {verdict.detail}", where=verdict.section.path)

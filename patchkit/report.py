@@ -111,6 +111,7 @@ def _file_json(v: FileVerdict) -> dict[str, Any]:
                 "state": hv.state.value,
                 "expected_line": hv.expected + 1,
                 "found_line": hv.located.pos + 1 if hv.located.pos is not None else None,
+                "candidate_lines": [pos + 1 for pos in hv.located.candidates],  # ambiguous: each match
                 "detail": hv.located.detail,
             }
             for hv in v.hunks
@@ -298,6 +299,8 @@ def hunk_table(outcome: Outcome) -> list[str]:
             where = f"expected line {hv.expected + 1}"
             if hv.located.pos is not None:
                 where += f", found at {hv.located.pos + 1}"
+            elif hv.located.candidates:
+                where += ", matches at " + " and ".join(str(pos + 1) for pos in hv.located.candidates)
             rows.append(
                 f"      hunk {hv.hunk.index} {hv.hunk.header}: {_paint(hv.state.value)} ({where})"
             )

@@ -8,10 +8,43 @@ when the diff changes it.
 
 from __future__ import annotations
 
-from patchkit.hunks import FileOp
-from patchkit.matching import HunkState, split_lines
-from patchkit.state import FileVerdict
+from collections.abc import Sequence
+
+from patchkit.hunks import FileOp, Hunk
+from patchkit.matching import HunkState, Located, split_lines
 from patchkit.tree import Snapshot
+from patchkit.verdicts import FileVerdict
+
+
+def rewrite_lines(
+    lines: Sequence[bytes], hunks: Sequence[Hunk], located: Sequence[Located], *, forward: bool
+) -> list[bytes]:
+    """`lines` with every hunk in the state the direction starts from replaced by its other image."""
+    moving = HunkState.UNAPPLIED if forward else HunkState.APPLIED
+    out = list(lines)
+    # Replace from the bottom up so earlier positions stay valid.
+    for hunk, loc in sorted(zip(hunks, located, strict=True), key=lambda hl: hl[1].pos or 0, reverse=True):
+        if loc.state is not moving or loc.pos is None:
+            continue
+        out[loc.pos:loc.pos + loc.span] = hunk.new_lines if forward else hunk.old_lines
+    return out
+
+
+def moved_positions(
+    hunks: Sequence[Hunk], located: Sequence[Located], *, forward: bool
+) -> tuple[int | None, ...]:
+    """Where each hunk's image starts after rewrite_lines (the hunks above it may have grown or shrunk).
+
+    The hunks of a complete reading are in file order, so one running shift does.
+    """
+    moving = HunkState.UNAPPLIED if forward else HunkState.APPLIED
+    out: list[int | None] = []
+    shift = 0
+    for hunk, loc in zip(hunks, located, strict=True):
+        out.append(None if loc.pos is None else loc.pos + shift)
+        if loc.state is moving and loc.pos is not None:
+            shift += len(hunk.new_lines if forward else hunk.old_lines) - loc.span
+    return tuple(out)
 
 
 def rewrite_section(verdict: FileVerdict, *, forward: bool) -> dict[str, Snapshot]:
@@ -38,13 +71,10 @@ def rewrite_section(verdict: FileVerdict, *, forward: bool) -> dict[str, Snapsho
     assert source is not None
     before = verdict.judged_on[source]
     assert before.data is not None and before.mode is not None
-    lines = split_lines(before.data)
-    # Replace from the bottom up so earlier positions stay valid.
-    for hv in sorted(verdict.hunks, key=lambda v: v.located.pos or 0, reverse=True):
-        if hv.state is not moving or hv.located.pos is None:
-            continue
-        image = hv.hunk.new_lines if forward else hv.hunk.old_lines
-        lines[hv.located.pos:hv.located.pos + hv.located.span] = image
+    lines = rewrite_lines(
+        split_lines(before.data), [hv.hunk for hv in verdict.hunks], [hv.located for hv in verdict.hunks],
+        forward=forward,
+    )
     mode = before.mode
     change = section.mode_change
     if change is not None and verdict.mode is moving:

@@ -1,62 +1,45 @@
 """Combine hunk states into file and patch verdicts: the one module that decides what state a tree is in.
 
 A file section is judged on a snapshot of the tree (never on excluded files: they are not in the hunk set).
-Hunk states come from matching.judge_hunk; whole-file facts (created, deleted, renamed, mode) are units of
-their own. All applied -> applied; all unapplied -> unapplied; only those two -> partial; any conflict ->
-conflict; otherwise any undecidable hunk -> ambiguous. Sections that touch the same path (a file touched twice
-in one diff) are judged as a chain: each on the content the sections before it leave.
+matching.read_file lists the readings of the file's content that the location rule allows (docs/judgement.md);
+this module picks the one reading that holds, or says why none does. A verdict is reported only after it passed
+a round trip in memory: `unapplied` means that applying gives content that reads `applied` and that reverting
+that gives back exactly the bytes judged (and the mirror for `applied`; for `partial`, completing in either
+direction gives such content). A reading that fails is reported as ambiguous, with the hunk and the reason.
+
+Whole-file facts (created, deleted, renamed, mode) are units of their own. All applied -> applied; all
+unapplied -> unapplied; only those two -> partial; any conflict -> conflict; otherwise any undecidable hunk ->
+ambiguous. Sections that touch the same path (a file touched twice in one diff, stacked patches of a series)
+are judged as a chain: each on the content the sections before it leave, and the chain as a whole passes the
+same round trip, through the very replay that plan.py writes from.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, HunkSet, paths_of
-from patchkit.matching import FileLines, HunkState, Located, judge_hunk
+from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
+from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.tree import Snapshot, read_snapshot
+from patchkit.verdicts import FileVerdict, HunkVerdict, PatchState
 
+__all__ = [
+    "FileVerdict",
+    "HunkVerdict",
+    "PatchState",
+    "TreeState",
+    "Undecided",
+    "combine",
+    "judge_section",
+    "judge_sections",
+    "replay_sections",
+    "scan_tree",
+]
 
-class PatchState(Enum):
-    APPLIED = "applied"
-    UNAPPLIED = "unapplied"
-    PARTIAL = "partial"
-    CONFLICT = "conflict"
-    AMBIGUOUS = "ambiguous"
-
-
-@dataclass(frozen=True)
-class HunkVerdict:
-    hunk: Hunk
-    located: Located
-    expected: int  # 0-based position the hunk was expected at in the judged content
-
-    @property
-    def state(self) -> HunkState:
-        return self.located.state
-
-
-@dataclass(frozen=True)
-class FileVerdict:
-    """One file section, judged on the snapshots in `judged_on` (path -> content as judged)."""
-
-    section: FilePatch
-    state: PatchState
-    hunks: tuple[HunkVerdict, ...]
-    presence: HunkState | None  # created / deleted / renamed: is the whole-file operation done?
-    mode: HunkState | None  # exec-bit change: done?
-    detail: str | None
-    judged_on: Mapping[str, Snapshot]
-
-    @property
-    def source_path(self) -> str | None:
-        """The path whose content the hunks were matched against."""
-        s = self.section
-        if s.op is FileOp.RENAME and self.presence is HunkState.APPLIED:
-            return s.new_path
-        return s.old_path if s.op is not FileOp.CREATE else s.new_path
+A, U = HunkState.APPLIED, HunkState.UNAPPLIED
 
 
 @dataclass(frozen=True)
@@ -100,8 +83,58 @@ def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapsh
         if len(chain) == 1:
             verdicts[chain[0]] = judge_section(sections[chain[0]], snapshots)
         else:
-            verdicts.update(zip(chain, _judge_chain([sections[i] for i in chain], snapshots), strict=True))
+            members = [sections[i] for i in chain]
+            judged = _verify_chain(members, snapshots, _judge_chain(members, snapshots))
+            verdicts.update(zip(chain, judged, strict=True))
     return [verdicts[i] for i in range(len(sections))]
+
+
+# ------------------------------------------------------------------------------------------ replay (plan)
+
+
+@dataclass(frozen=True)
+class Undecided:
+    """Why a replay stopped: a section whose state lets nothing be written."""
+
+    where: str
+    message: str
+
+
+def replay_sections(
+    verdicts: Sequence[FileVerdict], snapshots: Mapping[str, Snapshot], *, forward: bool
+) -> tuple[dict[str, Snapshot], Undecided | None]:
+    """The tree (an overlay of `snapshots`) after moving every section forward or back: what a plan writes.
+
+    Sections run in order (backwards for a revert); one whose file an earlier one changed is judged again on
+    the content that one left.
+    """
+    overlay = dict(snapshots)
+    touched: set[str] = set()
+    indexes = range(len(verdicts))
+    for i in indexes if forward else reversed(indexes):
+        verdict = verdicts[i]
+        if touched.intersection(verdict.section.paths):
+            verdict = judge_section(verdict.section, overlay)
+        problem = _undecided(verdict)
+        if problem is not None:
+            return overlay, problem
+        updates = rewrite_section(verdict, forward=forward)
+        overlay.update(updates)
+        touched.update(updates)
+    return overlay, None
+
+
+def _undecided(verdict: FileVerdict) -> Undecided | None:
+    where = verdict.section.path
+    for hv in verdict.hunks:
+        if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS):
+            return Undecided(where, f"hunk {hv.hunk.index} {hv.hunk.header} is {hv.state.value}: {hv.located.detail}")
+    if verdict.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
+        return Undecided(where, f"{verdict.state.value}: {verdict.detail}")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- chains
 
 
 def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) -> list[FileVerdict]:
@@ -111,7 +144,6 @@ def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) 
     must each read as applied, and the others, applied in turn from the tree, must each read as unapplied.
     The largest j that holds wins. If none does, the chain is judged forward on the tree (partial, conflict).
     """
-    from patchkit.rewrite import rewrite_section  # rewrite depends on this module's verdicts
 
     def stack(order: Sequence[int], want: PatchState, forward: bool, out: list[FileVerdict | None]) -> bool:
         overlay = dict(snapshots)
@@ -139,6 +171,57 @@ def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) 
     return verdicts
 
 
+def _verify_chain(
+    chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot], verdicts: list[FileVerdict]
+) -> list[FileVerdict]:
+    """The chain's round trip, through replay_sections exactly as a plan would run it."""
+    state = combine(v.state for v in verdicts)
+    if state not in (PatchState.APPLIED, PatchState.UNAPPLIED, PatchState.PARTIAL):
+        return verdicts
+    paths = paths_of(chain)
+
+    def move(judged: Sequence[FileVerdict], tree: Mapping[str, Snapshot], forward: bool, goal: PatchState
+             ) -> tuple[dict[str, Snapshot], list[FileVerdict]] | str:
+        after, problem = replay_sections(judged, tree, forward=forward)
+        if problem is not None:
+            return f"{'applying' if forward else 'reverting'} it in memory stops: {problem.message}"
+        again = _judge_chain(chain, after)
+        if combine(v.state for v in again) is not goal:
+            bad = next(i for i, v in enumerate(again) if v.state is not goal)
+            return (
+                f"after {'applying' if forward else 'reverting'} it in memory, section {bad + 1} of the sections "
+                f"touching it reads {again[bad].state.value}, not {goal.value}"
+            )
+        return after, again
+
+    def same(a: Mapping[str, Snapshot], b: Mapping[str, Snapshot]) -> bool:
+        return all((a[p].data, a[p].mode) == (b[p].data, b[p].mode) for p in paths)
+
+    failure: str | None = None
+    goals = {PatchState.UNAPPLIED: [True], PatchState.APPLIED: [False], PatchState.PARTIAL: [True, False]}[state]
+    ends: dict[bool, tuple[dict[str, Snapshot], list[FileVerdict]]] = {}
+    for forward in goals:
+        moved = move(verdicts, snapshots, forward, PatchState.APPLIED if forward else PatchState.UNAPPLIED)
+        if isinstance(moved, str):
+            failure = moved
+            break
+        ends[forward] = moved
+    if failure is None:
+        for forward, (after, again) in ends.items():
+            back = move(again, after, not forward, PatchState.UNAPPLIED if forward else PatchState.APPLIED)
+            expected = ends[not forward][0] if (not forward) in ends else snapshots
+            if isinstance(back, str):
+                failure = back
+            elif not same(back[0], expected):
+                failure = "moving it there and back in memory does not give back the same content"
+            if failure:
+                break
+    if failure is None:
+        return verdicts
+    detail = f"{len(chain)} sections of the diff touch this file; {failure}"
+    return [replace(v, state=PatchState.AMBIGUOUS, detail=detail) for v in verdicts]
+
+
 def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
     """Group section indexes that share a path (transitively), keeping diff order."""
     owner: dict[str, int] = {}
@@ -159,6 +242,9 @@ def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
     for i in range(len(sections)):
         groups.setdefault(find(i), []).append(i)
     return sorted(groups.values(), key=lambda g: g[0])
+
+
+# -------------------------------------------------------------------------------------------- one section
 
 
 def judge_section(section: FilePatch, snapshots: Mapping[str, Snapshot]) -> FileVerdict:
@@ -188,18 +274,10 @@ def _judge_content(
     section: FilePatch, snap: Snapshot, presence: HunkState | None, snapshots: Mapping[str, Snapshot]
 ) -> FileVerdict:
     assert snap.data is not None
-    content = FileLines.from_bytes(snap.data)
-    verdicts = _locate_hunks(section.hunks, content, None)
-    if any(v.state is HunkState.AMBIGUOUS for v in verdicts):
-        # A hunk whose two images both occur can often be settled by the rest of the file: read the whole
-        # file once as "unapplied" and once as "applied"; exactly one consistent reading wins.
-        readings = [
-            r for r in (_locate_hunks(section.hunks, content, prefer) for prefer in (HunkState.UNAPPLIED,
-                                                                                    HunkState.APPLIED))
-            if len({v.state for v in r}) == 1 and r[0].state in (HunkState.UNAPPLIED, HunkState.APPLIED)
-        ]
-        if len(readings) == 1:
-            verdicts = readings[0]
+    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks)
+    verdicts = [
+        HunkVerdict(h, loc, e) for h, loc, e in zip(section.hunks, reading.located, reading.expected, strict=True)
+    ]
     mode = _judge_mode(section, snap)
     units: list[HunkState] = [v.state for v in verdicts]
     units += [u for u in (presence, mode) if u is not None]
@@ -210,24 +288,136 @@ def _judge_content(
     return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots))
 
 
-def _locate_hunks(hunks: Sequence[Hunk], content: FileLines, prefer: HunkState | None) -> list[HunkVerdict]:
-    verdicts: list[HunkVerdict] = []
-    low = 0
-    after_previous = 0  # current position just past the previous hunk
-    previous: Hunk | None = None
-    for hunk in hunks:
-        if previous is None:
-            expected = hunk.old_index
-        else:  # keep the gap of unchanged lines the diff had between the two hunks
-            expected = after_previous + hunk.old_index - (previous.old_index + previous.old_len)
-        located = judge_hunk(content, hunk, expected, low, prefer)
-        verdicts.append(HunkVerdict(hunk, located, expected))
-        if located.pos is not None:
-            after_previous = low = located.pos + located.span
-        else:
-            after_previous = expected + hunk.old_len
-        previous = hunk
-    return verdicts
+def judge_lines(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+    """The reading of one file's content that holds, after its round trip; or one that says why none does."""
+    reading = _decide(content, hunks)
+    if not reading.complete:
+        return reading
+    problem = _round_trip(content, hunks, reading)
+    if problem is None:
+        return reading
+    index, why = problem
+    return _doubt(reading, index, why)
+
+
+def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+    """The one complete, git-consistent reading of `content`; else the reason why there is none, in a reading."""
+    readings, cut = read_file(content, hunks)
+    consistent: list[Reading] = []
+    failed: tuple[Reading, int, str] | None = None
+    for reading in readings:
+        if not reading.complete:
+            continue
+        problem = _git_check(content, hunks, reading)
+        if problem is None:
+            consistent.append(reading)
+        elif failed is None:
+            failed = (reading, *problem)
+    if len(consistent) > 1:
+        consistent = _nearest(consistent)
+    if len(consistent) == 1 and not cut:
+        return consistent[0]
+    if consistent:
+        return _tie(consistent, cut)
+    if failed is not None:
+        return _doubt(*failed)
+    return readings[0]
+
+
+def _nearest(readings: Sequence[Reading]) -> list[Reading]:
+    """The reading that puts every hunk at least as near to its expected line as each other one does, and one
+    hunk nearer, if there is one (position separates them); else all of them (position cannot)."""
+
+    def distances(r: Reading) -> tuple[int, ...]:
+        return tuple(abs((pos or 0) - e) for pos, e in zip(r.positions, r.expected, strict=True))
+
+    measured = [distances(r) for r in readings]
+    for i, mine in enumerate(measured):
+        others = [d for j, d in enumerate(measured) if j != i]
+        if all(d != mine and all(m <= t for m, t in zip(mine, d, strict=True)) for d in others):
+            return [readings[i]]
+    return list(readings)
+
+
+def _git_check(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
+    """A pure reading must put every hunk exactly where `git apply` (-R for applied) would: else git and
+    patchkit would write different files, and the look-alike that makes them differ is near."""
+    states = set(reading.states)
+    if len(states) != 1:
+        return None
+    reverse = states == {A}
+    git = simulate_git(content, hunks, reverse=reverse)
+    for i, (ours, theirs) in enumerate(zip(reading.positions, git, strict=True)):
+        if ours != theirs:
+            command = "git apply -R" if reverse else "git apply"
+            where = "would not find it" if theirs is None else f"would use the match at line {theirs + 1}"
+            assert ours is not None
+            return i, (
+                f"read as {reading.states[i].value}, its image is at line {ours + 1}, but `{command}` {where}; "
+                "a look-alike is near, and position cannot tell which one is the hunk"
+            )
+    return None
+
+
+def _tie(readings: Sequence[Reading], cut: bool) -> Reading:
+    """Several readings hold: every hunk they read differently is ambiguous, naming each position."""
+    first = readings[0]
+    located = list(first.located)
+    for i in range(len(located)):
+        options = list(dict.fromkeys((r.located[i].state, r.located[i].pos) for r in readings))
+        if len(options) == 1:
+            continue
+        described = "; ".join(
+            f"read as {state.value}, its {'post' if state is A else 'pre'}-image is at line {(pos or 0) + 1}"
+            for state, pos in options[:4]
+        )
+        located[i] = Located(
+            HunkState.AMBIGUOUS, None, 0,
+            f"{described}; each reading of the whole file holds, and position cannot tell them apart",
+            tuple(pos for _, pos in options if pos is not None),
+        )
+    if cut and all(loc.state is not HunkState.AMBIGUOUS for loc in located):
+        located[0] = Located(
+            HunkState.AMBIGUOUS, None, 0, "too many equally near look-alikes to read the file safely", ()
+        )
+    return Reading(tuple(located), first.expected)
+
+
+def _doubt(reading: Reading, index: int, why: str) -> Reading:
+    loc = reading.located[index]
+    located = list(reading.located)
+    located[index] = Located(HunkState.AMBIGUOUS, None, 0, why, (loc.pos,) if loc.pos is not None else ())
+    return Reading(tuple(located), reading.expected)
+
+
+def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
+    """None if the reading survives its round trip in memory; else (hunk index, why)."""
+    if not hunks:
+        return None
+    lines = list(content.lines)
+    states = set(reading.states)
+    forward_lines = rewrite_lines(lines, hunks, reading.located, forward=True)
+    reverse_lines = rewrite_lines(lines, hunks, reading.located, forward=False)
+    checks = []
+    if states != {A}:  # unapplied or partial: applying (completing) must read applied, and revert to ...
+        back = lines if states == {U} else reverse_lines
+        checks.append((forward_lines, A, moved_positions(hunks, reading.located, forward=True), back))
+    if states != {U}:
+        back = lines if states == {A} else forward_lines
+        checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
+    for result, want, positions, back in checks:
+        verb = "applying" if want is A else "reverting"
+        again = _decide(FileLines(tuple(result)), hunks)
+        for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
+            if loc.state is not want or loc.pos != pos:
+                seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")
+                return i, (
+                    f"read as {reading.states[i].value}, the file does not survive a round trip: after {verb} "
+                    f"in memory this hunk reads {seen}, not {want.value} at line {(pos or 0) + 1}"
+                )
+        if rewrite_lines(result, hunks, again.located, forward=want is U) != back:
+            return 0, f"read as {combine(reading.states).value}, {verb} and back in memory does not give the same bytes"
+    return None
 
 
 def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:

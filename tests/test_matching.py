@@ -1,14 +1,14 @@
-"""matching.py: exact location of a hunk's images, anchors, offsets and ambiguity."""
+"""matching.py: exact location of a hunk's images in git's search order, anchors, offsets and readings."""
 
 from __future__ import annotations
 
 from patchkit.hunks import Hunk
-from patchkit.matching import FileLines, HunkState, judge_hunk, locate, split_lines
+from patchkit.matching import FileLines, HunkState, locate, read_file, simulate_git, split_lines
 
 
 def make_hunk(old: list[bytes], new: list[bytes], old_start: int, new_start: int | None = None,
-              leading: int = 1, trailing: int = 1) -> Hunk:
-    return Hunk(1, 5, old_start, len(old), new_start or old_start, len(new), tuple(old), tuple(new), leading,
+              leading: int = 1, trailing: int = 1, index: int = 1) -> Hunk:
+    return Hunk(index, 5, old_start, len(old), new_start or old_start, len(new), tuple(old), tuple(new), leading,
                 trailing)
 
 
@@ -22,9 +22,9 @@ def test_split_lines_keeps_endings_and_a_missing_final_newline() -> None:
     assert split_lines(b"\n") == [b"\n"]
 
 
-def test_nearest_match_wins_and_low_bound_is_respected() -> None:
+def test_nearest_match_in_git_order_and_low_bound() -> None:
     content = lines(b"x\n", b"y\n", b"x\n", b"y\n", b"x\n", b"y\n")
-    assert locate(content, [b"x\n", b"y\n"], 3, 0, False, False) == 2  # 2 and 4 tie; the earlier wins
+    assert locate(content, [b"x\n", b"y\n"], 3, 0, False, False) == 4  # 2 and 4 tie: git looks down first
     assert locate(content, [b"x\n", b"y\n"], 5, 0, False, False) == 4
     assert locate(content, [b"x\n", b"y\n"], 0, 1, False, False) == 2
     assert locate(content, [b"z\n"], 0, 0, False, False) is None
@@ -40,49 +40,81 @@ def test_anchors() -> None:
     assert locate(content, [], 0, 0, True, True) is None
 
 
+def only(content: FileLines, *hunks: Hunk) -> tuple[tuple[HunkState, ...], tuple[int | None, ...]]:
+    readings, cut = read_file(content, hunks)
+    assert len(readings) == 1 and not cut
+    return readings[0].states, readings[0].positions
+
+
 def test_hunk_states_with_offset() -> None:
     hunk = make_hunk([b"1\n", b"2\n", b"3\n"], [b"1\n", b"two\n", b"3\n"], old_start=2)
     base = [b"0\n", b"1\n", b"2\n", b"3\n", b"4\n"]
-    assert judge_hunk(lines(*base), hunk, 1, 0).state is HunkState.UNAPPLIED
-    shifted = lines(b"extra\n", b"extra\n", *base)
-    located = judge_hunk(shifted, hunk, 1, 0)
-    assert (located.state, located.pos) == (HunkState.UNAPPLIED, 3)
-    patched = lines(b"0\n", b"1\n", b"two\n", b"3\n", b"4\n")
-    assert judge_hunk(patched, hunk, 1, 0).state is HunkState.APPLIED
-    drifted = lines(b"0\n", b"1\n", b"TWO\n", b"3\n", b"4\n")
-    conflict = judge_hunk(drifted, hunk, 1, 0)
-    assert conflict.state is HunkState.CONFLICT
+    assert only(lines(*base), hunk) == ((HunkState.UNAPPLIED,), (1,))
+    assert only(lines(b"extra\n", b"extra\n", *base), hunk) == ((HunkState.UNAPPLIED,), (3,))
+    assert only(lines(b"0\n", b"1\n", b"two\n", b"3\n", b"4\n"), hunk) == ((HunkState.APPLIED,), (1,))
+    states, positions = only(lines(b"0\n", b"1\n", b"TWO\n", b"3\n", b"4\n"), hunk)
+    assert states == (HunkState.CONFLICT,) and positions == (None,)
+    conflict = read_file(lines(b"0\n", b"1\n", b"TWO\n", b"3\n", b"4\n"), [hunk])[0][0].located[0]
     assert conflict.detail is not None and "TWO" in conflict.detail and "line 3" in conflict.detail
 
 
-def test_both_images_present_away_from_expected_is_ambiguous() -> None:
-    hunk = make_hunk([b"p\n", b"old\n", b"q\n"], [b"p\n", b"new\n", b"q\n"], old_start=1, leading=1)
-    hunk = Hunk(1, 5, 10, 3, 10, 3, hunk.old_lines, hunk.new_lines, 1, 1)  # expected far from both copies
-    content = lines(b"p\n", b"old\n", b"q\n", b"-\n", b"-\n", b"-\n", b"-\n", b"-\n", b"-\n", b"-\n",
-                    b"-\n", b"-\n", b"-\n", b"-\n", b"-\n", b"-\n", b"p\n", b"new\n", b"q\n")
-    located = judge_hunk(content, hunk, 9, 0)
-    assert located.state is HunkState.AMBIGUOUS
-    assert located.detail is not None and "line 1" in located.detail and "line 17" in located.detail
+def test_the_nearer_image_decides_and_a_tie_gives_two_readings() -> None:
+    hunk = make_hunk([b"p\n", b"old\n", b"q\n"], [b"p\n", b"new\n", b"q\n"], old_start=6)
+    filler = [b"-\n"] * 3
+    # pre-image at line 6 (expected), post-image copy farther down: unapplied
+    near_pre = lines(*filler, b"a\n", b"b\n", b"p\n", b"old\n", b"q\n", *filler, b"p\n", b"new\n", b"q\n")
+    assert only(near_pre, hunk)[0] == (HunkState.UNAPPLIED,)
+    # the post-image two lines from the expected line, the pre-image four: applied
+    near_post = lines(*filler, b"p\n", b"new\n", b"q\n", b"z\n", b"z\n", b"z\n", b"p\n", b"old\n", b"q\n")
+    assert only(near_post, hunk)[0] == (HunkState.APPLIED,)
+    # equally near (two above, two below): both readings, unapplied first
+    tie = lines(*filler, b"p\n", b"new\n", b"q\n", b"z\n", b"p\n", b"old\n", b"q\n")
+    readings, _ = read_file(tie, [hunk])
+    assert [r.states for r in readings] == [(HunkState.UNAPPLIED,), (HunkState.APPLIED,)]
 
 
-def test_image_at_the_expected_position_beats_a_look_alike() -> None:
-    hunk = Hunk(1, 5, 1, 2, 1, 2, (b"a\n", b"old\n"), (b"a\n", b"new\n"), 1, 0)
-    hunk = Hunk(1, 5, 2, 2, 2, 2, hunk.old_lines, hunk.new_lines, 1, 1)
-    content = lines(b"top\n", b"a\n", b"old\n", b"mid\n", b"a\n", b"new\n", b"end\n")
-    located = judge_hunk(content, hunk, 1, 0)
-    assert (located.state, located.pos) == (HunkState.UNAPPLIED, 1)
+def test_offsets_accumulate_from_hunk_to_hunk() -> None:
+    body = [b"l%d\n" % i for i in range(30)]
+    first = make_hunk(body[2:5], [body[2], b"A\n", body[4]], old_start=3, index=1)
+    second = make_hunk(body[20:23], [body[20], b"B\n", body[22]], old_start=21, index=2)
+    shifted = lines(*[b"new\n"] * 4, *body)  # four lines above both hunks
+    assert only(shifted, first, second) == ((HunkState.UNAPPLIED,) * 2, (6, 24))
+
+
+def test_a_look_alike_nearer_to_the_header_line_makes_the_hunk_ambiguous() -> None:
+    # git searches hunk 2 from its header line (no running offset): a copy near there would fool it
+    body = [b"l%d\n" % i for i in range(40)]
+    first = make_hunk(body[2:5], [body[2], b"A\n", body[4]], old_start=3, index=1)
+    second = make_hunk(body[20:23], [body[20], b"B\n", body[22]], old_start=21, index=2)
+    # 8 lines above everything, a copy of hunk 2's pre-image at line 23: the running offset expects hunk 2 at
+    # line 29 (the real one is at 32), its header says line 21 (the copy is nearer)
+    tree = [*[b"new\n"] * 8, *body[:14], *body[20:23], *body[14:]]
+    readings, _ = read_file(FileLines(tuple(tree)), [first, second])
+    assert len(readings) == 1
+    hunk2 = readings[0].located[1]
+    assert hunk2.state is HunkState.AMBIGUOUS and hunk2.detail is not None
+    assert set(hunk2.candidates) == {31, 22}
+    assert simulate_git(FileLines(tuple(tree)), [first, second], reverse=False) == (10, 22)
 
 
 def test_deleting_the_last_line_does_not_match_a_prefix() -> None:
-    # post-image [a, b] is a prefix of pre-image [a, b, c]; without the end anchor it would look applied
-    hunk = Hunk(1, 5, 1, 3, 1, 2, (b"a\n", b"b\n", b"c\n"), (b"a\n", b"b\n"), 2, 0, at_end=True)
-    assert judge_hunk(lines(b"a\n", b"b\n", b"c\n"), hunk, 0, 0).state is HunkState.UNAPPLIED
-    assert judge_hunk(lines(b"a\n", b"b\n"), hunk, 0, 0).state is HunkState.APPLIED
+    # post-image [a, b] is a prefix of pre-image [a, b, c]; the end anchor (no trailing context) decides
+    hunk = Hunk(1, 5, 1, 3, 1, 2, (b"a\n", b"b\n", b"c\n"), (b"a\n", b"b\n"), 2, 0)
+    assert hunk.at_end
+    assert only(lines(b"a\n", b"b\n", b"c\n"), hunk)[0] == (HunkState.UNAPPLIED,)
+    assert only(lines(b"a\n", b"b\n"), hunk)[0] == (HunkState.APPLIED,)
+
+
+def test_short_trailing_context_is_not_an_end_anchor() -> None:
+    # one line of trailing context (a -U1 diff): the hunk may sit anywhere, like in git
+    hunk = make_hunk([b"a\n", b"b\n", b"c\n"], [b"a\n", b"B\n", b"c\n"], old_start=2, leading=1, trailing=1)
+    assert not hunk.at_end
+    assert only(lines(b"0\n", b"a\n", b"b\n", b"c\n", b"more\n", b"more\n"), hunk) == ((HunkState.UNAPPLIED,), (1,))
 
 
 def test_line_ending_mismatch_is_explained() -> None:
     hunk = make_hunk([b"1\n", b"2\n", b"3\n"], [b"1\n", b"two\n", b"3\n"], old_start=1)
-    crlf = lines(b"1\r\n", b"2\r\n", b"3\r\n")
-    located = judge_hunk(crlf, hunk, 0, 0)
+    readings, _ = read_file(lines(b"1\r\n", b"2\r\n", b"3\r\n"), [hunk])
+    located = readings[0].located[0]
     assert located.state is HunkState.CONFLICT
     assert located.detail is not None and "line endings differ" in located.detail and "CRLF" in located.detail

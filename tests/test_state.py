@@ -38,10 +38,11 @@ def test_undecidable_hunk_is_named_and_never_written(tmp_path: Path, registry: R
     before = _block("L", range(30))
     after = before.replace(b"L15\n", b"changed\n")
     registry.add("p", git_diff(tmp_path, {"f.py": before}, {"f.py": after}))
-    # Both the pre-image (L12..L18) and the post-image occur, far from where the hunk is expected.
+    # The hunk is expected at line 13 (L12..L18). The post-image sits ten lines above that, the pre-image ten
+    # lines below: equally near, both readings hold, and nothing else in the file tells them apart.
     pre = _block("L", range(12, 19))
     post = pre.replace(b"L15\n", b"changed\n")
-    tree = _block("junk", range(40)) + pre + _block("gap", range(5)) + post
+    tree = _block("junk", range(2)) + post + _block("gap", range(13)) + pre + _block("end", range(3))
     write_tree(engine, {"f.py": tree})
 
     status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
@@ -49,7 +50,8 @@ def test_undecidable_hunk_is_named_and_never_written(tmp_path: Path, registry: R
     doc = status.json()
     assert doc["state"] == "ambiguous"
     hunk = doc["files"][0]["hunks"][0]
-    assert hunk["state"] == "ambiguous" and "line 41" in hunk["detail"] and "line 53" in hunk["detail"]
+    assert hunk["state"] == "ambiguous" and "line 3" in hunk["detail"] and "line 23" in hunk["detail"]
+    assert sorted(hunk["candidate_lines"]) == [3, 23]
     for action in ("apply", "revert"):
         refused = cli(action, "p", "--root", engine, "--patches", registry.path)
         assert refused.code == 1
