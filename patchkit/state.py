@@ -177,7 +177,18 @@ def _verify_chain(
     """The chain's round trip, through replay_sections exactly as a plan would run it."""
     state = combine(v.state for v in verdicts)
     if state not in (PatchState.APPLIED, PatchState.UNAPPLIED, PatchState.PARTIAL):
-        return verdicts
+        # No order of the sections explains the file: the state a section reads on it means nothing on its own
+        # (a later section may sit on top of it), so only the undecided ones keep their verdict.
+        bad = next(i for i, v in enumerate(verdicts) if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS))
+        detail = (
+            f"{len(chain)} sections of the diff touch this file, and section {bad + 1} is "
+            f"{verdicts[bad].state.value}, so the state of the others cannot be told"
+        )
+        return [
+            v if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS)
+            else replace(v, state=PatchState.AMBIGUOUS, detail=detail)
+            for v in verdicts
+        ]
     paths = paths_of(chain)
 
     def move(judged: Sequence[FileVerdict], tree: Mapping[str, Snapshot], forward: bool, goal: PatchState
@@ -315,6 +326,8 @@ def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
             failed = (reading, *problem)
     if len(consistent) > 1:
         consistent = _nearest(consistent)
+    if len(consistent) > 1:
+        consistent = _edges(content, hunks, consistent)
     if len(consistent) == 1 and not cut:
         return consistent[0]
     if consistent:
@@ -337,6 +350,29 @@ def _nearest(readings: Sequence[Reading]) -> list[Reading]:
         if all(d != mine and all(m <= t for m, t in zip(mine, d, strict=True)) for d in others):
             return [readings[i]]
     return list(readings)
+
+
+def _edges(content: FileLines, hunks: Sequence[Hunk], readings: Sequence[Reading]) -> list[Reading]:
+    """Among readings position cannot separate, the one that agrees with where the diff saw the file end.
+
+    A hunk with less context than the section's other hunks (its context size) was cut short by the start or
+    the end of the file. git does not pin such a hunk (patchkit neither), so this is only a preference, and
+    only when it leaves exactly one reading.
+    """
+    size = max((max(h.leading, h.trailing) for h in hunks), default=0)
+    n = len(content.lines)
+
+    def fits(reading: Reading) -> bool:
+        for hunk, loc in zip(hunks, reading.located, strict=True):
+            assert loc.pos is not None
+            if hunk.trailing < size and loc.pos + loc.span != n:
+                return False
+            if hunk.leading < size and loc.pos != 0:
+                return False
+        return True
+
+    fitting = [r for r in readings if fits(r)]
+    return fitting if len(fitting) == 1 else list(readings)
 
 
 def _git_check(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
