@@ -219,7 +219,20 @@ def decide_patch(
         return Decision(facts, Result.ADOPTED, None, None)
     if missing and result is Result.REFUSED:
         reason = missing_reason(missing, tree.root)
+    elif reason is not None and tree.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
+        reason += f" ({_first_undecided(tree)})"
     return Decision(facts, result, reason, forward)
+
+
+def _first_undecided(tree: TreeState) -> str:
+    """The first hunk (or file) that keeps the tree from a clean state, with why: refusals name it."""
+    for verdict in tree.files:
+        for hv in verdict.hunks:
+            if hv.state.value in ("ambiguous", "conflict"):
+                return f"{verdict.section.path} hunk {hv.hunk.index} {hv.hunk.header}: {hv.located.detail}"
+        if verdict.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
+            return f"{verdict.section.path}: {verdict.detail}"
+    return "no single hunk is at fault"
 
 
 def record_changes(

@@ -8,7 +8,7 @@ import pytest
 
 from patchkit.matching import HunkState
 from patchkit.state import PatchState, combine
-from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
+from tests.conftest import CliResult, Registry, cli, git, git_diff, read_tree, write_tree
 
 A, U, C, X = HunkState.APPLIED, HunkState.UNAPPLIED, HunkState.CONFLICT, HunkState.AMBIGUOUS
 
@@ -72,3 +72,203 @@ def test_the_rest_of_the_file_settles_a_look_alike(tmp_path: Path, registry: Reg
     assert cli("apply", "p", "--root", engine, "--patches", registry.path).code == 0
     assert (engine / "f").read_bytes() == after
     assert cli("status", "p", "--root", engine, "--patches", registry.path).code == 0
+
+
+# ------------------------------------------------------------------------------------------------------------
+# Issue 16: never a wrong verdict. One small case per class of the issue, each checked against real git.
+
+
+def diff_u(tmp: Path, before: dict[str, bytes], after: dict[str, bytes], context: int = 3) -> bytes:
+    """`git diff -U<context>` from tree `before` to tree `after`."""
+    repo = tmp / f"diff-u-{len(list(tmp.glob('diff-u-*')))}"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_tree(repo, before)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "before")
+    write_tree(repo, after)
+    git(repo, "add", "-A")
+    return git(repo, "diff", "--cached", "--no-color", f"-U{context}").stdout
+
+
+def git_applied(tmp: Path, files: dict[str, bytes], diff: bytes, *args: str) -> dict[str, bytes] | None:
+    """What real `git apply [args]` makes of a tree (None: git refuses)."""
+    root = tmp / f"git-apply-{len(list(tmp.glob('git-apply-*')))}"
+    root.mkdir()
+    write_tree(root, files)
+    (tmp / "oracle.diff").write_bytes(diff)
+    if git(root, "apply", *args, str(tmp / "oracle.diff"), check=False).returncode != 0:
+        return None
+    return {p: data for p, (data, _) in read_tree(root).items()}
+
+
+def contents(root: Path) -> dict[str, bytes]:
+    return {p: data for p, (data, _) in read_tree(root).items()}
+
+
+def run(registry: Registry, engine: Path, *args: str) -> CliResult:
+    return cli(args[0], "p", "--root", engine, "--patches", registry.path, *args[1:])
+
+
+LINES = [b"value_%d = compute(%d)\n" % (i, i) for i in range(30)]
+
+
+def test_class1_a_decoy_of_the_other_image_farther_away_never_decides(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # The change is two lines from the end: one line of trailing context, which once pinned the hunk to the
+    # end of the file. The tree is shifted by three lines and ends with a copy of the post-image.
+    before = b"".join(LINES)
+    after = before.replace(LINES[28], b"changed = 1\n")
+    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after})
+    registry.add("p", diff)
+    post = b"".join(LINES[25:28]) + b"changed = 1\n" + LINES[29]
+    pre = b"".join(LINES[25:30])
+    tree = b"}\n\npass\n" + before + post
+    write_tree(engine, {"f.py": tree})
+    assert run(registry, engine, "status").code == 3  # unapplied: the pre-image is nearer
+    assert run(registry, engine, "apply").code == 0
+    assert contents(engine) == git_applied(tmp_path, {"f.py": tree}, diff)
+    # The mirror: the patched tree, shifted, ending with a copy of the pre-image, reads applied.
+    mirror = b"}\n\npass\n" + after + pre
+    write_tree(engine, {"f.py": mirror})
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "apply").code == 0 and contents(engine) == {"f.py": mirror}  # nothing written
+    assert run(registry, engine, "revert", "--force").code == 0
+    assert contents(engine) == git_applied(tmp_path, {"f.py": mirror}, diff, "-R")
+
+
+def _repeated_block_case(tmp_path: Path) -> tuple[bytes, bytes, bytes, bytes]:
+    """(B, T, diff, subset): a -U1 diff of three hunks; the middle one inserts a copy of its own trailing
+    context (`\n x = 1` before `\n x = 1`), so wherever it is applied its pre- and post-image both match at the
+    same line. `subset` is B with only that hunk applied, by git. The hunk after it tells the readings apart:
+    only "applied" puts it where the diff says."""
+    before = b"".join(LINES[:10]) + b"\nx = 1\n" + b"".join(LINES[10:20])
+    after = (
+        before.replace(LINES[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
+        .replace(LINES[15], b"changed = 15\n")
+    )
+    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
+    parts = diff.split(b"\n@@ ")
+    assert len(parts) == 4, diff  # header + three hunks
+    subset = git_applied(tmp_path, {"f.py": before}, parts[0] + b"\n@@ " + parts[2] + b"\n")
+    assert subset is not None
+    return before, after, diff, subset["f.py"]
+
+
+def test_class2_a_proper_subset_applied_by_git_reads_partial(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    _, _, diff, subset = _repeated_block_case(tmp_path)
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": subset})
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 4, status.out
+    assert [h["state"] for h in status.json()["files"][0]["hunks"]] == ["unapplied", "applied", "unapplied"]
+    refused = run(registry, engine, "apply", "--json")
+    assert refused.code == 1 and refused.json()["result"] == "refused"
+    assert contents(engine) == {"f.py": subset}
+
+
+def test_class3_complete_gives_exactly_the_target_or_the_original(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    before, after, diff, subset = _repeated_block_case(tmp_path)
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": subset})
+    assert run(registry, engine, "apply", "--complete").code == 0
+    assert contents(engine) == {"f.py": after} == git_applied(tmp_path, {"f.py": before}, diff)
+    write_tree(engine, {"f.py": subset})
+    assert run(registry, engine, "revert", "--complete", "--force").code == 0
+    assert contents(engine) == {"f.py": before}
+
+
+def _two_way_after_apply(tmp_path: Path) -> tuple[bytes, bytes, bytes]:
+    """A -U1 diff whose second hunk inserts a copy of its own trailing context: once applied, that hunk's
+    pre- and post-image both match at the same line, and git applies it both ways there."""
+    before = b"".join(LINES[:10]) + b"\nx = 1\n" + b"".join(LINES[10:20])
+    after = before.replace(LINES[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
+    return before, after, diff_u(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
+
+
+def test_class3_complete_refuses_naming_the_hunk_when_its_result_would_not_read_applied(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    before, after, diff = _two_way_after_apply(tmp_path)
+    registry.add("p", diff)
+    half = before.replace(LINES[3], b"changed = 3\n")  # hunk 1 applied, hunk 2 not
+    write_tree(engine, {"f.py": half})
+    parts = diff.split(b"\n@@ ")
+    alone = parts[0] + b"\n@@ " + parts[2]  # hunk 2 by itself: on the target, git applies it forward and in reverse
+    assert git_applied(tmp_path, {"f.py": after}, alone) is not None
+    assert git_applied(tmp_path, {"f.py": after}, alone, "-R") is not None
+    for action in ("apply", "revert"):
+        refused = run(registry, engine, action, "--complete", "--force" if action == "revert" else "--json", "--json")
+        assert refused.code == 1, refused.out
+        assert "hunk 2" in refused.json()["reason"], refused.out
+    assert contents(engine) == {"f.py": half}
+
+
+def test_class4_a_diff_git_applies_gets_a_state_and_json_never_a_maintainers_message(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    before, _, diff = _two_way_after_apply(tmp_path)
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": before})
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 5 and status.json()["state"] == "ambiguous"
+    hunk = status.json()["files"][0]["hunks"][1]
+    assert hunk["state"] == "ambiguous" and "round trip" in hunk["detail"]
+    applied = run(registry, engine, "apply", "--json")
+    assert applied.code == 1
+    doc = applied.json()
+    assert doc["result"] == "refused" and "hunk 2" in doc["reason"]
+    assert "maintainers" not in applied.out + applied.err
+    assert contents(engine) == {"f.py": before}
+
+
+def test_class5_offsets_with_repeated_lines_and_lines_after_the_last_hunk(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # Two hunks; the last one ends two lines before the end of the file (short trailing context). The tree
+    # has lines inserted above both hunks, repeated lines near them, and lines appended after the end.
+    body = [b"}\n", b"\n", b"pass\n"] * 3 + LINES[:12] + [b"}\n", b"\n"] + LINES[12:20]
+    before = b"".join(body)
+    after = before.replace(LINES[4], b"changed_4\n").replace(LINES[18], b"changed_18\n")
+    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after})
+    registry.add("p", diff)
+    tree = b"}\n\npass\n}\n" + before + b"}\n\n"
+    write_tree(engine, {"f.py": tree})
+    expected = git_applied(tmp_path, {"f.py": tree}, diff)
+    assert expected is not None
+    assert run(registry, engine, "status").code == 3
+    assert run(registry, engine, "apply").code == 0
+    assert contents(engine) == expected
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "revert", "--force").code == 0
+    assert contents(engine) == {"f.py": tree}
+
+
+def test_class6_a_single_u1_hunk_near_the_start_reads_unapplied_on_its_own_base(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    before = b"".join(b"line %d\n" % i for i in range(1, 41))
+    after = before.replace(b"line 2\n", b"line two\n")
+    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
+    assert b"@@ -1,3 +1,3 @@" in diff
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": before})
+    assert run(registry, engine, "status").code == 3
+    assert run(registry, engine, "apply").code == 0
+    assert contents(engine) == {"f.py": after} == git_applied(tmp_path, {"f.py": before}, diff)
+    assert run(registry, engine, "status").code == 0
+
+
+def test_u0_diff_is_refused_at_load(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    before = b"".join(LINES)
+    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": before.replace(LINES[10], b"changed\n")}, context=0)
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": before})
+    for action in ("status", "apply"):
+        res = run(registry, engine, action)
+        assert res.code == 2
+        assert "cannot be located safely" in res.err and "-U3" in res.err and "hunk 1" in res.err
+    assert contents(engine) == {"f.py": before}
