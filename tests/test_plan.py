@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from patchkit.diffs import parse_diff
-from patchkit.errors import RefusedError
+from patchkit.errors import ExitCode, InternalError, RefusedError
 from patchkit.filtering import filter_diff
 from patchkit.plan import plan_changes
 from patchkit.rewrite import with_exec
@@ -73,3 +74,16 @@ def test_cli_writes_nothing_when_the_last_file_conflicts(tmp_path: Path, registr
 )
 def test_exec_bits_follow_read_bits(mode: int, executable: bool, expected: int) -> None:
     assert with_exec(mode, executable) == expected
+
+
+def test_a_plan_whose_result_does_not_read_as_its_goal_is_an_internal_error(tmp_path: Path, engine: Path) -> None:
+    # state.py only reports a state whose replay passed its round trip, so this cannot come from a real
+    # judgement: a tree state that leaves out one unapplied section makes the planned tree read partial.
+    write_tree(engine, BEFORE)
+    tree = scan_tree(engine, hunk_set(tmp_path))
+    assert tree.state is PatchState.UNAPPLIED
+    lacking = replace(tree, files=tuple(v for v in tree.files if v.section.path != "z.py"))
+    with pytest.raises(InternalError, match="would read as partial") as caught:
+        plan_changes(lacking, forward=True)
+    assert caught.value.exit_code is ExitCode.INTERNAL == 10
+    assert read_tree(engine)["z.py"][0] == BEFORE["z.py"]
