@@ -245,7 +245,7 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
         old, new = image_of(hunk, from_state), image_of(hunk, to_state)
         new_start = hunk.old_start if reverse else hunk.new_start
         at_start, at_end = _pinned(hunk, from_state)
-        pos = locate(FileLines(tuple(image)), old, new_start - 1 if new_start else 0, 0, at_start, at_end)
+        pos = _git_locate(FileLines(tuple(image)), old, new_start - 1 if new_start else 0, at_start, at_end)
         if pos is None:
             found += [None] * (len(hunks) - len(found))
             break
@@ -253,6 +253,26 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
         found.append(pos - shift)
         shift += len(new) - len(old)
     return tuple(found)
+
+
+def _git_locate(content: FileLines, image: Sequence[bytes], expected: int, at_start: bool, at_end: bool) -> int | None:
+    """locate() as git matches: an image whose last line lacks its newline ("\\ No newline at end of file")
+    also matches, away from the end of the file, a line that continues with whitespace only (git compares the
+    image's bytes as a prefix, and line hashes that ignore whitespace). patchkit itself never matches that way;
+    it only needs to know where git would."""
+    if not image or image[-1].endswith(b"\n") or at_end:
+        return locate(content, image, expected, 0, at_start, at_end)
+    lines, m = content.lines, len(image)
+    head, last = tuple(image[:-1]), image[-1]
+
+    def fits(q: int) -> bool:
+        if q < 0 or q + m > len(lines) or tuple(lines[q:q + m - 1]) != head:
+            return False
+        line = lines[q + m - 1]
+        return line.startswith(last) and (line[len(last):].isspace() or line == last)
+
+    spots = [0] if at_start else sorted(range(len(lines) - m + 1), key=lambda q: git_order(q, expected))
+    return next((q for q in spots if fits(q)), None)
 
 
 def explain_conflict(content: FileLines, hunk: Hunk, expected: int) -> str:

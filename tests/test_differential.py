@@ -24,6 +24,7 @@ tests/test_differential.py`.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import random
@@ -65,7 +66,7 @@ def random_file(rng: random.Random) -> Lines:
 
 
 def random_edit(rng: random.Random, lines: Lines) -> Lines:
-    out = list(lines)
+    out = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
     for _ in range(rng.randint(1, 4)):
         op = rng.choice(["replace", "insert", "delete", "move", "repeat"])
         at = rng.randrange(len(out) + 1)
@@ -91,9 +92,10 @@ def random_edit(rng: random.Random, lines: Lines) -> Lines:
 
 
 def maybe_strip_newline(rng: random.Random, lines: Lines) -> Lines:
+    """Some files end without a newline. The result is split again, so the list is exactly the file's lines."""
     if lines and rng.random() < 0.1:
-        return [*lines[:-1], lines[-1].rstrip(b"\n")]
-    return lines
+        lines = [*lines[:-1], lines[-1].rstrip(b"\n")]
+    return io.BytesIO(b"".join(lines)).readlines()
 
 
 @dataclass(frozen=True)
