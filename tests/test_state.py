@@ -272,3 +272,26 @@ def test_u0_diff_is_refused_at_load(tmp_path: Path, registry: Registry, engine: 
         assert res.code == 2
         assert "cannot be located safely" in res.err and "-U3" in res.err and "hunk 1" in res.err
     assert contents(engine) == {"f.py": before}
+
+
+def test_where_git_would_match_a_last_line_without_newline_elsewhere_the_hunk_is_ambiguous(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # The file ends without a newline, inside the hunk's trailing context. git matches that last line as a
+    # prefix anywhere else (a copy of the block that does end in a newline), so it would patch the copy.
+    # patchkit matches only exactly: it must not write where git would write elsewhere.
+    before = b"".join(LINES[:19]) + b"value_19 = compute(19)"
+    after = before.replace(LINES[17], b"changed = 17\n")
+    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after})
+    registry.add("p", diff)
+    copy = b"".join(LINES[14:20])  # the pre-image (value_14 .. value_19), with a newline at its end
+    tree = b"".join(LINES[:10]) + copy + b"".join(LINES[10:19]) + b"value_19 = compute(19)"
+    theirs = git_applied(tmp_path, {"f.py": tree}, diff)
+    assert theirs is not None and theirs["f.py"].startswith(b"".join(LINES[:10] + LINES[14:17]) + b"changed = 17\n")
+    write_tree(engine, {"f.py": tree})
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 5, status.out
+    hunk = status.json()["files"][0]["hunks"][0]
+    assert hunk["state"] == "ambiguous" and "git apply" in hunk["detail"]
+    assert run(registry, engine, "apply").code == 1
+    assert contents(engine) == {"f.py": tree}
