@@ -121,6 +121,15 @@ def _find(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: 
     return locate(content, image_of(hunk, state), expected, low, *_pinned(hunk, state))
 
 
+def _here(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: int) -> int | None:
+    """`expected` if the image matches there (a pinned image: where its pin puts it, if that is `expected`)."""
+    at_start, at_end = _pinned(hunk, state)
+    if at_start or at_end:
+        pos = _find(content, hunk, state, expected, low)
+        return pos if pos == expected else None
+    return expected if expected >= low and content.matches_at(image_of(hunk, state), expected) else None
+
+
 @dataclass(frozen=True)
 class Reading:
     """One way to read a file: for every hunk, which image is where, and the line it was expected at."""
@@ -194,8 +203,13 @@ def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading],
 
 def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: int) -> list[Located]:
     """How hunk may read at `expected`: one Located, or two when its images are equally near."""
-    pre = _find(content, hunk, HunkState.UNAPPLIED, expected, low)
-    post = _find(content, hunk, HunkState.APPLIED, expected, low)
+    # An image at `expected` itself is at distance 0: the other image then matters only at `expected` too,
+    # so the whole-file search for it (and its line index) is skipped, with the same result.
+    pre = _here(content, hunk, HunkState.UNAPPLIED, expected, low)
+    post = _here(content, hunk, HunkState.APPLIED, expected, low)
+    if pre is None and post is None:
+        pre = _find(content, hunk, HunkState.UNAPPLIED, expected, low)
+        post = _find(content, hunk, HunkState.APPLIED, expected, low)
     if pre is None and post is None:
         return [Located(HunkState.CONFLICT, None, 0, explain_conflict(content, hunk, expected))]
     options: list[tuple[HunkState, int]] = []
@@ -235,24 +249,49 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
     new-side line, with no offset carried over and no lower bound. state.py uses this to make sure that what
     patchkit writes is exactly what git would write.
     """
-    image = list(content.lines)
     found: list[int | None] = []
-    shift = 0  # lines the hunks applied so far added, for turning image lines back into current lines
+    shift = 0  # lines the hunks applied so far added: image line = current line + shift, past them
+    end = 0  # current line just past the last hunk applied
+    n = len(content.lines)
     from_state, to_state = (
         (HunkState.APPLIED, HunkState.UNAPPLIED) if reverse else (HunkState.UNAPPLIED, HunkState.APPLIED)
     )
-    for hunk in hunks:
+    for i, hunk in enumerate(hunks):
         old, new = image_of(hunk, from_state), image_of(hunk, to_state)
         new_start = hunk.old_start if reverse else hunk.new_start
         at_start, at_end = _pinned(hunk, from_state)
-        pos = _git_locate(FileLines(tuple(image)), old, new_start - 1 if new_start else 0, at_start, at_end)
+        expected = new_start - 1 if new_start else 0
+        # git tries the expected line first: when the image is there (past the hunks applied so far, so the
+        # image as modified has the current lines there), that is git's answer, without building the image.
+        first = 0 if at_start else (n + shift - len(old) if at_end else expected)
+        here = first - shift
+        if here >= end and content.matches_at(old, here) and (not at_end or here + len(old) == n):
+            pos: int | None = here
+        else:
+            image = _modified(content, hunks[:i], found, from_state)
+            at = _git_locate(FileLines(tuple(image)), old, expected, at_start, at_end)
+            pos = None if at is None else at - shift
         if pos is None:
             found += [None] * (len(hunks) - len(found))
             break
-        image[pos:pos + len(old)] = new
-        found.append(pos - shift)
+        found.append(pos)
         shift += len(new) - len(old)
+        end = pos + len(old)
     return tuple(found)
+
+
+def _modified(content: FileLines, hunks: Sequence[Hunk], found: Sequence[int | None], state: HunkState) -> list[bytes]:
+    """The content with `hunks` (found at `found`, in `state`) turned into their other image."""
+    out: list[bytes] = []
+    at = 0
+    other = HunkState.APPLIED if state is HunkState.UNAPPLIED else HunkState.UNAPPLIED
+    for hunk, pos in zip(hunks, found, strict=True):
+        assert pos is not None
+        out += content.lines[at:pos]
+        out += image_of(hunk, other)
+        at = pos + len(image_of(hunk, state))
+    out += content.lines[at:]
+    return out
 
 
 def _git_locate(content: FileLines, image: Sequence[bytes], expected: int, at_start: bool, at_end: bool) -> int | None:

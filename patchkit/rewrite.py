@@ -21,12 +21,16 @@ def rewrite_lines(
 ) -> list[bytes]:
     """`lines` with every hunk in the state the direction starts from replaced by its other image."""
     moving = HunkState.UNAPPLIED if forward else HunkState.APPLIED
-    out = list(lines)
-    # Replace from the bottom up so earlier positions stay valid.
-    for hunk, loc in sorted(zip(hunks, located, strict=True), key=lambda hl: hl[1].pos or 0, reverse=True):
+    out: list[bytes] = []
+    at = 0
+    # One pass over the lines in file order (the hunks of a reading do not overlap).
+    for hunk, loc in sorted(zip(hunks, located, strict=True), key=lambda hl: hl[1].pos or 0):
         if loc.state is not moving or loc.pos is None:
             continue
-        out[loc.pos:loc.pos + loc.span] = hunk.new_lines if forward else hunk.old_lines
+        out += lines[at:loc.pos]
+        out += hunk.new_lines if forward else hunk.old_lines
+        at = loc.pos + loc.span
+    out += lines[at:]
     return out
 
 
