@@ -88,11 +88,12 @@ def _check_context(files: tuple[FilePatch, ...], source: str) -> None:
     for f in files:
         for h in f.hunks:
             if h.leading == 0 and h.trailing == 0 and h.old_start > 1:
-                raise DiffError(
-                    f"hunk {h.index} {h.header} of {f.path} has no context lines: a hunk without context "
+                raise DiffError(  # the wording of filtering.refuse_zero_context, which vendor runs too
+                    f"{f.path}: hunk {h.index} {h.header} has no context lines; a hunk without context "
                     "cannot be located safely",
                     where=f"{source}:{h.diff_line}",
-                    hint="regenerate the diff with -U3 (git's default context)",
+                    hint="regenerate the diff with context: `git diff` / `git format-patch` without -U0 "
+                    "(the default is 3 lines, -U3)",
                 )
 
 

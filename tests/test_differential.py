@@ -445,7 +445,7 @@ def one_example(tally: Tally, work: Path, rng: random.Random, number: int) -> No
     if context == 0 and any(h.old_start > 1 for s in sections for h in s.hunks):
         code, _, out = run_patchkit(work, registry_path, "p", {p: b"".join(v) for p, v in before.items()}, "status")
         tally.cases += 1
-        if code == 2 and "regenerate the diff with -U3" in out:
+        if code == 2 and "cannot be located safely" in out and "without -U0" in out:
             tally.refused_u0 += 1
         else:
             tally.crashes.append(f"{label}: a -U0 diff was not refused at load (exit {code}): {out[-200:]}")

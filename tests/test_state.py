@@ -270,7 +270,7 @@ def test_u0_diff_is_refused_at_load(tmp_path: Path, registry: Registry, engine: 
     for action in ("status", "apply"):
         res = run(registry, engine, action)
         assert res.code == 2
-        assert "cannot be located safely" in res.err and "-U3" in res.err and "hunk 1" in res.err
+        assert "cannot be located safely" in res.err and "without -U0" in res.err and "hunk 1" in res.err
     assert contents(engine) == {"f.py": before}
 
 
