@@ -132,9 +132,8 @@ def create_patch(patches_dir: Path, new: NewPatch) -> PatchSpec:
 
 def remove_new_patch(spec: PatchSpec) -> None:
     """Undo create_patch after a failed vendor in the same step: the folder is this run's, so are its files
-    (the manifest, the diff and vendor's temporary copies); anything else keeps the folder."""
+    (the manifest and the diff; vendor removes its own temporary copies); anything else keeps the folder."""
     for path in (spec.manifest_path, spec.diff_path):
         path.unlink(missing_ok=True)
-        path.with_name(f".{path.name}.patchkit-tmp").unlink(missing_ok=True)
     with contextlib.suppress(OSError):
         spec.folder.rmdir()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -429,13 +430,18 @@ def update_manifest(
 
 
 def _replace_file(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.patchkit-tmp")
+    """Write a registry file atomically through an exclusive, unpredictable temp name (never one planted there)."""
+    tmp = path.with_name(f".patchkit-{secrets.token_hex(8)}.tmp")
     try:
-        with open(tmp, "wb") as handle:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)  # ours: created exclusively above
         raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None

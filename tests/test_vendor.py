@@ -359,3 +359,25 @@ def test_update_manifest_edits_base_in_place() -> None:
     out = update_manifest(text, "3" * 64, "4" * 64, {"a.py": "1" * 64, "c.py": "5" * 64})
     assert "# pinned pre-images" in out and '"b.py"' not in out and '"c.py" = "' + "5" * 64 in out
     assert update_manifest(out, "3" * 64, "4" * 64, {"a.py": "1" * 64, "c.py": "5" * 64}) == out
+
+
+def test_vendor_never_writes_through_a_name_planted_in_the_registry(
+    tmp_path: Path, patches: Path, diff: bytes
+) -> None:
+    """The old predictable temp names, planted as links to a file outside, are neither followed nor removed."""
+    add_entry(patches, None, excludes=EXCLUDE)
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"keep me\n")
+    planted = [patches / PID / f".{name}.patchkit-tmp" for name in ("manifest.toml", "change.diff")]
+    for link in planted:
+        link.symlink_to(outside)
+    source = tmp_path / "pr7.diff"
+    source.write_bytes(diff)
+
+    result = vendor(patches, "--from", source)
+    assert result.code == 0, result.err
+    assert outside.read_bytes() == b"keep me\n"
+    assert all(link.is_symlink() for link in planted)
+    assert (patches / PID / "change.diff").read_bytes() == diff
+    leftovers = [p.name for p in (patches / PID).iterdir() if p.name.endswith(".tmp")]
+    assert leftovers == []
