@@ -87,6 +87,10 @@ class LockTimeoutError(PatchkitError):
     exit_code = ExitCode.LOCK_TIMEOUT
 
 
+class LockUnsupportedError(LockTimeoutError):
+    """The filesystem under the root refuses flock (some NFSv3 mounts without lockd, FUSE, 9p): no lock, no write."""
+
+
 class WriteFailedError(PatchkitError):
     """Writing the engine tree failed; the transaction was rolled back."""
 

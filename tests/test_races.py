@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.conftest import cli
 from tests.safety_helpers import (
     REPO,
     Case,
@@ -126,3 +128,21 @@ def test_readers_of_a_fresh_tree_never_see_the_first_apply_half_way(case: Case, 
     states = Counter(r.json()["state"] for r in runs[1:])
     assert set(states) <= {"unapplied", "applied"}, states
     assert image(root) == case.patched
+
+
+@pytest.mark.parametrize("err", [errno.ENOLCK, errno.EOPNOTSUPP])
+def test_a_filesystem_without_locks_is_a_clear_refusal_never_a_silent_race(
+    case: Case, err: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where flock is refused (an NFSv3 mount without lockd, some FUSE): exit 6, said so, nothing written."""
+    root = case.fresh(f"no-locks-{err}")
+
+    def refuse(fd: int, flags: int) -> None:
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr("patchkit.workspace.lock.fcntl.flock", refuse)
+    for action in ("apply", "status"):
+        run = cli(*case.args(action, root))
+        assert run.code == 6, (action, run.err)
+        assert "refuses file locks" in run.err and "local storage" in run.err
+    assert image(root) == case.original

@@ -23,7 +23,13 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
-from patchkit.errors import LockTimeoutError, PatchkitError, RecoveryFailedError, WriteFailedError
+from patchkit.errors import (
+    LockTimeoutError,
+    LockUnsupportedError,
+    PatchkitError,
+    RecoveryFailedError,
+    WriteFailedError,
+)
 from patchkit.tree import STATE_DIR, check_root, open_root
 from patchkit.workspace.commit import ensure_gitignore
 from patchkit.workspace.folders import Roots
@@ -197,8 +203,10 @@ def _lock_folder(fd: int, path: Path, timeout: float, shared: bool, on_wait: Wai
     """flock the root folder too; best effort (a filesystem without flock on folders, e.g. NFS, skips it)."""
     try:
         _acquire(fd, path, timeout, shared, on_wait)
+    except LockUnsupportedError:
+        pass
     except OSError as exc:
-        if exc.errno not in (errno.ENOLCK, errno.EINVAL, errno.EOPNOTSUPP, errno.EBADF):
+        if exc.errno != errno.EBADF:
             raise
 
 
@@ -210,6 +218,9 @@ def _write_holder(fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+_NO_LOCKS = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL})
 
 
 def _acquire(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHook | None) -> None:
@@ -239,3 +250,12 @@ def _acquire(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHoo
                 ) from None
             time.sleep(delay)
             delay = min(delay * 2, 0.2)
+        except OSError as exc:
+            if exc.errno not in _NO_LOCKS:
+                raise
+            raise LockUnsupportedError(
+                f"the filesystem holding the root refuses file locks ({os.strerror(exc.errno)})",
+                where=str(path),
+                hint="patchkit never writes without its lock, so concurrent starts cannot race: mount the share "
+                "with locking (NFSv4, or NFSv3 with lockd), or keep the engine tree on local storage",
+            ) from None
