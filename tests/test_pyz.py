@@ -201,6 +201,10 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     assert started["path"] == without["path"]
     assert started["env"] == baseline["env"]  # no PYTHONPATH, nothing exported by the hook
     assert not [p for p in site.iterdir() if p.name.split("-")[0].split(".")[0] in ("click", "unidiff", "git")]
+    # Run by another interpreter (here: no site-packages at all), --python asks the engine's for the tree.
+    other = run_pyz(pyz, "status", "--all", "--root-from-package", "tinyengine", "--python", str(python),
+                    "--patches", str(patches), env=env, cwd=tmp_path, flags=("-I", "-S"))
+    assert other.returncode == 0 and "tinyengine-pr9" in other.stdout, other.stdout + other.stderr
 
 
 FAKE_SRUN = """#!/bin/sh
