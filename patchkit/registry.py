@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import difflib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +27,8 @@ class Locations:
 def find_locations(patches: str | None = None, waivers: str | None = None, cwd: Path | None = None) -> Locations:
     """Resolve the registry folders from options, environment and pyproject.toml, in that order."""
     here = cwd or Path.cwd()
-    config, config_dir = _project_config(here)
+    project = find_project_config(here)
+    config, config_dir = project.table, project.root
 
     def pick(option: str | None, env: str, key: str, default: str) -> Path:
         if option:
@@ -48,7 +50,17 @@ def find_locations(patches: str | None = None, waivers: str | None = None, cwd: 
     )
 
 
-def _project_config(start: Path) -> tuple[dict[str, object], Path]:
+@dataclass(frozen=True)
+class ProjectConfig:
+    """The nearest pyproject.toml's `[tool.patchkit]` table and the folder it is in (the project root)."""
+
+    root: Path
+    table: Mapping[str, object]
+    source: Path | None  # the pyproject.toml, None when there is none
+
+
+def find_project_config(start: Path) -> ProjectConfig:
+    """The one reader of `[tool.patchkit]`, for the registry locations and for lint's scan settings."""
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
@@ -56,11 +68,12 @@ def _project_config(start: Path) -> tuple[dict[str, object], Path]:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError, int digit limit, deep nesting
                 raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
-            section = data.get("tool", {}).get("patchkit", {})
+            tool = data.get("tool", {})
+            section = tool.get("patchkit", {}) if isinstance(tool, dict) else {}
             if not isinstance(section, dict):
                 raise RegistryError("[tool.patchkit] must be a table", where=str(candidate))
-            return section, folder
-    return {}, start
+            return ProjectConfig(folder, section, candidate)
+    return ProjectConfig(start, {}, None)
 
 
 def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:

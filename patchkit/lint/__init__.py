@@ -21,9 +21,9 @@ from patchkit.lint.coverage import Cover, SiteCover, cover_site
 from patchkit.lint.findings import Finding, Rule, Severity
 from patchkit.lint.inputs import LintInput, read_lint_input
 from patchkit.lint.rules import RULES
-from patchkit.registry import find_locations
+from patchkit.registry import find_locations, find_project_config
 from patchkit.scan import ScanConfig, scan_tree
-from patchkit.scan.config import find_project_config, read_scan_config
+from patchkit.scan.config import read_scan_config
 
 __all__ = ["Finding", "LintReport", "LintRequest", "Rule", "Severity", "run_lint", "write_lint_baseline"]
 

@@ -11,13 +11,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 from patchkit.errors import RegistryError
+from patchkit.registry import ProjectConfig
 from patchkit.scan.sites import SiteKind
-from patchkit.tomlcompat import tomllib
 
 DEFAULT_INCLUDE = (
     "**/*.sh",
@@ -83,31 +81,6 @@ class ScanConfig:
 
 def normalise_package(name: str) -> str:
     return name.strip().lower().replace("_", "-").replace(".", "-")
-
-
-@dataclass(frozen=True)
-class ProjectConfig:
-    """The nearest pyproject.toml's `[tool.patchkit]` table and the folder it is in (the project root)."""
-
-    root: Path
-    table: Mapping[str, object]
-    source: Path | None  # the pyproject.toml, None when there is none
-
-
-def find_project_config(start: Path) -> ProjectConfig:
-    for folder in (start, *start.parents):
-        candidate = folder / "pyproject.toml"
-        if candidate.is_file():
-            try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-                raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
-            tool = data.get("tool", {})
-            section = tool.get("patchkit", {}) if isinstance(tool, dict) else {}
-            if not isinstance(section, dict):
-                raise RegistryError("[tool.patchkit] must be a table", where=str(candidate))
-            return ProjectConfig(folder, section, candidate)
-    return ProjectConfig(start, {}, None)
 
 
 def read_scan_config(project: ProjectConfig) -> ScanConfig:
