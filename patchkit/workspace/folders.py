@@ -17,7 +17,7 @@ from pathlib import Path
 from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, open_root, read_at, split_relative
 from patchkit.workspace.disk import Disk, lstat_at, unlink_present
 from patchkit.workspace.journal import JOURNAL_NAME, Area
-from patchkit.workspace.trust import STATE_DIR_MODE, check_trusted, open_state_dir
+from patchkit.workspace.trust import STATE_DIR_MODE, open_state_dir, trusted_fd
 
 ENGINE_DIR_MODE = 0o755  # a folder a diff creates: like git with the usual umask, whatever the umask is
 
@@ -90,11 +90,7 @@ def open_parent(
                 disk.fchmod(child, default if mode is None else mode & 0o777, part)
                 disk.fsync(fd, part)
             elif area is Area.STATE:
-                try:
-                    check_trusted(os.fstat(child), str(shown), roots.path(Area.STATE))
-                except BaseException:
-                    os.close(child)
-                    raise
+                trusted_fd(child, str(shown), roots.path(Area.STATE))
             os.close(fd)
             fd = child
     except BaseException:

@@ -34,6 +34,16 @@ _HINT = (
 )
 
 
+def trusted_fd(fd: int, shown: str, base: Path) -> int:
+    """`fd` once `check_trusted` accepts what it refers to; closed (and the refusal raised) otherwise."""
+    try:
+        check_trusted(os.fstat(fd), shown, base)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
 def check_trusted(st: os.stat_result, shown: str, state_root: Path) -> None:
     """Refuse a state file or folder another user owns or may write."""
     uid = st.st_uid
@@ -71,12 +81,7 @@ def open_state_dir(root_fd: int, root: Path, *, create: bool) -> int | None:
             raise FileNotFoundError(errno.ENOENT, "vanished while being created", str(shown))
     if fd is None:
         return None
-    try:
-        check_trusted(os.fstat(fd), str(shown), shown)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    return trusted_fd(fd, str(shown), shown)
 
 
 def open_state_folder(state_fd: int, state_path: Path, folders: tuple[str, ...], rel: str) -> int | None:
@@ -91,12 +96,7 @@ def open_state_folder(state_fd: int, state_path: Path, folders: tuple[str, ...],
             os.close(fd)
         if child is None:
             return None
-        fd = child
-        try:
-            check_trusted(os.fstat(fd), str(shown), state_path)
-        except BaseException:
-            os.close(fd)
-            raise
+        fd = trusted_fd(child, str(shown), state_path)
     return fd
 
 
