@@ -151,58 +151,70 @@ class Reading:
         return tuple(loc.pos for loc in self.located)
 
 
-@dataclass(frozen=True)
-class _Step:
-    """The DFS frontier: hunks read so far and where the next one is expected."""
-
-    located: tuple[Located, ...]
-    expected: tuple[int, ...]
-    end: int  # current line just past the previous hunk (or where it was expected to end)
-    low: int  # no hunk may start before the end of the previous found one
-    growth: int  # lines the previous applied hunks added: header lines -> current lines
-
-
 def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading], bool]:
     """Every reading of `content` by the rule above, and whether MAX_READINGS cut the list short.
 
     Readings come in a fixed order (at each tie, unapplied first), so the first one is a stable default for
-    reports when none is complete.
+    reports when none is complete. The search is depth first: a reading goes on in place while each hunk reads
+    one way, and a tie leaves its later branches on a stack for after it.
     """
     done: list[Reading] = []
-    stack = [_Step((), (), 0, 0, 0)]
+    # (located so far, expected lines so far, end, low, growth): `end` is the current line just past the
+    # previous hunk (or where it was expected to end), `low` the line no hunk may start before (the end of the
+    # previous found one), `growth` the lines the previous applied hunks added (header lines -> current lines).
+    stack: list[tuple[list[Located], list[int], int, int, int]] = [([], [], 0, 0, 0)]
     cut = False
+    count = len(hunks)
     while stack:
-        step = stack.pop()
-        i = len(step.located)
-        if i == len(hunks):
-            done.append(Reading(step.located, step.expected))
-            continue
-        hunk = hunks[i]
-        if i == 0:
-            expected = hunk.old_index
-        else:  # keep the gap of unchanged lines the diff has between the two hunks
-            previous = hunks[i - 1]
-            expected = step.end + hunk.old_index - (previous.old_index + previous.old_len)
-        header = hunk.old_index + step.growth  # where the header puts it, given the states read so far
-        branches: list[_Step] = []
-        for located in _choices(content, hunk, expected, header, step.low):
-            if located.pos is not None:
-                end = low = located.pos + located.span
-            elif located.candidates:  # ambiguous: go on from the running-offset match, for the report
-                end = low = located.candidates[0] + located.candidate_span
-            else:
-                end, low = expected + hunk.old_len, step.low
-            growth = step.growth + (len(hunk.new_lines) - len(hunk.old_lines)) * (located.state is HunkState.APPLIED)
-            branches.append(_Step((*step.located, located), (*step.expected, expected), end, low, growth))
-        if len(done) + len(stack) + len(branches) > MAX_READINGS:
-            cut = True
-            branches = branches[:1]
-        stack.extend(reversed(branches))  # the first branch is read first
+        located, expecteds, end, low, growth = stack.pop()
+        i = len(located)
+        while i < count:
+            hunk = hunks[i]
+            if i == 0:
+                expected = hunk.old_index
+            else:  # keep the gap of unchanged lines the diff has between the two hunks
+                previous = hunks[i - 1]
+                expected = end + hunk.old_index - (previous.old_index + previous.old_len)
+            header = hunk.old_index + growth  # where the header puts it, given the states read so far
+            choices = _choices(content, hunk, expected, header, low)
+            if len(done) + len(stack) + len(choices) > MAX_READINGS:
+                cut = True
+                del choices[1:]
+            for other in reversed(choices[1:]):  # read after this one, in order
+                stack.append(([*located, other], [*expecteds, expected], *_past(hunk, other, expected, low, growth)))
+            located.append(choices[0])
+            expecteds.append(expected)
+            end, low, growth = _past(hunk, choices[0], expected, low, growth)
+            i += 1
+        done.append(Reading(tuple(located), tuple(expecteds)))
     return done, cut
+
+
+def _past(hunk: Hunk, located: Located, expected: int, low: int, growth: int) -> tuple[int, int, int]:
+    """(end, low, growth) after reading `hunk` as `located` (see read_file)."""
+    if located.pos is not None:
+        end = low = located.pos + located.span
+    elif located.candidates:  # ambiguous: go on from the running-offset match, for the report
+        end = low = located.candidates[0] + located.candidate_span
+    else:
+        end = expected + hunk.old_len
+    if located.state is HunkState.APPLIED:
+        growth += len(hunk.new_lines) - len(hunk.old_lines)
+    return end, low, growth
 
 
 def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: int) -> list[Located]:
     """How hunk may read at `expected`: one Located, or two when its images are equally near."""
+    old, new = hunk.old_lines, hunk.new_lines
+    if header == expected and expected >= low and hunk.trailing and hunk.old_start > 1 and hunk.new_start > 1:
+        # The common case, inline: no image is pinned, and git's line is the running one. Exactly one image at
+        # `expected` decides (the other could only tie there), as the general path below would find.
+        lines = content.lines
+        pre_here = expected + len(old) <= len(lines) and lines[expected:expected + len(old)] == old
+        post_here = expected + len(new) <= len(lines) and lines[expected:expected + len(new)] == new
+        if pre_here is not post_here:
+            state, span = (HunkState.UNAPPLIED, len(old)) if pre_here else (HunkState.APPLIED, len(new))
+            return [Located(state, expected, span, None)]
     # An image at `expected` itself is at distance 0: the other image then matters only at `expected` too,
     # so the whole-file search for it (and its line index) is skipped, with the same result.
     pre = _here(content, hunk, HunkState.UNAPPLIED, expected, low)
@@ -252,20 +264,22 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
     found: list[int | None] = []
     shift = 0  # lines the hunks applied so far added: image line = current line + shift, past them
     end = 0  # current line just past the last hunk applied
-    n = len(content.lines)
-    from_state, to_state = (
-        (HunkState.APPLIED, HunkState.UNAPPLIED) if reverse else (HunkState.UNAPPLIED, HunkState.APPLIED)
-    )
+    lines = content.lines
+    n = len(lines)
+    from_state = HunkState.APPLIED if reverse else HunkState.UNAPPLIED
     for i, hunk in enumerate(hunks):
-        old, new = image_of(hunk, from_state), image_of(hunk, to_state)
-        new_start = hunk.old_start if reverse else hunk.new_start
-        at_start, at_end = _pinned(hunk, from_state)
+        if reverse:  # the image git starts from, the one it writes, and the header line it looks at
+            old, new, new_start, start = hunk.new_lines, hunk.old_lines, hunk.old_start, hunk.new_start
+        else:
+            old, new, new_start, start = hunk.old_lines, hunk.new_lines, hunk.new_start, hunk.old_start
+        at_start, at_end = start <= 1, hunk.at_end  # _pinned(hunk, from_state)
         expected = new_start - 1 if new_start else 0
         # git tries the expected line first: when the image is there (past the hunks applied so far, so the
         # image as modified has the current lines there), that is git's answer, without building the image.
         first = 0 if at_start else (n + shift - len(old) if at_end else expected)
         here = first - shift
-        if here >= end and content.matches_at(old, here) and (not at_end or here + len(old) == n):
+        stop = here + len(old)
+        if here >= end and stop <= n and lines[here:stop] == old and (not at_end or stop == n):
             pos: int | None = here
         else:
             image = _modified(content, hunks[:i], found, from_state)

@@ -432,8 +432,9 @@ def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> 
         return None
     lines = list(content.lines)
     states = set(reading.states)
-    forward_lines = rewrite_lines(lines, hunks, reading.located, forward=True)
-    reverse_lines = rewrite_lines(lines, hunks, reading.located, forward=False)
+    # A pure reading moves one way only: rewriting it the other way would give back `lines`, so it is not done.
+    forward_lines = rewrite_lines(lines, hunks, reading.located, forward=True) if states != {A} else lines
+    reverse_lines = rewrite_lines(lines, hunks, reading.located, forward=False) if states != {U} else lines
     checks = []
     if states != {A}:  # unapplied or partial: applying (completing) must read applied, and revert to ...
         back = lines if states == {U} else reverse_lines
