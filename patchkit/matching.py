@@ -165,17 +165,36 @@ def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading],
     stack: list[tuple[list[Located], list[int], int, int, int]] = [([], [], 0, 0, 0)]
     cut = False
     count = len(hunks)
+    lines = content.lines
+    n = len(lines)
+    starts = [hunk.old_index for hunk in hunks]
     while stack:
         located, expecteds, end, low, growth = stack.pop()
         i = len(located)
         while i < count:
             hunk = hunks[i]
-            if i == 0:
-                expected = hunk.old_index
-            else:  # keep the gap of unchanged lines the diff has between the two hunks
-                previous = hunks[i - 1]
-                expected = end + hunk.old_index - (previous.old_index + previous.old_len)
-            header = hunk.old_index + growth  # where the header puts it, given the states read so far
+            start = starts[i]
+            # keep the gap of unchanged lines the diff has between this hunk and the one before it
+            expected = start if i == 0 else end + start - (starts[i - 1] + hunks[i - 1].old_len)
+            header = start + growth  # where the header puts it, given the states read so far
+            if header == expected and expected >= low and hunk.trailing and hunk.old_start > 1 and hunk.new_start > 1:
+                # The common case, inline: no image is pinned, git's line is the running one, and exactly one
+                # image is at `expected`: that decides, as _choices would (the other could only tie there).
+                # One choice never meets MAX_READINGS: the readings done, waiting and this one are at most it.
+                old, new = hunk.old_lines, hunk.new_lines
+                stop_old, stop_new = expected + len(old), expected + len(new)
+                pre = stop_old <= n and lines[expected:stop_old] == old
+                if pre is not (stop_new <= n and lines[expected:stop_new] == new):
+                    if pre:
+                        located.append(Located(HunkState.UNAPPLIED, expected, len(old), None))
+                        end = low = stop_old
+                    else:
+                        located.append(Located(HunkState.APPLIED, expected, len(new), None))
+                        end = low = stop_new
+                        growth += len(new) - len(old)
+                    expecteds.append(expected)
+                    i += 1
+                    continue
             choices = _choices(content, hunk, expected, header, low)
             if len(done) + len(stack) + len(choices) > MAX_READINGS:
                 cut = True
@@ -205,16 +224,6 @@ def _past(hunk: Hunk, located: Located, expected: int, low: int, growth: int) ->
 
 def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: int) -> list[Located]:
     """How hunk may read at `expected`: one Located, or two when its images are equally near."""
-    old, new = hunk.old_lines, hunk.new_lines
-    if header == expected and expected >= low and hunk.trailing and hunk.old_start > 1 and hunk.new_start > 1:
-        # The common case, inline: no image is pinned, and git's line is the running one. Exactly one image at
-        # `expected` decides (the other could only tie there), as the general path below would find.
-        lines = content.lines
-        pre_here = expected + len(old) <= len(lines) and lines[expected:expected + len(old)] == old
-        post_here = expected + len(new) <= len(lines) and lines[expected:expected + len(new)] == new
-        if pre_here is not post_here:
-            state, span = (HunkState.UNAPPLIED, len(old)) if pre_here else (HunkState.APPLIED, len(new))
-            return [Located(state, expected, span, None)]
     # An image at `expected` itself is at distance 0: the other image then matters only at `expected` too,
     # so the whole-file search for it (and its line index) is skipped, with the same result.
     pre = _here(content, hunk, HunkState.UNAPPLIED, expected, low)
