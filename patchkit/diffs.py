@@ -398,12 +398,21 @@ def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes
     """One hunk as unidiff parsed it (its header and counts), with its lines taken from the diff's bytes."""
     header_line, start, end, plain = body
     rows = lines[start:end]
-    if plain:  # only " ", "-" and "+" lines (nearly every hunk): comprehensions, no per-line branches
-        values = [row[1:] for row in rows]  # one object per line: a context line is shared by both sides
-        old = [value for value, row in zip(values, rows, strict=True) if row[0] != 43]  # not "+"
-        new = [value for value, row in zip(values, rows, strict=True) if row[0] != 45]  # not "-"
-        leading = next((i for i, row in enumerate(rows) if row[0] != 32), len(rows))
-        trailing = next((i for i, row in enumerate(reversed(rows)) if row[0] != 32), len(rows))
+    if plain:  # only " ", "-" and "+" lines (nearly every hunk): one pass, no marker or blank-line cases
+        old, new = [], []
+        first = last = -1  # the first and the last changed row
+        for i, row in enumerate(rows):
+            value = row[1:]  # one object per line: a context line is shared by both sides
+            if row[0] == 32:  # " "
+                old.append(value)
+                new.append(value)
+                continue
+            if first < 0:
+                first = i
+            last = i
+            (old if row[0] == 45 else new).append(value)  # "-" or "+"
+        leading = first if first >= 0 else len(rows)
+        trailing = len(rows) - 1 - last if last >= 0 else len(rows)
     else:
         old, new, leading, trailing = _convert_lines(rows)
     if (len(old), len(new)) != (h.source_length, h.target_length) or len(new) - len(old) != h.added - h.removed:
