@@ -37,7 +37,9 @@ from patchkit.provenance import (
 )
 from patchkit.state import PatchState, TreeState, scan_tree
 from patchkit.tree import STATE_DIR, Snapshot, check_root
-from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, WaitHook, commit_changes, locked
+from patchkit.workspace.commit import commit_changes
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
+from patchkit.workspace.recovery import Recovery
 
 
 class Action(Enum):

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from patchkit.progress import Phase
-    from patchkit.workspace import LockHolder
+    from patchkit.workspace.lock import LockHolder
 
 F = TypeVar("F", bound=Callable[..., Any])
 

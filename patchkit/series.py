@@ -41,7 +41,9 @@ from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
 from patchkit.registry import load_registry
 from patchkit.state import FileVerdict, PatchState, TreeState, judge_sections
 from patchkit.tree import Snapshot, check_root, read_snapshot
-from patchkit.workspace import Recovery, commit_changes, locked
+from patchkit.workspace.commit import commit_changes
+from patchkit.workspace.lock import locked
+from patchkit.workspace.recovery import Recovery
 
 # Worst last: the series state is its worst patch's state, and status --all exits with that state's code.
 _SEVERITY = (PatchState.APPLIED, PatchState.UNAPPLIED, PatchState.PARTIAL, PatchState.AMBIGUOUS, PatchState.CONFLICT)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from patchkit.workspace import TEMP_NAME
+from patchkit.workspace.names import TEMP_NAME
 from tests.conftest import GIT_ENV
 
 REPO = Path(__file__).resolve().parent.parent

@@ -17,7 +17,10 @@ import pytest
 from patchkit.errors import WriteFailedError
 from patchkit.plan import FileChange
 from patchkit.tree import Snapshot, read_snapshot
-from patchkit.workspace import TEMP_NAME, Disk, LockHolder, commit_changes, locked
+from patchkit.workspace.commit import commit_changes
+from patchkit.workspace.disk import Disk
+from patchkit.workspace.lock import LockHolder, locked
+from patchkit.workspace.names import TEMP_NAME
 from tests.safety_helpers import (
     Case,
     add_patch,

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import workspace
 from patchkit.errors import (
     ExitCode,
     LockTimeoutError,
@@ -22,7 +21,11 @@ from patchkit.errors import (
 )
 from patchkit.plan import FileChange
 from patchkit.tree import Snapshot, read_snapshot
-from patchkit.workspace import Direction, commit_changes, locked, recover
+from patchkit.workspace.commit import commit_changes
+from patchkit.workspace.disk import Disk
+from patchkit.workspace.lock import locked
+from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
+from patchkit.workspace.recovery import Direction, recover
 from tests.safety_helpers import Image, image
 
 STATE = ".patchkit"
@@ -71,7 +74,7 @@ def in_child(root: Path, changes: Sequence[FileChange], env: Mapping[str, str],
 
 
 def journal(root: Path) -> Path:
-    return root / STATE / workspace.JOURNAL_NAME
+    return root / STATE / JOURNAL_NAME
 
 
 def test_commit_writes_every_change_with_modes_and_leaves_no_trace(tmp_path: Path) -> None:
@@ -83,7 +86,7 @@ def test_commit_writes_every_change_with_modes_and_leaves_no_trace(tmp_path: Pat
     assert "pkg/gone" not in after and "pkg/gone/c.py" not in after  # like git apply: emptied folder removed
     assert after["pkg/new/deep/d.py"][1] == b"d = 4\n"
     assert not journal(tmp_path).exists()
-    assert not [p for p in tmp_path.rglob("*") if workspace.TEMP_NAME.fullmatch(p.name)]
+    assert not [p for p in tmp_path.rglob("*") if TEMP_NAME.fullmatch(p.name)]
     assert (tmp_path / STATE / ".gitignore").read_bytes() == b"*\n"
 
 
@@ -130,7 +133,7 @@ def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> No
             assert now == done, n
             assert (root / STATE / "applied" / "unit.json").read_bytes() == b"{}"
         assert not journal(root).exists()
-        assert not [p for p in root.rglob("*") if workspace.TEMP_NAME.fullmatch(p.name) and p.parent.name != STATE]
+        assert not [p for p in root.rglob("*") if TEMP_NAME.fullmatch(p.name) and p.parent.name != STATE]
     else:
         pytest.fail("the writer never finished")
     assert outcomes["back"] > 20 and outcomes["forward"] >= 1 and outcomes["untouched"] >= 1, outcomes
@@ -333,7 +336,7 @@ def test_status_on_a_read_only_tree_without_a_journal_needs_no_lock(
 def test_the_lock_times_out_with_a_clear_message(tmp_path: Path) -> None:
     make_tree(tmp_path)
     with locked(tmp_path, 1):
-        fd = os.open(tmp_path / STATE / workspace.LOCK_NAME, os.O_RDWR)
+        fd = os.open(tmp_path / STATE / LOCK_NAME, os.O_RDWR)
         try:
             with pytest.raises(BlockingIOError):
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -370,11 +373,11 @@ def test_a_symlinked_state_folder_is_refused(tmp_path: Path) -> None:
 
 def test_the_fault_hook_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PATCHKIT_FAULT_AFTER", raising=False)
-    assert workspace.Disk()._left is None
+    assert Disk()._left is None
     monkeypatch.setenv("PATCHKIT_FAULT_AFTER", "not-a-number")
-    assert workspace.Disk()._left is None
+    assert Disk()._left is None
     monkeypatch.setenv("PATCHKIT_FAULT_AFTER", "3")
     monkeypatch.setenv("PATCHKIT_FAULT_ERRNO", "EACCES")
-    disk = workspace.Disk()
+    disk = Disk()
     assert disk._left == 3 and disk._errno == errno.EACCES
-    assert workspace.Disk(faults=False)._left is None
+    assert Disk(faults=False)._left is None

@@ -35,7 +35,8 @@ from patchkit.report import (
 )
 from patchkit.series import SeriesOutcome, load_series, run_series
 from patchkit.state import PatchState
-from patchkit.workspace import DEFAULT_LOCK_TIMEOUT, Recovery, recover_pending
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
+from patchkit.workspace.recovery import Recovery
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -8,56 +8,12 @@ A newcomer's map:
 - `lock.py`     the root's lock (`locked`), who holds it, recovery before anything else;
 - `trust.py`    what patchkit believes of `<root>/.patchkit`: only what nobody else could write;
 - `disk.py`     every operation that changes the disk, counted for fault injection;
-- `folders.py`  link-free walks to a path's folder, creating folders with explicit modes.
+- `folders.py`  link-free walks to a path's folder, creating folders with explicit modes;
+- `names.py`    the names of patchkit's own files (journal, lock, temp names).
+
+This file imports nothing: import from the module that defines a name (`patchkit.workspace.lock.locked`).
+A reader such as status needs only `lock` (and through it `trust` and `names`); the writing modules load
+when a transaction or a recovery runs.
 
 See docs/safety.md for the guarantees and the threat model.
 """
-
-from __future__ import annotations
-
-from patchkit.workspace.commit import commit_changes
-from patchkit.workspace.disk import (
-    FAULT_AFTER_ENV,
-    FAULT_ERRNO_ENV,
-    FAULT_PERSIST_ENV,
-    FAULT_SIGNAL_ENV,
-    TEMP_NAME,
-    Disk,
-)
-from patchkit.workspace.journal import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, Area
-from patchkit.workspace.lock import (
-    DEFAULT_LOCK_TIMEOUT,
-    LockHolder,
-    WaitHook,
-    locked,
-    pending_label,
-    read_holder,
-    recover_pending,
-)
-from patchkit.workspace.recovery import Direction, Recovery, recover
-from patchkit.workspace.trust import read_state
-
-__all__ = [
-    "DEFAULT_LOCK_TIMEOUT",
-    "FAULT_AFTER_ENV",
-    "FAULT_ERRNO_ENV",
-    "FAULT_PERSIST_ENV",
-    "FAULT_SIGNAL_ENV",
-    "GITIGNORE_NAME",
-    "JOURNAL_NAME",
-    "LOCK_NAME",
-    "TEMP_NAME",
-    "Area",
-    "Direction",
-    "Disk",
-    "LockHolder",
-    "Recovery",
-    "WaitHook",
-    "commit_changes",
-    "locked",
-    "pending_label",
-    "read_holder",
-    "read_state",
-    "recover",
-    "recover_pending",
-]

@@ -30,10 +30,10 @@ import os
 import stat
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
 from patchkit.interrupts import interrupt_pending, signals_held
-from patchkit.plan import FileChange
 from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
@@ -46,8 +46,6 @@ from patchkit.workspace.folders import (
     read,
 )
 from patchkit.workspace.journal import (
-    GITIGNORE_NAME,
-    JOURNAL_NAME,
     Area,
     Entry,
     Original,
@@ -56,8 +54,12 @@ from patchkit.workspace.journal import (
     check_tree_path,
     journal_chunks,
 )
+from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME
 from patchkit.workspace.recovery import finish, roll_back
 from patchkit.workspace.trust import JOURNAL_MODE, STATE_FILE_MODE, read_state_at
+
+if TYPE_CHECKING:
+    from patchkit.plan import FileChange  # only its fields are read: the workspace does not depend on the plan
 
 _NO_STATE_FILES: Mapping[str, bytes | None] = {}
 # Free space and inodes a transaction leaves untouched on each filesystem, on top of what it needs.

@@ -11,11 +11,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
-import re
 import secrets
 import signal
 import stat
 from collections.abc import Callable, Sequence
+
+from patchkit.workspace.names import TEMP_PREFIX
 
 # Test-only fault injection, documented in docs/safety.md.
 FAULT_AFTER_ENV = "PATCHKIT_FAULT_AFTER"
@@ -26,9 +27,6 @@ FAULT_PERSIST_ENV = "PATCHKIT_FAULT_PERSIST"
 # Instead of the SIGKILL: send this signal (TERM, INT) to the process at the fault and again before every
 # later operation, as a supervisor repeating SIGTERM or a user hammering Ctrl-C would.
 FAULT_SIGNAL_ENV = "PATCHKIT_FAULT_SIGNAL"
-
-TEMP_PREFIX = ".patchkit-"
-TEMP_NAME = re.compile(r"\.patchkit-[0-9a-f]{16}\.(tmp|orig)")
 
 # On a content change a file keeps only its rwx bits (setuid, setgid and sticky go, as with git), and file
 # capabilities are not carried over: the kernel drops both when a file is written, for the same reason.

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, open_root, read_at, split_relative
 from patchkit.workspace.disk import Disk, lstat_at, unlink_present
-from patchkit.workspace.journal import JOURNAL_NAME, Area
+from patchkit.workspace.journal import Area
+from patchkit.workspace.names import JOURNAL_NAME
 from patchkit.workspace.trust import STATE_DIR_MODE, open_state_dir, trusted_fd
 
 ENGINE_DIR_MODE = 0o755  # a folder a diff creates: like git with the usual umask, whatever the umask is

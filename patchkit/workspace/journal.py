@@ -24,11 +24,9 @@ from typing import Any
 from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
 from patchkit.paths import reserved_name
 from patchkit.tree import STATE_DIR, Snapshot, split_relative
-from patchkit.workspace.disk import PERMISSION_BITS, TEMP_NAME, TEMP_PREFIX
+from patchkit.workspace.disk import PERMISSION_BITS
+from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, TEMP_NAME, TEMP_PREFIX
 
-JOURNAL_NAME = "journal.json"
-LOCK_NAME = "lock"
-GITIGNORE_NAME = ".gitignore"
 JOURNAL_FORMAT = 3
 RESERVED_STATE_NAMES = frozenset({LOCK_NAME, JOURNAL_NAME, GITIGNORE_NAME})
 

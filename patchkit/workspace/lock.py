@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.errors import (
     LockTimeoutError,
@@ -31,11 +32,14 @@ from patchkit.errors import (
     WriteFailedError,
 )
 from patchkit.tree import STATE_DIR, check_root, open_root
-from patchkit.workspace.commit import ensure_gitignore
-from patchkit.workspace.folders import Roots
-from patchkit.workspace.journal import JOURNAL_NAME, LOCK_NAME
-from patchkit.workspace.recovery import Recovery, needs_recovery, recover
+from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 from patchkit.workspace.trust import STATE_FILE_MODE, open_state_dir, read_state
+
+if TYPE_CHECKING:
+    from patchkit.workspace.recovery import Recovery
+
+# The writing code (workspace.recovery, .commit and what they use) is imported only where it runs: a reader
+# (status) on a root with no interrupted transaction never loads it.
 
 DEFAULT_LOCK_TIMEOUT = 300.0
 WAIT_NOTICE_AFTER = 1.0  # seconds of waiting before `on_wait` is told who holds the lock
@@ -91,6 +95,8 @@ def locked(
             if needs_recovery(root):
                 if shared:  # flock converts the shared lock in place
                     _acquire(fd, path, timeout, False, on_wait)
+                from patchkit.workspace.recovery import recover  # deferred: only a journal needs it
+
                 recovery = recover(root)  # first: a refused journal means nothing at all is written
             if not shared:
                 wrote_holder = _write_holder(fd)
@@ -106,6 +112,16 @@ def locked(
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, 0)  # nobody holds it now
             os.close(fd)  # closing releases the flock
+
+
+def needs_recovery(root: Path) -> bool:
+    """A journal, or a stray temp name of ours in the state folder (a kill while one was being written)."""
+    folder = root / STATE_DIR
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
 
 
 def recover_pending(root: Path, timeout: float, on_wait: WaitHook | None = None) -> Recovery | None:
@@ -192,11 +208,23 @@ def _ensure_gitignore(root: Path) -> None:
         state_fd = open_state_dir(root_fd, root, create=False)
         if state_fd is not None:
             try:
-                ensure_gitignore(Roots(root, root_fd, state_fd))
+                if not _present(state_fd, GITIGNORE_NAME):  # every write but the first: nothing to do
+                    from patchkit.workspace.commit import ensure_gitignore  # deferred: the writing code
+                    from patchkit.workspace.folders import Roots
+
+                    ensure_gitignore(Roots(root, root_fd, state_fd))
             finally:
                 os.close(state_fd)
     finally:
         os.close(root_fd)
+
+
+def _present(dir_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _lock_folder(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHook | None) -> None:

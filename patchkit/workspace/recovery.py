@@ -21,7 +21,7 @@ from pathlib import Path
 from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
 from patchkit.interrupts import signals_held
 from patchkit.tree import STATE_DIR, Snapshot, read_entry
-from patchkit.workspace.disk import PERMISSION_BITS, TEMP_NAME, Disk, lstat_at, put_file, unlink_present
+from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, unlink_present
 from patchkit.workspace.folders import (
     Roots,
     describe,
@@ -31,7 +31,8 @@ from patchkit.workspace.folders import (
     read,
     rmdir_if_empty,
 )
-from patchkit.workspace.journal import JOURNAL_NAME, Area, Entry, matches, parse_journal
+from patchkit.workspace.journal import Area, Entry, matches, parse_journal
+from patchkit.workspace.names import JOURNAL_NAME, TEMP_NAME
 from patchkit.workspace.trust import check_trusted, read_state_at
 
 
@@ -58,16 +59,6 @@ class Recovery:
         else:
             detail = f"rolled back {self.files} file{'' if self.files == 1 else 's'}"
         return f"recovered an interrupted {self.label} on {self.root}: {detail}"
-
-
-def needs_recovery(root: Path) -> bool:
-    """A journal, or a stray temp name of ours in the state folder (a kill while one was being written)."""
-    folder = root / STATE_DIR
-    try:
-        names = os.listdir(folder)
-    except OSError:
-        return False
-    return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
 
 
 def recover(root: Path) -> Recovery | None:
