@@ -28,7 +28,6 @@ import dataclasses
 import hashlib
 import marshal
 import os
-import secrets
 import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -36,7 +35,6 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
-from patchkit.diffs import parse_diff
 from patchkit.errors import UnsafePathError
 from patchkit.hunks import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
 from patchkit.paths import check_path
@@ -66,13 +64,19 @@ def parse_diff_cached(data: bytes, sha256: str, strip: int, source: str) -> Diff
     entry's binding). Errors are never cached, so a bad diff is reported exactly as parse_diff reports it.
     """
     if cache_dir() is None or hashlib.sha256(data).hexdigest() != sha256:
-        return parse_diff(data, strip, source)
+        return _parse(data, strip, source)
     files = load_entry(sha256, strip)
     if files is not None:
         return Diff(source, files)
-    diff = parse_diff(data, strip, source)
+    diff = _parse(data, strip, source)
     store_entry(sha256, strip, diff.files)
     return diff
+
+
+def _parse(data: bytes, strip: int, source: str) -> Diff:
+    from patchkit.diffs import parse_diff  # deferred: a hit parses nothing, so the parser loads on a miss only
+
+    return parse_diff(data, strip, source)
 
 
 def entry_key(sha256: str, strip: int) -> str:
@@ -120,6 +124,8 @@ def store_entry(sha256: str, strip: int, files: tuple[FilePatch, ...]) -> None:
     with _entries_folder(create=True) as folder:
         if folder is None:
             return
+        import secrets  # deferred: only a write needs a random name (secrets loads random, hmac, base64)
+
         tmp = f".tmp-{secrets.token_hex(8)}"
         try:
             fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=folder)

@@ -8,12 +8,10 @@ closed stdout pipe does not change the exit code. Nothing below here prints or e
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import itertools
 import os
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -121,8 +119,9 @@ def wants_json(argv: list[str]) -> bool:
 
 
 def suggest(word: str, choices: list[str]) -> str | None:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return close[0] if close else None
+    from patchkit.display import closest  # deferred: `patchkit --version` loads only cli, console and errors
+
+    return closest(word, choices)
 
 
 def emit_error(exc: PatchkitError) -> int:
@@ -171,6 +170,8 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     if settings().json if as_json is None else as_json:
         echo(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
     if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
+        import traceback  # deferred: only a bug's report shows one
+
         echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
     echo(f"patchkit: internal error, please report: {summary} "
          "(rerun with -v or PATCHKIT_TRACEBACK=1 for the traceback)", err=True)

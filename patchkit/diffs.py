@@ -19,7 +19,7 @@ from typing import Any
 from patchkit.display import escape_controls
 from patchkit.errors import DiffError, UnsafePathError
 from patchkit.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
-from patchkit.limits import MAX_DIFF_BYTES, MAX_DIFF_LINES, MAX_HEADER_DIGITS
+from patchkit.limits import MAX_DIFF_LINES, MAX_HEADER_DIGITS, check_diff_size
 from patchkit.paths import check_path
 
 RE_HUNK_HEADER = re.compile(rb"^@@ -(\d+)(?:,(\d+))? \+(\d+)(?:,(\d+))? @@( .*)?$")
@@ -66,15 +66,6 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
             hint="is this a unified diff (`git diff`, a pull request's .diff)?",
         )
     return Diff(source, files)
-
-
-def check_diff_size(size: int, source: str) -> None:
-    """Refuse a diff too large to be a real upstream change before it is read or parsed."""
-    if size > MAX_DIFF_BYTES:
-        raise DiffError(
-            f"the diff is {size} bytes, over the limit of {MAX_DIFF_BYTES} ({MAX_DIFF_BYTES >> 20} MiB)",
-            where=source, hint="split the change into several patches (see patchkit.limits for why the bound is there)",
-        )
 
 
 def _check_context(files: tuple[FilePatch, ...], source: str) -> None:

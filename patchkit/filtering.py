@@ -7,15 +7,13 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
-import difflib
 import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from patchkit.cache import parse_diff_cached
-from patchkit.diffs import parse_diff
-from patchkit.display import show_path
+from patchkit.display import closest, show_path
 from patchkit.errors import DiffError, ManifestError
 from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet, paths_of
@@ -60,8 +58,8 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | Non
     dead = [e for e in excludes if e.pattern not in used]
     if dead:
         paths = paths_of(diff.files)
-        close = difflib.get_close_matches(dead[0].pattern, paths, n=1, cutoff=0.6)
-        mean = f"did you mean {close[0]!r}? " if close else ""
+        close = closest(dead[0].pattern, paths)
+        mean = f"did you mean {close!r}? " if close else ""
         raise ExcludeError(
             f"exclude {dead[0].pattern!r} matches no file of the diff {diff.source}", dead[0].pattern,
             hint=f"{mean}fix the path (a typo here would silently apply the file you meant to exclude) or remove it",
@@ -147,6 +145,8 @@ def load_hunk_set(spec: PatchSpec) -> HunkSet:
     """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
     data = spec.read_diff()
     if spec.sha256 is None:  # read_diff refuses this; no verified hash, no cache
+        from patchkit.diffs import parse_diff  # deferred, as in the cache: the parser loads only to parse
+
         diff = parse_diff(data, spec.strip, str(spec.diff_path))
     else:
         diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))

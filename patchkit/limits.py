@@ -8,6 +8,8 @@ manifests by patchkit.manifest, globs by patchkit.globs.
 
 from __future__ import annotations
 
+from patchkit.errors import DiffError
+
 # Paths (bytes of the UTF-8 encoding). Linux PATH_MAX is 4096 and NAME_MAX 255: a longer path or name cannot
 # be created there at all, so a diff naming one can only be broken or hostile.
 MAX_PATH_BYTES = 4096
@@ -34,3 +36,12 @@ MAX_GLOB_CHARS = MAX_PATH_BYTES
 # have one to three. Matching costs at most (2 x wildcards + 1) states per path character, so this bounds
 # the worst pattern against the longest path to well under a second.
 MAX_GLOB_WILDCARDS = 64
+
+
+def check_diff_size(size: int, source: str) -> None:
+    """Refuse a diff too large to be a real upstream change before it is read (PatchSpec.read_diff) or parsed."""
+    if size > MAX_DIFF_BYTES:
+        raise DiffError(
+            f"the diff is {size} bytes, over the limit of {MAX_DIFF_BYTES} ({MAX_DIFF_BYTES >> 20} MiB)",
+            where=source, hint="split the change into several patches (see patchkit.limits for why the bound is there)",
+        )

@@ -6,20 +6,18 @@ errors that name the manifest file and the line of the key, so a typo can never 
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from patchkit.display import show_path
+from patchkit.display import closest, show_path
 from patchkit.errors import ManifestError, PendingPatchError
 from patchkit.globs import is_glob, parse_glob
-from patchkit.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING
+from patchkit.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING, check_diff_size
 from patchkit.paths import path_problem, reserved_name
 from patchkit.tomlcompat import tomllib
 
@@ -29,9 +27,10 @@ _HEX64 = re.compile(r"^[0-9a-f]{64}$")
 _HEX40 = re.compile(r"^[0-9a-f]{40}$")
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
-_PR_REF = re.compile(r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#([0-9]+)$")
-_TOML_LINE = re.compile(r"\(at line (\d+), column \d+\)")
-_LONG_NUMBER = re.compile(r"[0-9_]{4000,}")
+# Patterns only an error message or a rarer form needs: compiled on first use (re caches them), not at import.
+_PR_REF = r"^([A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?#([0-9]+)$"
+_TOML_LINE = r"\(at line (\d+), column \d+\)"
+_LONG_NUMBER = r"[0-9_]{4000,}"
 
 # key -> (python type, required). Nested tables are listed separately.
 _TOP_KEYS: dict[str, tuple[type, bool]] = {
@@ -227,6 +226,8 @@ class PatchSpec:
             source = self.upstream.prs[0].url + ".diff"
         else:  # several PRs or a local fix: no single URL gives the diff
             source = "FILE.diff"
+        import shlex  # deferred: only hints (a refusal, `list`, lint) show the command
+
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 
     def read_diff(self) -> bytes:
@@ -244,8 +245,6 @@ class PatchSpec:
                 where=_where(self.manifest_path, line_of_key(self.manifest_path, "diff")),
                 hint="vendor the diff file itself into the patch folder",
             )
-        from patchkit.diffs import check_diff_size  # deferred: `list` and lint's manifest pass stay light
-
         try:
             check_diff_size(real.stat().st_size, str(self.diff_path))  # before reading it into memory
             data = real.read_bytes()
@@ -300,11 +299,11 @@ def parse_toml(text: str, path: Path) -> dict[str, Any]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
-        at = _TOML_LINE.search(str(exc))
+        at = re.search(_TOML_LINE, str(exc))
         line = int(at[1]) if at else (len(text.splitlines()) or None) if "end of document" in str(exc) else None
         raise ManifestError(f"not valid TOML: {exc}", where=_where(path, line)) from None
     except ValueError:  # Python's int() limit (sys.int_max_str_digits), raised through tomllib
-        long_number = _LONG_NUMBER.search(text)
+        long_number = re.search(_LONG_NUMBER, text)
         number_line = text.count("\n", 0, long_number.start()) + 1 if long_number else None
         raise ManifestError(
             "not valid TOML: a number too long to read (thousands of digits)", where=_where(path, number_line),
@@ -527,7 +526,7 @@ def _pull_ref(item: Any, repo: str, key: str, fail: Any) -> PullRef:
             raise fail(f"upstream.{key} must be a positive PR number, got {item}", key, table="upstream")
         return PullRef(repo, item)
     if isinstance(item, str):
-        found = _PR_REF.match(item.strip())
+        found = re.match(_PR_REF, item.strip())
         if found and int(found.group(2)) > 0:
             return PullRef(found.group(1) or repo, int(found.group(2)))
     raise fail(
@@ -657,8 +656,8 @@ def _check_table(
 
 
 def _did_you_mean(word: str, choices: list[str], prefix: str = "") -> str:
-    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return f"did you mean {prefix}{close[0]}?" if close else ""
+    close = closest(word, choices)
+    return f"did you mean {prefix}{close}?" if close else ""
 
 
 def _joined_hint(*parts: str) -> str:
@@ -678,7 +677,7 @@ def find_key_line(text: str, key: str, table: str | None = None) -> int | None:
     key_re = re.compile(r"""^\s*(?:"{0}"|'{0}'|{0})\s*=""".format(re.escape(key)))
     current = ""
     for number, line in enumerate(text.splitlines(), 1):
-        header = _HEADER.match(line)
+        header = re.match(_HEADER, line)
         if header:
             current = header.group(1).strip().strip("\"'")
             if (current == key or current.endswith("." + key)) and table in (None, ""):
@@ -689,7 +688,7 @@ def find_key_line(text: str, key: str, table: str | None = None) -> int | None:
     return None
 
 
-_HEADER = re.compile(r"""^\s*\[+\s*([^\]]*?)\s*\]+\s*(?:#.*)?$""")
+_HEADER = r"""^\s*\[+\s*([^\]]*?)\s*\]+\s*(?:#.*)?$"""  # compiled on first use, like _PR_REF
 
 
 def line_of_key(path: Path, key: str, table: str | None = None) -> int | None:

@@ -7,12 +7,12 @@ follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] w
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from patchkit.display import closest
 from patchkit.errors import RegistryError
 from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
 from patchkit.tomlcompat import tomllib
@@ -89,10 +89,10 @@ def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
     if (folder / MANIFEST_NAME).is_file():
         return load_manifest(folder.resolve())
     ids = list_patch_ids(patches_dir)
-    close = difflib.get_close_matches(arg, ids, n=1, cutoff=0.6)
+    close = closest(arg, ids)
     known = ", ".join(ids) or "none"
     raise RegistryError(
-        f"no patch {arg!r} in the registry {patches_dir}" + (f"; did you mean {close[0]!r}?" if close else ""),
+        f"no patch {arg!r} in the registry {patches_dir}" + (f"; did you mean {close!r}?" if close else ""),
         hint=f"known patches: {known}; pass --patches DIR or set PATCHKIT_PATCHES to use another registry",
     )
 
