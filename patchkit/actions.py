@@ -2,6 +2,11 @@
 
 Everything that can be refused is refused before the lock is taken or the first byte is written: the manifest,
 the diff hash, the parse, the filter, and then the state of every file under the lock.
+
+What only some runs reach is imported where they reach it, so a command loads what it uses: the restart fast
+path (patchkit.fastpath) only for apply, and the write stage (the planner, the bytecode scan, the records'
+fast-path block, the transaction: `plan_writes`, `record_changes`, `commit` at the end of this module) only
+when there is something to plan or write. status and a rerun that finds nothing to do never load them.
 """
 
 from __future__ import annotations
@@ -10,14 +15,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from patchkit.bytecode import with_bytecode_removals
 from patchkit.errors import ExitCode, PatchkitError
-from patchkit.fastpath import add_block, check_restart, fast_block, series_entry
 from patchkit.filtering import load_hunk_set
 from patchkit.hunks import HunkSet, paths_of
-from patchkit.manifest import PatchSpec
-from patchkit.plan import Plan, plan_changes
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
     BaseState,
@@ -31,15 +33,16 @@ from patchkit.provenance import (
     missing_files,
     missing_reason,
     read_record,
-    record_files,
-    record_names,
-    record_removal,
 )
+from patchkit.records import record_files, record_names, record_removal
 from patchkit.state import PatchState, TreeState, scan_tree
 from patchkit.tree import STATE_DIR, Snapshot, check_root
-from patchkit.workspace.commit import commit_changes
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
-from patchkit.workspace.recovery import Recovery
+
+if TYPE_CHECKING:
+    from patchkit.manifest import PatchSpec
+    from patchkit.plan import FileChange, Plan
+    from patchkit.workspace.recovery import Recovery
 
 
 class Action(Enum):
@@ -139,16 +142,16 @@ def run(
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
                 state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
-                commit_changes(real_root, (), state_files=state_files, label=label)
+                commit(real_root, (), state_files, label)
             return outcome(decision.result, None)
-        plan = with_bytecode_removals(real_root, plan_changes(tree, forward=decision.forward))
+        plan = plan_writes(real_root, tree, forward=decision.forward)
         if options.dry_run:
             return outcome(Result.DRY_RUN, plan)
         if progress is not None:
             progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
         state_files = record_changes(spec, hunk_set, decision, after=after)
-        commit_changes(real_root, plan.changes, state_files=state_files, label=label)
+        commit(real_root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
 
 
@@ -162,6 +165,8 @@ def restart_outcomes(
     """
     if action is not Action.APPLY or not options.fast_restart or options.dry_run:
         return None, None
+    from patchkit.fastpath import check_restart  # deferred: only apply's restart reads the records' block
+
     try:
         for spec in specs:
             spec.read_diff()  # the diff must still be the one its manifest names
@@ -237,33 +242,6 @@ def _first_undecided(tree: TreeState) -> str:
     return "no single hunk is at fault"
 
 
-def record_changes(
-    spec: PatchSpec,
-    hunk_set: HunkSet,
-    decision: Decision,
-    *,
-    after: Mapping[str, Snapshot] | None = None,
-    series: Sequence[Sequence[str]] | None = None,
-) -> dict[str, bytes | None]:
-    """The applied-record files to write with a decision's tree changes, in the same transaction.
-
-    `after`: every path as the transaction leaves it, for the record's fast_path block; `series`: the patches
-    judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
-    """
-    if decision.forward or decision.result is Result.ADOPTED:
-        files = record_files(spec, hunk_set)
-        if after is not None:
-            name = record_names(spec.id)[0]
-            record = files[name]
-            assert record is not None
-            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after)
-            files[name] = add_block(record, block)
-        return files
-    if decision.forward is False or decision.drops_record:
-        return record_removal(spec.id)
-    return {}
-
-
 def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, options: Options) -> str | None:
     """Why provenance forbids the action (before any hunk-level decision), or None."""
     base = facts.base
@@ -319,3 +297,53 @@ def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, 
     if state is PatchState.AMBIGUOUS:
         return Result.REFUSED, "content alone cannot tell whether some hunks are applied; fix them by hand", None
     return Result.REFUSED, "some hunks match neither the old nor the new content; the tree has drifted", None
+
+
+# ------------------------------------------------------------------------------------------ the write stage
+# Shared by run and series.run_series. Each function imports its modules when called (see the module doc), so
+# nothing here loads for status; every import is done before the transaction it feeds starts.
+
+
+def plan_writes(root: Path, tree: TreeState, *, forward: bool) -> Plan:
+    """Every change the action makes to the tree (plan.plan_changes), with the cached bytecode of each Python
+    source it changes planned for removal too (patchkit.bytecode)."""
+    from patchkit.bytecode import with_bytecode_removals  # deferred: the write stage
+    from patchkit.plan import plan_changes
+
+    return with_bytecode_removals(root, plan_changes(tree, forward=forward))
+
+
+def record_changes(
+    spec: PatchSpec,
+    hunk_set: HunkSet,
+    decision: Decision,
+    *,
+    after: Mapping[str, Snapshot] | None = None,
+    series: Sequence[Sequence[str]] | None = None,
+) -> dict[str, bytes | None]:
+    """The applied-record files to write with a decision's tree changes, in the same transaction.
+
+    `after`: every path as the transaction leaves it, for the record's fast_path block; `series`: the patches
+    judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
+    """
+    if decision.forward or decision.result is Result.ADOPTED:
+        from patchkit.fastpath import add_block, fast_block, series_entry  # deferred: the write stage
+
+        files = record_files(spec, hunk_set)
+        if after is not None:
+            name = record_names(spec.id)[0]
+            record = files[name]
+            assert record is not None
+            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after)
+            files[name] = add_block(record, block)
+        return files
+    if decision.forward is False or decision.drops_record:
+        return record_removal(spec.id)
+    return {}
+
+
+def commit(root: Path, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
+    """One transaction: the tree changes, then the state files (workspace.commit.commit_changes)."""
+    from patchkit.workspace.commit import commit_changes  # deferred: the write stage
+
+    commit_changes(root, changes, state_files=state_files, label=label)

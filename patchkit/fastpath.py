@@ -34,12 +34,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import PatchkitError
-from patchkit.manifest import PatchSpec
-from patchkit.provenance import AppliedRecord, parse_record, record_names
-from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_at
+from patchkit.records import AppliedRecord, parse_record, record_names
+from patchkit.tree import STATE_DIR, open_folder, open_root, read_at
+
+if TYPE_CHECKING:
+    from patchkit.manifest import PatchSpec
+    from patchkit.tree import Snapshot
 
 BLOCK = "fast_path"
 _SEAL_KEY = b'"seal": "'
@@ -76,7 +79,7 @@ def fast_block(series: Sequence[Sequence[str]], paths: Iterable[str], after: Map
 
 
 def add_block(record: bytes, block: Mapping[str, Any]) -> bytes:
-    """The record's bytes (provenance.record_files) with a fast_path block added and sealed.
+    """The record's bytes (records.record_files) with a fast_path block added and sealed.
 
     The seal is the last key of the last block: sha256 of the record's bytes with the seal's value zeroed.
     """

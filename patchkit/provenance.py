@@ -6,7 +6,7 @@ on the tree as found (under the lock), each a frozen record:
 - BaseCheck: on a git checkout, HEAD against `target.pinned_commit`; on any tree, the files the hunk set reads
   against the `[base]` fingerprint (sha256 of each pre-image, recorded by `patchkit vendor --base-tree`).
 - RecordCheck: `.patchkit/applied/<id>.json`, written by every successful apply next to a stored copy of the
-  diff it applied, against the hunk set the manifest names now.
+  diff it applied (the format: patchkit.records), against the hunk set the manifest names now.
 - Origin: who put the change into an applied tree: this version, another version (stale), or nobody we know
   of (the tree already contained it: upstream-contains, the patch can be retired).
 
@@ -24,22 +24,16 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchkit import __version__
-from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
-from patchkit.filtering import filter_diff
 from patchkit.hunks import FileOp, HunkSet
-from patchkit.manifest import Exclude, PatchSpec
+from patchkit.records import AppliedRecord, parse_record, record_names
 from patchkit.rewrite import rewrite_section
 from patchkit.state import FileVerdict, PatchState, TreeState
 from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state
 
 if TYPE_CHECKING:
-    from datetime import datetime
-
-RECORD_DIR = "applied"  # under <root>/.patchkit
-RECORD_FORMAT = 1
+    from patchkit.manifest import PatchSpec
 
 
 # ------------------------------------------------------------------------------------------------------ base
@@ -241,55 +235,12 @@ class RecordState(Enum):
 
 
 @dataclass(frozen=True)
-class AppliedRecord:
-    """What `.patchkit/applied/<id>.json` holds; `<id>.diff` holds the diff bytes it names."""
-
-    patch: str
-    hunkset_sha256: str
-    manifest_sha256: str
-    diff_sha256: str
-    strip: int
-    excludes: tuple[Exclude, ...]
-    tool_version: str
-    applied_at: str  # UTC, ISO 8601
-
-
-@dataclass(frozen=True)
 class RecordCheck:
     state: RecordState
     path: str  # relative to the root
     record: AppliedRecord | None
     stored: HunkSet | None  # the stored copy, rebuilt and verified: only for a stale record
     detail: str | None  # why the record (or its stored copy) cannot be used
-
-
-def record_names(patch_id: str) -> tuple[str, str]:
-    """Names of the record and its stored diff, relative to `<root>/.patchkit`."""
-    return f"{RECORD_DIR}/{patch_id}.json", f"{RECORD_DIR}/{patch_id}.diff"
-
-
-def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None) -> dict[str, bytes | None]:
-    """The state files a successful apply writes: the record and the exact diff bytes it applied."""
-    from datetime import datetime, timezone  # deferred: only apply writes a record
-
-    diff = spec.read_diff()
-    record = {
-        "format": RECORD_FORMAT,
-        "patch": spec.id,
-        "hunkset_sha256": hunk_set.digest,
-        "manifest_sha256": _sha256(spec.manifest_path.read_bytes()),
-        "diff_sha256": _sha256(diff),
-        "strip": spec.strip,
-        "exclude": {e.pattern: e.reason for e in spec.excludes},
-        "tool_version": __version__,
-        "applied_at": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
-    }
-    json_name, diff_name = record_names(spec.id)
-    return {json_name: (json.dumps(record, indent=2) + "\n").encode(), diff_name: diff}
-
-
-def record_removal(patch_id: str) -> dict[str, bytes | None]:
-    return dict.fromkeys(record_names(patch_id))
 
 
 def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
@@ -300,7 +251,7 @@ def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
     if snap.data is None:
         return RecordCheck(RecordState.NONE, rel, None, None, None)
     try:
-        record = _parse_record(snap.data)
+        record = parse_record(snap.data)
     except (ValueError, KeyError, TypeError) as exc:
         return RecordCheck(RecordState.INVALID, rel, None, None, f"unreadable record: {exc}")
     if record.patch != patch_id:
@@ -314,34 +265,6 @@ def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
     return RecordCheck(RecordState.STALE, rel, record, stored, None)
 
 
-def _parse_record(data: bytes) -> AppliedRecord:
-    raw: dict[str, Any] = json.loads(data)
-    if raw.get("format") != RECORD_FORMAT:
-        raise ValueError(f"unknown record format {raw.get('format')!r}")
-    strings = ("patch", "hunkset_sha256", "manifest_sha256", "diff_sha256", "tool_version", "applied_at")
-    for key in strings:
-        if not isinstance(raw[key], str):
-            raise TypeError(f"{key} must be a string")
-    excludes = raw["exclude"]
-    if not isinstance(raw["strip"], int) or not isinstance(excludes, dict):
-        raise TypeError("strip must be an integer and exclude a table")
-    return AppliedRecord(
-        patch=raw["patch"],
-        hunkset_sha256=raw["hunkset_sha256"],
-        manifest_sha256=raw["manifest_sha256"],
-        diff_sha256=raw["diff_sha256"],
-        strip=raw["strip"],
-        excludes=tuple(Exclude(str(k), str(v)) for k, v in excludes.items()),
-        tool_version=raw["tool_version"],
-        applied_at=raw["applied_at"],
-    )
-
-
-def parse_record(data: bytes) -> AppliedRecord:
-    """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
-    return _parse_record(data)
-
-
 def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
     """Rebuild the hunk set a record names from its stored diff, and prove it is the same one."""
     rel = f"{STATE_DIR}/{name}"
@@ -350,6 +273,9 @@ def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
         raise BadInputError(f"{rel} is missing")
     if _sha256(data) != record.diff_sha256:
         raise BadInputError(f"{rel} does not have the sha256 its record names")
+    from patchkit.diffs import parse_diff  # deferred: only a stale record's stored copy is parsed here
+    from patchkit.filtering import filter_diff
+
     hunk_set = filter_diff(parse_diff(data, record.strip, rel), record.excludes)
     if hunk_set.digest != record.hunkset_sha256:
         raise BadInputError(f"{rel} does not give the hunk set its record names")

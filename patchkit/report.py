@@ -9,7 +9,7 @@ always a list of `{path, reason}` objects.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,11 +17,13 @@ from patchkit.actions import Action, Outcome, Result
 from patchkit.display import escape_controls, show_path
 from patchkit.filtering import match_exclude
 from patchkit.hunks import FileOp, HunkSet
-from patchkit.manifest import PatchSpec
 from patchkit.matching import HunkState
 from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation, missing_files
-from patchkit.series import SeriesOutcome, SeriesResult
 from patchkit.state import FileVerdict, PatchState
+
+if TYPE_CHECKING:
+    from patchkit.manifest import PatchSpec
+    from patchkit.series import SeriesOutcome  # the series runs only with --all: see series_lines
 
 _COLOURS = {
     "applied": "green",
@@ -526,6 +528,8 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
 
 def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
+    from patchkit.series import SeriesResult  # loaded already: it made `series`
+
     lines: list[str] = []
     in_order = series.outcomes if series.action is Action.APPLY else series.outcomes[::-1]  # as they were acted on
     for outcome in in_order:

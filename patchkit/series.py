@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from patchkit.actions import (
     STATUS_EXIT,
@@ -25,25 +26,26 @@ from patchkit.actions import (
     Options,
     Outcome,
     Result,
+    commit,
     decide_patch,
+    plan_writes,
     record_changes,
     restart_outcomes,
 )
-from patchkit.bytecode import with_bytecode_removals
 from patchkit.errors import ExitCode, ManifestError, RegistryError
-from patchkit.fastpath import series_entry
 from patchkit.filtering import load_hunk_set
 from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
-from patchkit.plan import Plan, plan_changes
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
 from patchkit.registry import load_registry
 from patchkit.state import FileVerdict, PatchState, TreeState, judge_sections
 from patchkit.tree import Snapshot, check_root, read_snapshot
-from patchkit.workspace.commit import commit_changes
 from patchkit.workspace.lock import locked
-from patchkit.workspace.recovery import Recovery
+
+if TYPE_CHECKING:
+    from patchkit.plan import Plan
+    from patchkit.workspace.recovery import Recovery
 
 # Worst last: the series state is its worst patch's state, and status --all exits with that state's code.
 _SEVERITY = (PatchState.APPLIED, PatchState.UNAPPLIED, PatchState.PARTIAL, PatchState.AMBIGUOUS, PatchState.CONFLICT)
@@ -252,13 +254,15 @@ def run_series(
             return finish(None)
         plan = None
         if moving:
-            plan = with_bytecode_removals(real_root, plan_changes(settled.together, forward=action is Action.APPLY))
+            plan = plan_writes(real_root, settled.together, forward=action is Action.APPLY)
             for i in moving:
                 paths = set(outcomes[i].tree.snapshots)
-                mine = Plan(plan.forward, tuple(c for c in plan.changes if c.path in paths))
+                mine = replace(plan, changes=tuple(c for c in plan.changes if c.path in paths))
                 result = Result.DRY_RUN if options.dry_run else outcomes[i].result
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
+            from patchkit.fastpath import series_entry  # deferred: the write stage, as in actions
+
             state_files: dict[str, bytes | None] = {}
             after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
             together = [series_entry(patches[i].spec) for i in active]
@@ -269,7 +273,7 @@ def run_series(
             if state_files or (plan is not None and plan.changes):
                 if progress is not None:
                     progress.phase(Phase.WRITE, "the series")
-                commit_changes(real_root, plan.changes if plan else (), state_files=state_files, label=label)
+                commit(real_root, plan.changes if plan else (), state_files, label)
         return finish(plan)
 
 

@@ -8,7 +8,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import click
 from click.core import ParameterSource
@@ -33,10 +33,12 @@ from patchkit.report import (
     table_hint,
     versioned,
 )
-from patchkit.series import SeriesOutcome, load_series, run_series
 from patchkit.state import PatchState
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
-from patchkit.workspace.recovery import Recovery
+
+if TYPE_CHECKING:
+    from patchkit.series import SeriesOutcome
+    from patchkit.workspace.recovery import Recovery
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -240,6 +242,8 @@ def _run_patch_command(
         emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
         patches = find_locations(patches=patches_dir).patches
         if selection.patch is None:
+            from patchkit.series import load_series, run_series  # deferred: only --all runs a series
+
             specs = load_series(patches, selection.target)
             series = run_series(specs, Path(root), action, options, keep_going=keep_going, progress=shown)
         else:
