@@ -1,14 +1,19 @@
-"""Cold start: `patchkit --version` loads no command module, and every registered command module loads."""
+"""Cold start: `patchkit --version` loads no command module, every registered command module loads, and a small
+status or a restart loads only the modules it uses."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import click
+import pytest
 
-from patchkit import cli
+from patchkit import cli as cli_module
+from tests.conftest import Registry, cli, git_diff, write_tree
 
 PROBE = """
 import json, sys
@@ -25,13 +30,90 @@ def test_version_imports_only_the_cli() -> None:
 
 
 def test_every_registered_module_gives_its_command() -> None:
-    ctx = click.Context(cli.main)
-    for module in cli.COMMAND_MODULES:
-        name = cli.command_name(module)
-        command = cli.main.get_command(ctx, name)
+    ctx = click.Context(cli_module.main)
+    for module in cli_module.COMMAND_MODULES:
+        name = cli_module.command_name(module)
+        command = cli_module.main.get_command(ctx, name)
         assert command is not None and command.name == name, module
-    assert set(cli.main.list_commands(ctx)) >= {cli.command_name(m) for m in cli.COMMAND_MODULES}
+    assert set(cli_module.main.list_commands(ctx)) >= {cli_module.command_name(m) for m in cli_module.COMMAND_MODULES}
 
 
 def test_unknown_command_is_still_a_usage_error() -> None:
-    assert cli.main.get_command(click.Context(cli.main), "no-such-command") is None
+    assert cli_module.main.get_command(click.Context(cli_module.main), "no-such-command") is None
+
+
+# What a small status and a container restart may not load: the writing code, the planner, the series, the
+# parser (the parse cache answers), and the modules only an error message or a rare path needs. An eager import
+# put back anywhere on their way (a module level import of one of these) fails these tests.
+NEVER_FOR_STATUS = (
+    "patchkit.bytecode",
+    "patchkit.diffs",
+    "patchkit.fastpath",
+    "patchkit.plan",
+    "patchkit.series",
+    "patchkit.workspace.commit",
+    "patchkit.workspace.disk",
+    "patchkit.workspace.folders",
+    "patchkit.workspace.journal",
+    "patchkit.workspace.recovery",
+    "unidiff",
+    "git",
+    "difflib",
+    "secrets",
+    "shlex",
+    "traceback",
+)
+NEVER_FOR_RESTART = tuple(m for m in NEVER_FOR_STATUS if m != "patchkit.fastpath")
+
+RUN_PROBE = """
+import json, sys
+from patchkit.cli import run
+code = run(sys.argv[1:])
+print(json.dumps([code, sorted(sys.modules)]))
+"""
+
+BEFORE = {f"eng/mod{i}.py": b"".join(b"value_%d = %d\n" % (n, n) for n in range(40)) for i in range(3)}
+AFTER = {path: data.replace(b"value_7 = 7", b"value_7 = 8").replace(b"value_30 =", b"value_30: int =")
+         for path, data in BEFORE.items()}
+
+
+def loaded_by(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, set[str], str]:
+    """Exit code, every module loaded, and stderr of one CLI run in a fresh interpreter."""
+    done = subprocess.run(
+        [sys.executable, "-c", RUN_PROBE, *map(str, args)], capture_output=True, text=True, check=True,
+        env={**os.environ, **(env or {})},
+    )
+    code, modules = json.loads(done.stdout.splitlines()[-1])
+    return code, set(modules), done.stderr
+
+
+@pytest.fixture
+def small_patch(tmp_path: Path, registry: Registry, engine: Path) -> tuple[Path, Path]:
+    """A three-file patch and its unapplied tree; the parse cache already holds the diff (a rerun's case)."""
+    write_tree(engine, BEFORE)
+    registry.add("small-pr1", git_diff(tmp_path, BEFORE, AFTER))
+    code, _, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", registry.path)
+    assert code == 3, err
+    return engine, registry.path
+
+
+def test_status_loads_only_what_it_uses(small_patch: tuple[Path, Path]) -> None:
+    engine, patches = small_patch
+    code, loaded, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", patches)
+    assert code == 3, err
+    assert not loaded & set(NEVER_FOR_STATUS)
+    assert {"patchkit.state", "patchkit.workspace.lock", "patchkit.report"} <= loaded  # it did judge and speak
+    assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
+    code, loaded, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", patches)
+    assert code == 0, err  # applied, with its record read
+    assert not loaded & set(NEVER_FOR_STATUS)
+
+
+def test_a_restart_loads_neither_the_parser_nor_the_write_stage(small_patch: tuple[Path, Path]) -> None:
+    engine, patches = small_patch
+    assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
+    code, loaded, err = loaded_by(
+        "apply", "small-pr1", "--root", engine, "--patches", patches, env={"PATCHKIT_DEBUG_FASTPATH": "1"}
+    )
+    assert code == 0 and "fast path used" in err, err
+    assert not loaded & set(NEVER_FOR_RESTART)
