@@ -73,6 +73,8 @@ STATUS_EXIT = {
 
 @dataclass(frozen=True)
 class Options:
+    """How an action runs, as the command's flags set it."""
+
     dry_run: bool = False
     complete: bool = False
     lock_timeout: float = DEFAULT_LOCK_TIMEOUT
@@ -87,6 +89,8 @@ class Options:
 
 @dataclass(frozen=True)
 class Outcome:
+    """What one action found and did on one patch: everything the report says, and the exit code."""
+
     spec: PatchSpec
     action: Action
     tree: TreeState  # as found, before the action

@@ -33,6 +33,8 @@ PROGRESS_DELAY = 1.0  # seconds a phase runs before progress is drawn ($PATCHKIT
 
 @dataclass(frozen=True)
 class Settings:
+    """The output options of this run (-q, -v, --color, --json)."""
+
     color: str = "auto"  # auto | always | never
     quiet: bool = False
     verbose: bool = False

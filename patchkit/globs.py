@@ -38,6 +38,8 @@ _SKIPPABLE = (_Kind.STAR, _Kind.ANY, _Kind.FOLDERS)  # tokens that may match not
 
 @dataclass(frozen=True)
 class _Class:
+    """A `[...]` class: its characters and ranges, or (negated) everything but them."""
+
     negated: bool
     chars: frozenset[str]
     ranges: tuple[tuple[str, str], ...]
@@ -49,6 +51,8 @@ class _Class:
 
 @dataclass(frozen=True)
 class _Token:
+    """One element of a parsed pattern: a literal character, a wildcard, or a class."""
+
     kind: _Kind
     char: str = ""
     members: _Class | None = None
@@ -56,6 +60,8 @@ class _Token:
 
 @dataclass(frozen=True)
 class Glob:
+    """A parsed exclude pattern, matched by simulating its automaton (see the module doc)."""
+
     pattern: str
     tokens: tuple[_Token, ...]
 

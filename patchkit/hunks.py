@@ -103,6 +103,8 @@ class FilePatch:
 
 @dataclass(frozen=True)
 class Diff:
+    """A parsed diff: every file section, in diff order, before the manifest's excludes."""
+
     source: str  # the diff's file name, for messages
     files: tuple[FilePatch, ...]
 

@@ -152,12 +152,16 @@ class SourceRecord:
 
 @dataclass(frozen=True)
 class Target:
+    """The engine the patch is for (`[target]`), and the commit it was validated on, if known."""
+
     name: str
     pinned_commit: str | None  # None: not known yet (recorded as "unknown" or omitted)
 
 
 @dataclass(frozen=True)
 class Exclude:
+    """One `[exclude]` entry: a file (or glob), or some hunks of one file, and why it is not ported."""
+
     pattern: str  # a path or a glob, after strip, as the diff names it (before prefix and [paths])
     reason: str
     hunks: tuple[int, ...] | None = None  # only these hunks of the file are dropped (1-based); None: the file

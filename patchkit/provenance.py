@@ -57,6 +57,8 @@ class Relation(Enum):
 
 @dataclass(frozen=True)
 class HeadCheck:
+    """HEAD of a git checkout against the pinned commit (None where git could not tell)."""
+
     head: str | None
     relation: Relation | None
     detail: str | None  # why git could not answer
@@ -64,6 +66,8 @@ class HeadCheck:
 
 @dataclass(frozen=True)
 class BaseCheck:
+    """Is the tree the pinned base: the git HEAD check and the `[base]` fingerprint together."""
+
     state: BaseState
     pinned_commit: str | None
     head: str | None  # None: not a git checkout, or no pinned commit to compare with
@@ -236,6 +240,8 @@ class RecordState(Enum):
 
 @dataclass(frozen=True)
 class RecordCheck:
+    """The applied record as found, against the hunk set the manifest names now."""
+
     state: RecordState
     path: str  # relative to the root
     record: AppliedRecord | None
@@ -300,6 +306,8 @@ class Origin(Enum):
 
 @dataclass(frozen=True)
 class Provenance:
+    """What provenance found for one patch on one tree: base, applied record and origin (see the module doc)."""
+
     base: BaseCheck
     record: RecordCheck
     origin: Origin | None  # None: the change is not (recognisably) in the tree

@@ -20,6 +20,8 @@ from patchkit.tomlcompat import tomllib
 
 @dataclass(frozen=True)
 class Locations:
+    """The registry folders a run uses: the patches and the waivers."""
+
     patches: Path
     waivers: Path
 

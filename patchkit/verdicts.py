@@ -25,6 +25,8 @@ class PatchState(Enum):
 
 @dataclass(frozen=True)
 class HunkVerdict:
+    """One hunk, located (or not) in the content it was judged on."""
+
     hunk: Hunk
     located: Located
     expected: int  # 0-based position the hunk was expected at in the judged content

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 DEFAULT_LOCK_TIMEOUT = 300.0
 WAIT_NOTICE_AFTER = 1.0  # seconds of waiting before `on_wait` is told who holds the lock
-_HOLDER = re.compile(rb"pid=(\d{1,10}) since=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\n")
+_HOLDER = rb"pid=(\d{1,10}) since=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\n"  # compiled when first read (re caches it)
 
 
 @dataclass(frozen=True)
@@ -148,7 +148,7 @@ def pending_label(root: Path) -> str:
 def read_holder(fd: int, path: Path) -> LockHolder | None:
     """The writer named in the lock file, if that process is still alive."""
     try:
-        match = _HOLDER.fullmatch(os.pread(fd, 128, 0))
+        match = re.fullmatch(_HOLDER, os.pread(fd, 128, 0))
     except OSError:
         return None
     if match is None:
