@@ -4,9 +4,11 @@ Everything that can be refused is refused before the lock is taken or the first 
 the diff hash, the parse, the filter, and then the state of every file under the lock.
 
 What only some runs reach is imported where they reach it, so a command loads what it uses: the restart fast
-path (patchkit.fastpath) only for apply, and the write stage (the planner, the bytecode scan, the records'
-fast-path block, the transaction: `plan_writes`, `record_changes`, `commit` at the end of this module) only
-when there is something to plan or write. status and a rerun that finds nothing to do never load them.
+path (patchkit.fastpath) only for apply, the parse stage (patchkit.filtering and the parse cache) only once the
+fast path declined, and the write stage (the planner, the bytecode scan, the records' fast-path block, the
+transaction: `plan_writes`, `record_changes`, `commit` at the end of this module) only when there is something
+to plan or write. status never loads the fast path or the write stage; a restart the records answer loads
+neither the parse stage nor the write stage.
 """
 
 from __future__ import annotations
@@ -18,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import ExitCode, PatchkitError
-from patchkit.filtering import load_hunk_set
 from patchkit.hunks import HunkSet, paths_of
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
@@ -123,6 +124,8 @@ def run(
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
+    from patchkit.filtering import load_hunk_set  # deferred: the parse stage (see the module doc)
+
     hunk_set = load_hunk_set(spec)
     check_hunkset_pin(spec, hunk_set)
     real_root = check_root(root)

@@ -15,7 +15,6 @@ import click
 
 from patchkit.actions import Action, Outcome, Result
 from patchkit.display import escape_controls, show_path
-from patchkit.filtering import match_exclude
 from patchkit.hunks import FileOp, HunkSet
 from patchkit.matching import HunkState
 from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation, missing_files
@@ -63,6 +62,8 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
+    from patchkit.filtering import match_exclude  # deferred: only JSON lists them, and a restart parses nothing
+
     def reason(path: str) -> str:
         return next((e.reason for e in spec.excludes if match_exclude(e.pattern, path)), "")
 

@@ -33,7 +33,6 @@ from patchkit.actions import (
     restart_outcomes,
 )
 from patchkit.errors import ExitCode, ManifestError, RegistryError
-from patchkit.filtering import load_hunk_set
 from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
 from patchkit.progress import Phase, Progress
@@ -213,6 +212,8 @@ def run_series(
     quick, earlier = restart_outcomes(specs, root, action, options)
     if quick is not None:
         return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
+    from patchkit.filtering import load_hunk_set  # deferred: the parse stage, as in actions.run
+
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
         if progress is not None:

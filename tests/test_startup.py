@@ -63,7 +63,8 @@ NEVER_FOR_STATUS = (
     "shlex",
     "traceback",
 )
-NEVER_FOR_RESTART = tuple(m for m in NEVER_FOR_STATUS if m != "patchkit.fastpath")
+# A restart answered from the records (patchkit.fastpath) does not parse either: no filtering, no parse cache.
+NEVER_FOR_RESTART = (*(m for m in NEVER_FOR_STATUS if m != "patchkit.fastpath"), "patchkit.filtering", "patchkit.cache")
 
 RUN_PROBE = """
 import json, sys
@@ -109,11 +110,14 @@ def test_status_loads_only_what_it_uses(small_patch: tuple[Path, Path]) -> None:
     assert not loaded & set(NEVER_FOR_STATUS)
 
 
-def test_a_restart_loads_neither_the_parser_nor_the_write_stage(small_patch: tuple[Path, Path]) -> None:
+@pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all (the container hook)"])
+def test_a_restart_loads_neither_the_parser_nor_the_write_stage(
+    small_patch: tuple[Path, Path], which: list[str]
+) -> None:
     engine, patches = small_patch
-    assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
+    assert cli("apply", *which, "--root", engine, "--patches", patches).code == 0
     code, loaded, err = loaded_by(
-        "apply", "small-pr1", "--root", engine, "--patches", patches, env={"PATCHKIT_DEBUG_FASTPATH": "1"}
+        "apply", *which, "--root", engine, "--patches", patches, env={"PATCHKIT_DEBUG_FASTPATH": "1"}
     )
     assert code == 0 and "fast path used" in err, err
-    assert not loaded & set(NEVER_FOR_RESTART)
+    assert not loaded & set(NEVER_FOR_RESTART) - ({"patchkit.series"} if which == ["--all"] else set())
