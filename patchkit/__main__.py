@@ -1,3 +1,3 @@
-from patchkit.cli import main
+from patchkit.cli import entry
 
-main(prog_name="patchkit")  # `python -m patchkit` says "patchkit" in help, and completes as _PATCHKIT_COMPLETE
+entry()  # `python -m patchkit` says "patchkit" in help, and completes as _PATCHKIT_COMPLETE

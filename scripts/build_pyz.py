@@ -49,9 +49,9 @@ if sys.version_info < (3, 10):
 # Nothing to write: zipimport never caches bytecode, and this keeps any other import from trying either.
 sys.dont_write_bytecode = True
 
-from patchkit.cli import main  # noqa: E402
+from patchkit.cli import entry  # noqa: E402
 
-main(prog_name="patchkit")
+entry()
 '''
 
 

@@ -48,7 +48,7 @@ def test_the_wheel_holds_the_package_its_data_and_complete_metadata(dist: Path) 
         assert f"Programming Language :: Python :: {version}" in classifiers
     assert "Typing :: Typed" in classifiers and "patchkit/py.typed" in names
     assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Source", "Issues"}
-    assert "patchkit = patchkit.cli:main" in entry_points
+    assert "patchkit = patchkit.cli:entry" in entry_points
     shipped = {p.relative_to(REPO).as_posix() for p in (REPO / "patchkit").rglob("*")
                if p.is_file() and "__pycache__" not in p.parts}
     assert {n for n in names if n.startswith("patchkit/")} == shipped  # every module and every demo file

@@ -122,3 +122,21 @@ def test_a_restart_loads_neither_the_parser_nor_the_write_stage(
     )
     assert code == 0 and "fast path used" in err, err
     assert not loaded & set(NEVER_FOR_RESTART) - ({"patchkit.series"} if which == ["--all"] else set())
+
+
+def test_the_program_flushes_everything_before_its_quick_exit(small_patch: tuple[Path, Path]) -> None:
+    """`python -m patchkit` ends with os._exit after flushing (cli.entry): a long report through a pipe arrives
+    whole, the exit code is the command's, and a pipe the reader closed early keeps the code, as before."""
+    engine, patches = small_patch
+    args = [sys.executable, "-m", "patchkit", "status", "small-pr1", "--root", str(engine), "--patches", str(patches)]
+    done = subprocess.run([*args, "--json", "-v"], capture_output=True, check=False)
+    assert done.returncode == 3, done.stderr
+    report = json.loads(done.stdout)  # the whole document: nothing was left in a buffer
+    assert report["patch"] == "small-pr1" and report["state"] == "unapplied"
+    assert done.stdout.endswith(b"}\n")
+    closed = subprocess.run(f"{' '.join(args)} -v | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}", shell=True,
+                            executable="/bin/bash", capture_output=True, check=False)
+    assert closed.returncode == 3, closed.stderr
+    pid = subprocess.run([sys.executable, "-c", "import patchkit.__main__"], capture_output=True, check=False,
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    assert pid.returncode == 2 and b"Usage" in pid.stderr + pid.stdout  # no command: a usage error, exit 2
