@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import PatchkitError
 from patchkit.records import AppliedRecord, parse_record, record_names
-from patchkit.tree import STATE_DIR, open_folder, open_root, read_at
+from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_all_at
 
 if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
@@ -175,9 +175,11 @@ def _vouching_record(
         return None
     if block.get("code") != code_fingerprint() or block.get("series") != series:
         return None
-    for path, want in files.items():
-        if not isinstance(path, str) or not _file_is(root_fd, root, path, want):
-            return None
+    if not all(isinstance(path, str) for path in files):
+        return None
+    found = read_all_at(root_fd, root, files)
+    if not all(_file_is(found[path], want) for path, want in files.items()):
+        return None
     return record
 
 
@@ -187,9 +189,8 @@ def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:
     return bool(keys) and keys[-1] == "seal" and data.endswith(f'{block["seal"]}"\n  }}\n}}\n'.encode())
 
 
-def _file_is(root_fd: int, root: Path, path: str, want: Any) -> bool:
-    """The file at `path` is byte for byte (and mode for mode) what the record says the transaction left."""
-    snap = read_at(root_fd, root, path)
+def _file_is(snap: Snapshot, want: Any) -> bool:
+    """The file as read is byte for byte (and mode for mode) what the record says the transaction left."""
     if want is None:
         return snap.data is None
     if not isinstance(want, dict) or snap.data is None:

@@ -39,7 +39,7 @@ from patchkit.progress import Phase, Progress
 from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
 from patchkit.registry import load_registry
 from patchkit.state import FileVerdict, PatchState, TreeState, judge_sections
-from patchkit.tree import Snapshot, check_root, read_snapshot
+from patchkit.tree import Snapshot, check_root, read_all
 from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
@@ -234,7 +234,7 @@ def run_series(
         ]
         # Every path of every patch, read once: the series is judged (and re-judged) on these.
         every_path = paths_of(_joined(h for p in patches for h in (p.in_tree, p.hunk_set)).files)
-        snapshots = {path: read_snapshot(real_root, path) for path in every_path}
+        snapshots = read_all(real_root, every_path)
         settled = _settle(real_root, patches, snapshots, action, options, keep_going)
         outcomes, decisions, active = settled.outcomes, settled.decisions, settled.active
         moving = [i for i in active if decisions[i].forward is not None]

@@ -23,7 +23,7 @@ from pathlib import Path
 from patchkit.hunks import FileOp, FilePatch, Hunk, HunkSet, paths_of
 from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
-from patchkit.tree import Snapshot, read_snapshot
+from patchkit.tree import Snapshot, read_all
 from patchkit.verdicts import FileVerdict, HunkVerdict, PatchState
 
 __all__ = [
@@ -71,7 +71,7 @@ def combine(states: Iterable[PatchState | HunkState]) -> PatchState:
 
 def scan_tree(root: Path, hunk_set: HunkSet) -> TreeState:
     """Read every path of the filtered hunk set once and judge each section."""
-    snapshots = {path: read_snapshot(root, path) for path in paths_of(hunk_set.files)}
+    snapshots = read_all(root, paths_of(hunk_set.files))
     verdicts = judge_sections(hunk_set.files, snapshots)
     return TreeState(root, hunk_set, tuple(verdicts), snapshots)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -148,6 +149,48 @@ def read_snapshot(root: Path, rel: str) -> Snapshot:
         return read_at(root_fd, root, rel)
     finally:
         os.close(root_fd)
+
+
+def read_all(root: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
+    """Every path under root, each as read_snapshot reads it, walking each folder once for consecutive paths."""
+    root_fd = open_root(root)
+    try:
+        return read_all_at(root_fd, root, paths)
+    finally:
+        os.close(root_fd)
+
+
+def read_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
+    """read_at for many paths: the descriptors of the folders on the way are kept while the next path shares
+    them (a diff lists a folder's files together), so each folder is opened once per run of paths, not once per
+    file. Every folder is still opened link-free from its parent's descriptor; at most one chain is open."""
+    out: dict[str, Snapshot] = {}
+    chain: list[tuple[str, int]] = []  # the open folders from base down: (name, descriptor)
+    top = str(base).rstrip("/")
+    try:
+        for rel in paths:
+            parts = split_relative(rel)
+            folders = parts[:-1]
+            kept = 0
+            while kept < min(len(chain), len(folders)) and chain[kept][0] == folders[kept]:
+                kept += 1
+            for _, fd in chain[kept:]:
+                os.close(fd)
+            del chain[kept:]
+            for depth in range(kept, len(folders)):
+                parent = chain[-1][1] if chain else base_fd
+                child = open_child_dir(parent, folders[depth], rel, "/".join((top, *folders[: depth + 1])))
+                if child is None:
+                    break
+                chain.append((folders[depth], child))
+            if len(chain) < len(folders):
+                out[rel] = Snapshot(rel, None, None)
+            else:
+                out[rel] = read_entry(chain[-1][1] if chain else base_fd, parts[-1], rel, "/".join((top, *parts)))
+    finally:
+        for _, fd in chain:
+            os.close(fd)
+    return out
 
 
 def read_at(base_fd: int, base: Path, rel: str) -> Snapshot:
