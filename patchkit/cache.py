@@ -35,6 +35,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import Any
 
+from patchkit import source_archive
 from patchkit.errors import UnsafePathError
 from patchkit.hunks import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
 from patchkit.paths import check_path
@@ -252,9 +253,9 @@ def _read_all(fd: int, size: int) -> bytes:
 
 
 def _parser_sources() -> Iterator[Path]:
-    archive = next((parent for parent in Path(__file__).parents if parent.is_file()), None)
+    archive = source_archive()
     if archive is not None:  # imported from a zip (patchkit.pyz): the archive holds every parser source
-        yield archive
+        yield Path(archive)
         return
     yield Path(__file__)
     for name in ("diffs.py", "hunks.py", "paths.py", "limits.py"):

@@ -36,6 +36,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from patchkit import source_archive
 from patchkit.errors import PatchkitError
 from patchkit.records import AppliedRecord, parse_record, record_names
 from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_all_at
@@ -103,6 +104,14 @@ def _sealed(data: bytes) -> bool:
 def code_fingerprint() -> str:
     """sha256 of every source that can change a verdict: patchkit's modules, unidiff's, the Python version."""
     h = hashlib.sha256(f"{sys.version}\0".encode())
+    archive = source_archive()
+    if archive is not None:  # patchkit.pyz: its modules (and its unidiff) are members of the one archive
+        try:
+            with open(archive, "rb") as handle:
+                h.update(b"archive\0" + handle.read())
+        except OSError:
+            h.update(b"unreadable archive")
+        return h.hexdigest()
     package = Path(__file__).parent
     folders = [package]
     spec = find_spec("unidiff")  # locates the package without importing it

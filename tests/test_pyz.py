@@ -149,6 +149,27 @@ def test_the_parse_cache_works_from_the_archive_and_a_new_archive_does_not_reuse
     assert len(list(entries.glob("*.bin"))) == 2
 
 
+def test_the_restart_fast_path_from_the_archive_trusts_records_of_this_build_only(tmp_path: Path, pyz: Path) -> None:
+    """The fast path's code fingerprint covers the archive: another build of patchkit.pyz (whose judgement may
+    differ) runs the full judgement on a tree the first build applied, and gives the same answer."""
+    root = tmp_path / "engine"
+    write_tree(root, ENGINE)
+    patches = engine_registry(tmp_path)
+    env = isolated_env(HOME=str(tmp_path / "home"), PATCHKIT_DEBUG_FASTPATH="1")
+    args = ("apply", "--all", "--root", str(root), "--patches", str(patches))
+    assert run_pyz(pyz, *args, env=env, cwd=tmp_path).returncode == 0
+    again = run_pyz(pyz, *args, env=env, cwd=tmp_path)
+    assert again.returncode == 0 and "fast path used" in again.stderr, again.stderr
+    other = tmp_path / "other.pyz"
+    shutil.copy2(pyz, other)
+    with zipfile.ZipFile(other, "a") as archive:
+        archive.writestr("EXTRA.txt", "another build")
+    full = run_pyz(other, *args, env=env, cwd=tmp_path)
+    assert full.returncode == 0 and "fast path not used" in full.stderr, full.stderr
+    assert full.stdout == again.stdout
+    assert {p: d for p, (d, _) in read_tree(root).items()} == PATCHED
+
+
 PROBE = """
 import json, os, subprocess, sys
 import tinyengine
