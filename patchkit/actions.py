@@ -135,7 +135,7 @@ def run(
         recovered = recovered or earlier
         if progress is not None:
             progress.phase(Phase.JUDGE, spec.id)
-        record = read_record(real_root, spec.id, hunk_set.digest)
+        record = read_record(real_root, spec.id, hunk_set)
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
         tree = scan_tree(real_root, stored or hunk_set)

@@ -249,8 +249,9 @@ class RecordCheck:
     detail: str | None  # why the record (or its stored copy) cannot be used
 
 
-def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
-    """The applied record of patch_id under root, compared with the hunk-set digest the manifest gives now."""
+def read_record(root: Path, patch_id: str, hunk_set: HunkSet) -> RecordCheck:
+    """The applied record of patch_id under root, compared with the digest of the hunk set the manifest gives now
+    (hashed only when there is a record to compare it with: a tree without one never pays for it)."""
     json_name, diff_name = record_names(patch_id)
     rel = f"{STATE_DIR}/{json_name}"
     snap = read_state(root, json_name)  # refused (exit 2) unless nobody but us or root could have written it
@@ -262,7 +263,7 @@ def read_record(root: Path, patch_id: str, digest: str) -> RecordCheck:
         return RecordCheck(RecordState.INVALID, rel, None, None, f"unreadable record: {exc}")
     if record.patch != patch_id:
         return RecordCheck(RecordState.INVALID, rel, None, None, f"the record is for patch {record.patch!r}")
-    if record.hunkset_sha256 == digest:
+    if record.hunkset_sha256 == hunk_set.digest:
         return RecordCheck(RecordState.CURRENT, rel, record, None, None)
     try:
         stored = _load_stored(root, diff_name, record)

@@ -229,7 +229,7 @@ def run_series(
         if progress is not None:
             progress.phase(Phase.JUDGE, "the series")
         patches = [
-            _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set.digest))
+            _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set))
             for spec, hunk_set in zip(specs, hunk_sets, strict=True)
         ]
         # Every path of every patch, read once: the series is judged (and re-judged) on these.
