@@ -24,6 +24,7 @@ decides anything but "applied"; a record is only ever a reason to skip work, nev
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import json
@@ -39,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 from patchkit import source_archive
 from patchkit.errors import PatchkitError
 from patchkit.records import AppliedRecord, parse_record, record_names
-from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_all_at
+from patchkit.tree import STATE_DIR, Snapshot, iter_all_at, open_folder, open_root
 
 if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
@@ -186,9 +187,10 @@ def _vouching_record(
         return None
     if not all(isinstance(path, str) for path in files):
         return None
-    found = read_all_at(root_fd, root, files)
-    if not all(_file_is(found[path], want) for path, want in files.items()):
-        return None
+    # One file in memory at a time: each is read, hashed and dropped (a restart's peak stays below the tree's size).
+    with contextlib.closing(iter_all_at(root_fd, root, files)) as found:
+        if not all(_file_is(snap, files[path]) for path, snap in found):
+            return None
     return record
 
 

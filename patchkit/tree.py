@@ -9,10 +9,11 @@ between the check and the open is refused instead of followed.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -161,10 +162,18 @@ def read_all(root: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
 
 
 def read_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
-    """read_at for many paths: the descriptors of the folders on the way are kept while the next path shares
-    them (a diff lists a folder's files together), so each folder is opened once per run of paths, not once per
-    file. Every folder is still opened link-free from its parent's descriptor; at most one chain is open."""
-    out: dict[str, Snapshot] = {}
+    """read_at for many paths, with each folder walked once per run of its files (see iter_all_at)."""
+    with contextlib.closing(iter_all_at(base_fd, base, paths)) as snapshots:
+        return dict(snapshots)
+
+
+def iter_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> Generator[tuple[str, Snapshot], None, None]:
+    """(path, read_at snapshot) for each path, one at a time (a caller that drops each keeps one file in memory).
+
+    The descriptors of the folders on the way are kept while the next path shares them (a diff lists a folder's
+    files together), so each folder is opened once per run of paths, not once per file. Every folder is still
+    opened link-free from its parent's descriptor; at most one chain is open, and closing the generator (or
+    finishing it) closes it."""
     chain: list[tuple[str, int]] = []  # the open folders from base down: (name, descriptor)
     top = str(base).rstrip("/")
     try:
@@ -184,13 +193,12 @@ def read_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> dict[str, Sna
                     break
                 chain.append((folders[depth], child))
             if len(chain) < len(folders):
-                out[rel] = Snapshot(rel, None, None)
+                yield rel, Snapshot(rel, None, None)
             else:
-                out[rel] = read_entry(chain[-1][1] if chain else base_fd, parts[-1], rel, "/".join((top, *parts)))
+                yield rel, read_entry(chain[-1][1] if chain else base_fd, parts[-1], rel, "/".join((top, *parts)))
     finally:
         for _, fd in chain:
             os.close(fd)
-    return out
 
 
 def read_at(base_fd: int, base: Path, rel: str) -> Snapshot:
