@@ -137,6 +137,6 @@ def test_the_program_flushes_everything_before_its_quick_exit(small_patch: tuple
     closed = subprocess.run(f"{' '.join(args)} -v | head -c 1 >/dev/null; exit ${{PIPESTATUS[0]}}", shell=True,
                             executable="/bin/bash", capture_output=True, check=False)
     assert closed.returncode == 3, closed.stderr
-    pid = subprocess.run([sys.executable, "-c", "import patchkit.__main__"], capture_output=True, check=False,
+    bare = subprocess.run([sys.executable, "-c", "import patchkit.__main__"], capture_output=True, check=False,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-    assert pid.returncode == 2 and b"Usage" in pid.stderr + pid.stdout  # no command: a usage error, exit 2
+    assert bare.returncode == 2 and b"Usage" in bare.stderr + bare.stdout  # no command: a usage error, exit 2
