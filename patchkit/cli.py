@@ -8,6 +8,7 @@ closed stdout pipe does not change the exit code. Nothing below here prints or e
 
 from __future__ import annotations
 
+import gc
 import importlib
 import itertools
 import os
@@ -178,6 +179,7 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     return code
 
 
+GC_FIRST_GENERATION = 200_000  # see entry()
 REPORT_HINT = "this is a bug in patchkit: please report it with the traceback (rerun with PATCHKIT_TRACEBACK=1)"
 
 
@@ -211,7 +213,14 @@ def entry() -> None:
     ~6 ms on a small status, more after a large one) changes nothing, so the output is flushed and the process
     ends with os._exit. If the flush fails (a closed pipe), the normal exit reports it as before. In-process
     callers (tests, click's CliRunner, embedders) use `main` or `run`, which never end the process this way.
+
+    The cyclic garbage collector runs far less often (a first generation of 200,000 allocations, not 700):
+    patchkit's data (hunks, images, records) is acyclic and freed by reference counting, so the passes over
+    the hundreds of thousands of objects a large diff becomes only cost time (~20-30 ms on a large fresh
+    status; peak memory measured the same). Cycles are still collected, just later; in-process callers keep
+    their own settings.
     """
+    gc.set_threshold(GC_FIRST_GENERATION, *gc.get_threshold()[1:])
     code = main.main(prog_name="patchkit", standalone_mode=False)
     try:
         sys.stdout.flush()

@@ -140,3 +140,21 @@ def test_the_program_flushes_everything_before_its_quick_exit(small_patch: tuple
     bare = subprocess.run([sys.executable, "-c", "import patchkit.__main__"], capture_output=True, check=False,
                          env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     assert bare.returncode == 2 and b"Usage" in bare.stderr + bare.stdout  # no command: a usage error, exit 2
+
+
+def test_the_program_collects_cycles_rarely_and_embedders_keep_their_settings() -> None:
+    """cli.entry raises the collector's first threshold for the program's run only; `run` (in-process) leaves it."""
+    probe = (
+        "import gc, sys\n"
+        "from patchkit import cli\n"
+        "default = gc.get_threshold()\n"
+        "cli.run(['--version'])\n"
+        "assert gc.get_threshold() == default, gc.get_threshold()\n"
+        "cli.main.main = lambda **kw: print(gc.get_threshold(), default) or 0\n"
+        "cli.entry()\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    now, default = done.stdout.strip().splitlines()[-1].split(") (")
+    assert now.strip("()").split(", ")[0] == str(cli_module.GC_FIRST_GENERATION)
+    assert now.strip("()").split(", ")[1:] == default.strip("()").split(", ")[1:]
