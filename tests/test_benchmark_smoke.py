@@ -48,3 +48,23 @@ def test_a_tool_that_leaves_the_tree_unpatched_fails_the_run() -> None:
     assert result.returncode == 1, result.stdout + result.stderr
     assert "has different content" in result.stderr
     assert "FAILED" in result.stderr
+
+
+def test_scale_rows_give_the_user_time_and_git_scale_beside_the_verdict() -> None:
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("bench_run", BENCH)
+    assert spec is not None and spec.loader is not None
+    bench = importlib.util.module_from_spec(spec)
+    sys.modules["bench_run"] = bench
+    spec.loader.exec_module(bench)
+    op = "apply (fresh copy)"
+    rows = [
+        bench.Row("large", op, {"patchkit": bench.Cell("patchkit", 1.0, 10, 3, cpu=1.0, user=0.5),
+                                "git apply": bench.Cell("git apply", 0.2, 5, 3, cpu=0.2, user=0.1)}),
+        bench.Row("xlarge", op, {"patchkit": bench.Cell("patchkit", 5.0, 40, 3, cpu=5.0, user=2.0),
+                                 "git apply": bench.Cell("git apply", 1.6, 20, 3, cpu=1.6, user=0.4)}),
+    ]
+    (name, measured, met), = [t for t in bench.judge_targets(rows, {}, judge="cpu") if t[0].startswith(op)]
+    assert name == f"{op}: xlarge <= 4.5x large" and not met  # 5x: the verdict is on user + system time
+    assert measured.startswith("5.00x") and "user 4.00x" in measured and "git apply 8.00x" in measured
