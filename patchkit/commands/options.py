@@ -13,9 +13,10 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import click
 from click.core import ParameterSource
 
-from patchkit.actions import Action, Options, Outcome, Result, run
+from patchkit.actions import run
 from patchkit.console import echo, json_option, progress, settings
 from patchkit.errors import ExitCode
+from patchkit.outcome import Action, Options, Outcome, PatchState, Result
 from patchkit.provenance import locate_distribution_root
 from patchkit.registry import find_locations, list_patch_ids, resolve_patch
 from patchkit.report import (
@@ -33,7 +34,6 @@ from patchkit.report import (
     table_hint,
     versioned,
 )
-from patchkit.state import PatchState
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
 
 if TYPE_CHECKING:
