@@ -121,7 +121,7 @@ def restart_outcomes(
             outcomes = []
             from patchkit.hunks import HunkSet  # deferred: a restart the records answer holds no hunks
 
-            for spec, record in zip(specs, restart.records, strict=True):
+            for spec, record in zip(specs, restart, strict=True):
                 tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)

@@ -17,8 +17,9 @@ same round trip, through the very replay that plan.py writes from.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, HunkSet, paths_of
 from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
@@ -66,8 +67,7 @@ def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapsh
 # ------------------------------------------------------------------------------------------ replay (plan)
 
 
-@dataclass(frozen=True)
-class Undecided:
+class Undecided(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """Why a replay stopped: a section whose state lets nothing be written."""
 
     where: str
