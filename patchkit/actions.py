@@ -14,9 +14,8 @@ neither the parse stage nor the write stage.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import PatchkitError
 from patchkit.outcome import STATUS_EXIT as STATUS_EXIT
@@ -136,8 +135,7 @@ def restart_outcomes(
         return None, None
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """What an action does to one patch, from its tree state and provenance; shared by run and series."""
 
     provenance: Provenance

@@ -6,9 +6,9 @@ import functools
 import gc
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import click
 from click.core import ParameterSource
@@ -74,8 +74,7 @@ def complete_patch_id(ctx: click.Context, param: click.Parameter, incomplete: st
         return []
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """The patches a command acts on: PATCH, or (patch None) --all, narrowed by --target to one engine."""
 
     patch: str | None
