@@ -14,20 +14,18 @@ neither the parse stage nor the write stage.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from patchkit.errors import ExitCode, PatchkitError
-from patchkit.hunks import HunkSet, paths_of
+from patchkit.errors import PatchkitError
+from patchkit.outcome import STATUS_EXIT as STATUS_EXIT
+from patchkit.outcome import Action as Action
+from patchkit.outcome import BaseState, Origin, PatchState, Provenance, RecordCheck, RecordState, TreeState
+from patchkit.outcome import Options as Options
+from patchkit.outcome import Outcome as Outcome
+from patchkit.outcome import Result as Result
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
-    BaseState,
-    Origin,
-    Provenance,
-    RecordCheck,
-    RecordState,
     assess,
     check_base,
     check_hunkset_pin,
@@ -36,88 +34,21 @@ from patchkit.provenance import (
     read_record,
 )
 from patchkit.records import record_files, record_names, record_removal
-from patchkit.state import PatchState, TreeState, scan_tree
 from patchkit.tree import STATE_DIR, Snapshot, check_root
-from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
+from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
+    from patchkit.hunks import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.plan import FileChange, Plan
     from patchkit.workspace.recovery import Recovery
 
 
-class Action(Enum):
-    STATUS = "status"
-    APPLY = "apply"
-    REVERT = "revert"
-
-
-class Result(Enum):
-    APPLIED = "applied"
-    ALREADY_APPLIED = "already-applied"
-    REVERTED = "reverted"
-    NOT_APPLIED = "not-applied"
-    REFUSED = "refused"
-    DRY_RUN = "dry-run"
-    SKIPPED = "skipped"  # --all: held back because another patch of the series was refused
-    ADOPTED = "adopted"  # apply --adopt: applied outside patchkit; the record was written, not the engine
-
-
-STATUS_EXIT = {
-    PatchState.APPLIED: ExitCode.OK,
-    PatchState.UNAPPLIED: ExitCode.UNAPPLIED,
-    PatchState.PARTIAL: ExitCode.PARTIAL,
-    PatchState.CONFLICT: ExitCode.CONFLICT,
-    PatchState.AMBIGUOUS: ExitCode.CONFLICT,
-}
-
-
-@dataclass(frozen=True)
-class Options:
-    """How an action runs, as the command's flags set it."""
-
-    dry_run: bool = False
-    complete: bool = False
-    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
-    strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
-    force: bool = False  # revert a change patchkit did not apply (upstream-contains)
-    on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
-    adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
-    # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
-    # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
-    fast_restart: bool = False
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """What one action found and did on one patch: everything the report says, and the exit code."""
-
-    spec: PatchSpec
-    action: Action
-    tree: TreeState  # as found, before the action
-    result: Result | None  # None for status
-    plan: Plan | None  # what was (or, with --dry-run, would be) written
-    reason: str | None  # why the action was refused
-    recovered: Recovery | None = None  # an interrupted transaction this run rolled back first
-    provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
-    strict_base: bool = False
-    fast_path: bool = False  # answered from the applied record (patchkit.fastpath): `tree` holds no verdicts
-
-    @property
-    def hunk_set(self) -> HunkSet:
-        return self.tree.hunk_set
-
-    @property
-    def exit_code(self) -> ExitCode:
-        if self.strict_base and self.provenance is not None and self.provenance.base.state is not BaseState.PINNED:
-            return ExitCode.BASE_MISMATCH
-        if self.action is Action.STATUS:
-            return STATUS_EXIT[self.tree.state]
-        return ExitCode.REFUSED if self.result in (Result.REFUSED, Result.SKIPPED) else ExitCode.OK
+_DEFAULTS = Options()  # frozen: one shared default
 
 
 def run(
-    spec: PatchSpec, root: Path, action: Action, options: Options = Options(), *, progress: Progress | None = None
+    spec: PatchSpec, root: Path, action: Action, options: Options = _DEFAULTS, *, progress: Progress | None = None
 ) -> Outcome:
     if progress is not None:
         progress.phase(Phase.PARSE, spec.id)
@@ -125,6 +56,7 @@ def run(
     if quick is not None:
         return quick[0]
     from patchkit.filtering import load_hunk_set  # deferred: the parse stage (see the module doc)
+    from patchkit.state import scan_tree  # deferred: the judgement, which a restart the records answer skips
 
     hunk_set = load_hunk_set(spec)
     check_hunkset_pin(spec, hunk_set)
@@ -186,7 +118,9 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered
             outcomes = []
-            for spec, record in zip(specs, restart.records, strict=True):
+            from patchkit.hunks import HunkSet  # deferred: a restart the records answer holds no hunks
+
+            for spec, record in zip(specs, restart, strict=True):
                 tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
@@ -201,8 +135,7 @@ def restart_outcomes(
         return None, None
 
 
-@dataclass(frozen=True)
-class Decision:
+class Decision(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """What an action does to one patch, from its tree state and provenance; shared by run and series."""
 
     provenance: Provenance
@@ -335,6 +268,7 @@ def record_changes(
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.fastpath import add_block, fast_block, series_entry  # deferred: the write stage
+        from patchkit.hunks import paths_of
 
         files = record_files(spec, hunk_set)
         if after is not None:

@@ -32,7 +32,6 @@ import os
 import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -51,13 +50,6 @@ _SEAL_KEY = b'"seal": "'
 _ZERO_SEAL = "0" * 64
 DISABLE_ENV = "PATCHKIT_NO_FASTPATH"  # set (non-empty): always run the full judgement
 _UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
-
-
-@dataclass(frozen=True)
-class Restart:
-    """The fast path's answer: the records that vouch for an applied tree, one per patch, in order."""
-
-    records: tuple[AppliedRecord, ...]
 
 
 # -------------------------------------------------------------------------------------------------- writing
@@ -113,27 +105,40 @@ def code_fingerprint() -> str:
         except OSError:
             h.update(b"unreadable archive")
         return h.hexdigest()
-    package = Path(__file__).parent
-    folders = [package]
+    folders = [os.path.dirname(os.path.abspath(__file__))]
     spec = find_spec("unidiff")  # locates the package without importing it
     if spec is not None and spec.origin:
-        folders.append(Path(spec.origin).parent)
+        folders.append(os.path.dirname(spec.origin))
     for folder in folders:
-        for source in sorted(folder.rglob("*.py")):
-            h.update(source.relative_to(folder).as_posix().encode() + b"\0")
+        for rel in _python_sources(folder):
+            h.update(rel.encode() + b"\0")
             try:
-                h.update(source.read_bytes())
+                with open(os.path.join(folder, rel), "rb") as handle:
+                    h.update(handle.read())
             except OSError:
                 h.update(b"unreadable")
             h.update(b"\0")
     return h.hexdigest()
 
 
+def _python_sources(folder: str) -> list[str]:
+    """Every `*.py` under `folder` (not into linked folders), as sorted relative POSIX paths.
+
+    What Path.rglob("*.py") finds, without pathlib's glob machinery (its pattern compiler runs at every start)."""
+    found = []
+    for top, dirs, files in os.walk(folder):
+        rel = os.path.relpath(top, folder)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found += [prefix + name for name in (*files, *dirs) if name.endswith(".py")]
+    return sorted(found, key=lambda rel: rel.split("/"))
+
+
 # -------------------------------------------------------------------------------------------------- reading
 
 
-def check_restart(specs: Sequence[PatchSpec], root: Path) -> Restart | None:
-    """The records proving every patch of `specs` (judged together, in this order) is applied as written.
+def check_restart(specs: Sequence[PatchSpec], root: Path) -> tuple[AppliedRecord, ...] | None:
+    """The records proving every patch of `specs` (judged together, in this order) is applied as written: the
+    fast path's answer, one record per patch, in order.
 
     None: the full judgement must run. Call under the lock the full judgement would take; `root` is the real
     root (tree.check_root). Never raises for what it finds in the tree: an odd tree is the full path's to report.
@@ -154,7 +159,7 @@ def check_restart(specs: Sequence[PatchSpec], root: Path) -> Restart | None:
             if record is None:
                 return None
             records.append(record)
-        return Restart(tuple(records))
+        return tuple(records)
     except (OSError, PatchkitError):
         return None
     finally:

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import Any, NamedTuple
 
 from patchkit.display import closest, show_path
 from patchkit.errors import ManifestError, PendingPatchError
@@ -94,8 +94,7 @@ class OriginKind(Enum):
     LOCAL = "local"  # a fix of our own: no upstream PR exists (the manifest says why)
 
 
-@dataclass(frozen=True)
-class PullRef:
+class PullRef(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """One upstream pull request: `owner/repo#N`."""
 
     repo: str
@@ -109,8 +108,7 @@ class PullRef:
         return f"{self.repo}#{self.number}"
 
 
-@dataclass(frozen=True)
-class Upstream:
+class Upstream(NamedTuple):  # a NamedTuple, as PullRef
     """Where the change comes from. `repo`, `pr` and `url` name the first PR (kept for one-PR readers);
     `prs` lists every PR, in manifest order. A local patch has no PR: pr None, prs empty, reason set."""
 
@@ -133,8 +131,7 @@ class Upstream:
         return ", ".join(str(p) for p in self.prs)
 
 
-@dataclass(frozen=True)
-class SourceRecord:
+class SourceRecord(NamedTuple):  # a NamedTuple, as PullRef
     """Where `patchkit vendor` took the diff from (the manifest's [source] table)."""
 
     kind: str  # url, file, git or mbox
@@ -150,16 +147,14 @@ class SourceRecord:
         return str(values.get("path", self.kind))
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):  # a NamedTuple, as PullRef
     """The engine the patch is for (`[target]`), and the commit it was validated on, if known."""
 
     name: str
     pinned_commit: str | None  # None: not known yet (recorded as "unknown" or omitted)
 
 
-@dataclass(frozen=True)
-class Exclude:
+class Exclude(NamedTuple):  # a NamedTuple, as PullRef
     """One `[exclude]` entry: a file (or glob), or some hunks of one file, and why it is not ported."""
 
     pattern: str  # a path or a glob, after strip, as the diff names it (before prefix and [paths])
@@ -167,8 +162,7 @@ class Exclude:
     hunks: tuple[int, ...] | None = None  # only these hunks of the file are dropped (1-based); None: the file
 
 
-@dataclass(frozen=True)
-class PathMap:
+class PathMap(NamedTuple):  # a NamedTuple, as PullRef
     """Where the diff's paths land under the root: a path under a [paths] folder is moved to its target
     (the longest folder wins), every other path goes under `prefix`. Excludes name the diff's own paths."""
 
@@ -184,6 +178,9 @@ class PathMap:
             if path.startswith(source):
                 return target + path[len(source):]
         return self.prefix + path
+
+
+_IDENTITY = PathMap()  # the default: every path as the diff names it
 
 
 @dataclass(frozen=True)
@@ -203,7 +200,7 @@ class PatchSpec:
     introduced_by: int | None
     after: tuple[str, ...]
     base_files: tuple[tuple[str, str], ...]  # (path, sha256 of its pinned pre-image)
-    path_map: PathMap = PathMap()
+    path_map: PathMap = _IDENTITY
     source: SourceRecord | None = None
 
     @property

@@ -19,63 +19,41 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
-from patchkit.hunks import FileOp, HunkSet
+from patchkit.outcome import BaseCheck as BaseCheck
+from patchkit.outcome import BaseState as BaseState
+from patchkit.outcome import Origin as Origin
+from patchkit.outcome import PatchState
+from patchkit.outcome import Provenance as Provenance
+from patchkit.outcome import RecordCheck as RecordCheck
+from patchkit.outcome import RecordState as RecordState
+from patchkit.outcome import Relation as Relation
 from patchkit.records import AppliedRecord, parse_record, record_names
-from patchkit.rewrite import rewrite_section
-from patchkit.state import FileVerdict, PatchState, TreeState
 from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state
 
 if TYPE_CHECKING:
+    from patchkit.hunks import HunkSet
     from patchkit.manifest import PatchSpec
+    from patchkit.outcome import TreeState
+    from patchkit.verdicts import FileVerdict
 
 
 # ------------------------------------------------------------------------------------------------------ base
 
 
-class BaseState(Enum):
-    PINNED = "pinned"  # verified: HEAD is the pinned commit, or the fingerprinted files match
-    DRIFTED = "drifted"  # HEAD is another commit, or a fingerprinted file differs
-    UNKNOWN = "unknown"  # nothing to compare against (no pinned commit on a git checkout, no fingerprint)
+class HeadCheck(NamedTuple):
+    """HEAD of a git checkout against the pinned commit (None where git could not tell).
 
-
-class Relation(Enum):
-    """HEAD of a git checkout compared with the pinned commit."""
-
-    SAME = "same"
-    DESCENDANT = "descendant"  # HEAD is newer: the image was bumped
-    ANCESTOR = "ancestor"  # HEAD is older than the pinned commit
-    UNRELATED = "unrelated"  # neither is an ancestor of the other
-    UNKNOWN_OBJECT = "unknown-object"  # the pinned commit is not in this repository (e.g. a shallow clone)
-
-
-@dataclass(frozen=True)
-class HeadCheck:
-    """HEAD of a git checkout against the pinned commit (None where git could not tell)."""
+    A NamedTuple, not a frozen dataclass: as immutable, compared by value, and ~5x cheaper to create at import
+    (every status loads this module; only a git checkout with a pinned commit makes one that says anything)."""
 
     head: str | None
     relation: Relation | None
     detail: str | None  # why git could not answer
-
-
-@dataclass(frozen=True)
-class BaseCheck:
-    """Is the tree the pinned base: the git HEAD check and the `[base]` fingerprint together."""
-
-    state: BaseState
-    pinned_commit: str | None
-    head: str | None  # None: not a git checkout, or no pinned commit to compare with
-    relation: Relation | None
-    fingerprinted: tuple[str, ...]  # paths of the [base] table
-    drifted: tuple[str, ...]  # fingerprinted files whose pre-image differs
-    unchecked: tuple[str, ...]  # fingerprinted files whose pre-image cannot be told from the tree
-    detail: str | None
 
 
 def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
@@ -181,6 +159,8 @@ def missing_files(tree: TreeState) -> tuple[str, ...]:
 
     That is a wrong --root or prefix / [paths], not drift: no advice about drift or retiring applies.
     """
+    from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made `tree`
+
     missing = []
     for verdict in tree.files:
         section = verdict.section
@@ -224,29 +204,13 @@ def _judge_base_file(path: str, digest: str, tree: TreeState, sections: Sequence
 
 def _pre_image(verdict: FileVerdict, path: str) -> bytes | None:
     """The file's content with this section's applied hunks taken back out."""
+    from patchkit.rewrite import rewrite_section  # deferred: loaded by the judgement that made `verdict`
+
     snap = rewrite_section(verdict, forward=False).get(path)
     return snap.data if snap is not None else None
 
 
 # ---------------------------------------------------------------------------------------------------- record
-
-
-class RecordState(Enum):
-    CURRENT = "current"  # the record names the hunk set the manifest names now
-    STALE = "stale"  # the record names another version of the patch
-    NONE = "none"  # no record: patchkit never applied this patch here (or reverted it)
-    INVALID = "invalid"  # a record that cannot be read; reported, then overwritten or removed
-
-
-@dataclass(frozen=True)
-class RecordCheck:
-    """The applied record as found, against the hunk set the manifest names now."""
-
-    state: RecordState
-    path: str  # relative to the root
-    record: AppliedRecord | None
-    stored: HunkSet | None  # the stored copy, rebuilt and verified: only for a stale record
-    detail: str | None  # why the record (or its stored copy) cannot be used
 
 
 def read_record(root: Path, patch_id: str, hunk_set: HunkSet) -> RecordCheck:
@@ -290,33 +254,6 @@ def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
 
 
 # ---------------------------------------------------------------------------------------------------- origin
-
-
-class Origin(Enum):
-    """Who put the change into a tree that has it."""
-
-    THIS_VERSION = "this-version"  # patchkit applied the hunk set the manifest names now
-    OTHER_VERSION = "other-version"  # patchkit applied another version of the patch (the record is stale)
-    # Applied with no record, on the pinned base or one that cannot be told: someone else put it there (a
-    # hand-written script, a manual edit). `apply --adopt` records it.
-    OUTSIDE = "applied-outside-patchkit"
-    # Applied with no record on a base that moved on from the pinned one (HEAD descends from it, or the files
-    # differ from the [base] fingerprint): the newer engine ships the change, the patch can be retired.
-    UPSTREAM = "upstream-contains"
-
-
-@dataclass(frozen=True)
-class Provenance:
-    """What provenance found for one patch on one tree: base, applied record and origin (see the module doc)."""
-
-    base: BaseCheck
-    record: RecordCheck
-    origin: Origin | None  # None: the change is not (recognisably) in the tree
-    used_stored_copy: bool  # the action judged the tree with the stored copy, not the manifest's diff
-
-    @property
-    def can_retire(self) -> bool:
-        return self.origin is Origin.UPSTREAM
 
 
 def assess(spec: PatchSpec, tree: TreeState, record: RecordCheck, *, used_stored_copy: bool) -> Provenance:

@@ -13,16 +13,25 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from patchkit.actions import Action, Outcome, Result
 from patchkit.display import escape_controls, show_path
-from patchkit.hunks import FileOp, HunkSet
-from patchkit.matching import HunkState
-from patchkit.provenance import BaseCheck, BaseState, Origin, Provenance, RecordState, Relation, missing_files
-from patchkit.state import FileVerdict, PatchState
+from patchkit.outcome import (
+    Action,
+    BaseCheck,
+    BaseState,
+    Origin,
+    Outcome,
+    PatchState,
+    Provenance,
+    RecordState,
+    Relation,
+    Result,
+)
 
 if TYPE_CHECKING:
+    from patchkit.hunks import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.series import SeriesOutcome  # the series runs only with --all: see series_lines
+    from patchkit.verdicts import FileVerdict
 
 _COLOURS = {
     "applied": "green",
@@ -242,6 +251,8 @@ def strict_base_lines(outcome: Outcome) -> list[str]:
 
 def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
     """On a refusal: the failing files and hunks with the reason, first and short; -v shows the whole table."""
+    from patchkit.matching import HunkState  # deferred: loaded by the judgement that made the verdicts
+
     tree, lines = outcome.tree, []
     if tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
         bad = [(v, hv) for v in tree.files for hv in v.hunks if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS)]
@@ -288,6 +299,9 @@ def table_hint(outcome: Outcome) -> str:
 
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
+    from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made the verdicts
+    from patchkit.matching import HunkState
+
     rows: list[str] = []
     for v in outcome.tree.files:
         s = v.section
@@ -601,6 +615,8 @@ def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[
 
 def _refusal_advice(outcome: Outcome) -> list[str]:
     """Which patch, which file, and what to do: the lines a stopped container start ends with."""
+    from patchkit.provenance import missing_files  # deferred: only a refusal gives advice
+
     pid, tree, facts = outcome.spec.id, outcome.tree, outcome.provenance
     stale = facts is not None and facts.record.state is RecordState.STALE
     bad = next((v for v in tree.files if v.state not in (PatchState.APPLIED, PatchState.UNAPPLIED)), None)

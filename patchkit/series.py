@@ -33,17 +33,18 @@ from patchkit.actions import (
     restart_outcomes,
 )
 from patchkit.errors import ExitCode, ManifestError, RegistryError
-from patchkit.hunks import FilePatch, HunkSet, paths_of
 from patchkit.manifest import PatchSpec, line_of_key
+from patchkit.outcome import PatchState, RecordCheck, TreeState
 from patchkit.progress import Phase, Progress
-from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
+from patchkit.provenance import check_hunkset_pin, read_record
 from patchkit.registry import load_registry
-from patchkit.state import FileVerdict, PatchState, TreeState, judge_sections
 from patchkit.tree import Snapshot, check_root, read_all
 from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
+    from patchkit.hunks import FilePatch, HunkSet
     from patchkit.plan import Plan
+    from patchkit.verdicts import FileVerdict
     from patchkit.workspace.recovery import Recovery
 
 # Worst last: the series state is its worst patch's state, and status --all exits with that state's code.
@@ -213,6 +214,7 @@ def run_series(
     if quick is not None:
         return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
     from patchkit.filtering import load_hunk_set  # deferred: the parse stage, as in actions.run
+    from patchkit.hunks import paths_of  # deferred: the judgement, which a restart the records answer skips
 
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
@@ -295,6 +297,9 @@ def _settle(
     keep_going: bool,
 ) -> _Settled:
     """Judge and decide every patch; with keep_going, leave the refused ones and re-judge the rest until none is."""
+    from patchkit.hunks import paths_of  # deferred: the judgement (see run_series)
+    from patchkit.state import judge_sections
+
     outcomes: dict[int, Outcome] = {}
     decisions: dict[int, Decision] = {}
     active = list(range(len(patches)))
@@ -366,6 +371,8 @@ def _tied_to(patches: Sequence[_Patch], refused: Sequence[int], active: Sequence
 
 def _joined(hunk_sets: Iterable[HunkSet]) -> HunkSet:
     """The sections of several hunk sets, in order, as one: judged together, they stack."""
+    from patchkit.hunks import HunkSet  # deferred: the judgement (see run_series)
+
     files: list[FilePatch] = []
     for hunk_set in hunk_sets:
         files += hunk_set.files

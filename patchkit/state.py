@@ -16,12 +16,14 @@ same round trip, through the very replay that plan.py writes from.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
+from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, HunkSet, paths_of
 from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
+from patchkit.outcome import TreeState, combine  # at home in the light outcome module: a restart needs them
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.tree import Snapshot, read_all
 from patchkit.verdicts import FileVerdict, HunkVerdict, PatchState
@@ -40,33 +42,6 @@ __all__ = [
 ]
 
 A, U = HunkState.APPLIED, HunkState.UNAPPLIED
-
-
-@dataclass(frozen=True)
-class TreeState:
-    root: Path
-    hunk_set: HunkSet
-    files: tuple[FileVerdict, ...]
-    snapshots: Mapping[str, Snapshot]  # every path of the hunk set, as read from disk once
-
-    @property
-    def state(self) -> PatchState:
-        return combine(f.state for f in self.files)
-
-
-def combine(states: Iterable[PatchState | HunkState]) -> PatchState:
-    seen = {s.value for s in states}
-    if not seen:
-        return PatchState.APPLIED
-    if "conflict" in seen:
-        return PatchState.CONFLICT
-    if "ambiguous" in seen:
-        return PatchState.AMBIGUOUS
-    if seen == {"applied"}:
-        return PatchState.APPLIED
-    if seen == {"unapplied"}:
-        return PatchState.UNAPPLIED
-    return PatchState.PARTIAL
 
 
 def scan_tree(root: Path, hunk_set: HunkSet) -> TreeState:
@@ -92,8 +67,7 @@ def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapsh
 # ------------------------------------------------------------------------------------------ replay (plan)
 
 
-@dataclass(frozen=True)
-class Undecided:
+class Undecided(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """Why a replay stopped: a section whose state lets nothing be written."""
 
     where: str

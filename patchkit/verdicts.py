@@ -8,19 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import Enum
 
 from patchkit.hunks import FileOp, FilePatch, Hunk
 from patchkit.matching import HunkState, Located
+from patchkit.outcome import PatchState as PatchState  # its home is the light outcome module: a restart needs it
 from patchkit.tree import Snapshot
-
-
-class PatchState(Enum):
-    APPLIED = "applied"
-    UNAPPLIED = "unapplied"
-    PARTIAL = "partial"
-    CONFLICT = "conflict"
-    AMBIGUOUS = "ambiguous"
 
 
 @dataclass(frozen=True)

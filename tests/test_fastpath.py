@@ -13,13 +13,14 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from patchkit.fastpath import BLOCK
-from tests.conftest import CliResult, FileSpec, Registry, cli, git_diff, read_tree, write_tree
+from tests.conftest import CliResult, FileSpec, Registry, cli, git, git_diff, read_tree, write_tree
 
 PID = "fast-pr1"
 
@@ -301,3 +302,100 @@ def test_an_adopted_tree_is_answered_from_its_record_after_adoption(
     assert BLOCK in json.loads(record_path(engine).read_bytes())
     result, used = same_answer("apply", PID, "--root", engine, "--patches", registry.path)
     assert used and result.code == 0
+
+
+# ------------------------------------------------------------------------------------- the same report, byte for byte
+# The fast path builds its Outcome and report from patchkit.outcome alone (state, matching and the other judging
+# modules are not loaded): what it prints must still be exactly what the full judgement prints.
+
+
+@pytest.fixture
+def pinned_checkout(tmp_path: Path, registry: Registry, engine: Path) -> Path:
+    """An applied tree that is a git checkout of its pinned commit (base pinned)."""
+    write_tree(engine, BEFORE)
+    git(engine, "init", "-q")
+    git(engine, "add", "-A")
+    git(engine, "commit", "-q", "-m", "pinned")
+    pinned = git(engine, "rev-parse", "HEAD").stdout.decode().strip()
+    folder = registry.add(PID, git_diff(tmp_path, BEFORE, AFTER))
+    manifest = folder / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('name = "engine"', f'name = "engine"\npinned_commit = "{pinned}"'))
+    result, used = run("apply", PID, "--root", engine, "--patches", registry.path)
+    assert result.code == 0 and not used, result
+    return engine
+
+
+def _move_head(engine: Path) -> None:
+    """A newer engine image: HEAD descends from the pinned commit (the patched files are untouched)."""
+    (engine / "unrelated.txt").write_text("bumped\n")
+    git(engine, "add", "unrelated.txt")
+    git(engine, "commit", "-q", "-m", "bump")
+
+
+@pytest.mark.parametrize("flags", [[], ["--color", "always"], ["-q"]], ids=["plain", "colour", "quiet"])
+def test_a_drifted_base_is_reported_alike_by_both_paths(
+    pinned_checkout: Path, registry: Registry, flags: list[str]
+) -> None:
+    args = ("apply", PID, "--root", pinned_checkout, "--patches", registry.path, *flags)
+    result, used = same_answer(*args)
+    assert used and result.code == 0 and "drifted" not in result.out  # pinned: nothing to say beyond the line
+    _move_head(pinned_checkout)
+    result, used = same_answer(*args)
+    assert used and result.code == 0
+    if "-q" in flags:
+        assert result.out == ""
+    else:
+        assert "descends from the pinned" in result.out and "applied by this version" in result.out
+        assert ("\x1b[" in result.out) == ("always" in flags)
+
+
+def test_strict_base_on_a_drifted_base_is_refused_by_the_full_judgement(
+    pinned_checkout: Path, registry: Registry
+) -> None:
+    args = ("apply", PID, "--root", pinned_checkout, "--patches", registry.path, "--strict-base")
+    result, used = same_answer(*args)
+    assert used and result.code == 0
+    _move_head(pinned_checkout)
+    result, used = same_answer(*args)
+    assert not used and result.code == 9, result
+
+
+@pytest.mark.parametrize("flags", [[], ["--color", "always"]], ids=["plain", "colour"])
+def test_a_series_rerun_reports_alike_by_both_paths(series: Path, registry: Registry, flags: list[str]) -> None:
+    result, used = same_answer("apply", "--all", "--root", series, "--patches", registry.path, *flags)
+    assert used and result.code == 0
+    assert result.out.count("already applied, nothing written") == 2 and "series:" in result.out
+
+
+def _program(args: list[str], fast: bool) -> tuple[int, bytes, bytes, bool]:
+    """`python -m patchkit ...` in a fresh interpreter (only what the run imports is loaded): exit code, stdout,
+    stderr without the debug line, and whether the fast path answered."""
+    env = {**os.environ, "PATCHKIT_DEBUG_FASTPATH": "1"}
+    env.pop("PATCHKIT_NO_FASTPATH", None)
+    if not fast:
+        env["PATCHKIT_NO_FASTPATH"] = "1"
+    done = subprocess.run([sys.executable, "-m", "patchkit", *args], capture_output=True, env=env, check=False)
+    err = b"".join(line for line in done.stderr.splitlines(keepends=True) if b"debug: fast path" not in line)
+    return done.returncode, done.stdout, err, b"fast path used" in done.stderr
+
+
+def _same_bytes(args: list[str]) -> bytes:
+    *quick, used = _program(args, fast=True)
+    *full, full_used = _program(args, fast=False)
+    assert used and not full_used, (quick, full)
+    assert quick == full and quick[0] == 0, (quick, full)
+    return bytes(quick[1])
+
+
+@pytest.mark.parametrize("flags", [[], ["--color", "always"]], ids=["plain", "colour"])
+def test_the_program_prints_the_same_bytes_on_both_paths(
+    pinned_checkout: Path, registry: Registry, flags: list[str]
+) -> None:
+    _move_head(pinned_checkout)  # a provenance line too
+    out = _same_bytes(["apply", PID, "--root", str(pinned_checkout), "--patches", str(registry.path), *flags])
+    assert b"already applied" in out and b"descends from the pinned" in out
+
+
+def test_the_program_prints_the_same_bytes_for_a_series_on_both_paths(series: Path, registry: Registry) -> None:
+    out = _same_bytes(["apply", "--all", "--root", str(series), "--patches", str(registry.path)])
+    assert out.count(b"already applied, nothing written") == 2

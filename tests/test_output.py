@@ -155,10 +155,10 @@ def test_json_docs_and_readme_name_the_schema_keys() -> None:
 
 FAULT = """
 import sys
-import patchkit.actions
+import patchkit.state
 def scan_tree(*args, **kwargs):
     raise RuntimeError("the state scan broke")
-patchkit.actions.scan_tree = scan_tree
+patchkit.state.scan_tree = scan_tree
 from patchkit.cli import main
 main(prog_name="patchkit")
 """

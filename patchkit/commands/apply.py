@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import click
 
-from patchkit.actions import Action, Options
 from patchkit.commands.options import (
     Selection,
     keep_going_option,
@@ -11,6 +10,7 @@ from patchkit.commands.options import (
     strict_base_option,
 )
 from patchkit.console import settings
+from patchkit.outcome import Action, Options
 
 
 @click.command("apply")

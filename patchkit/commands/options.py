@@ -6,16 +6,17 @@ import functools
 import gc
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 
 import click
 from click.core import ParameterSource
 
-from patchkit.actions import Action, Options, Outcome, Result, run
+from patchkit.actions import run
 from patchkit.console import echo, json_option, progress, settings
 from patchkit.errors import ExitCode
+from patchkit.outcome import Action, Options, Outcome, PatchState, Result
 from patchkit.provenance import locate_distribution_root
 from patchkit.registry import find_locations, list_patch_ids, resolve_patch
 from patchkit.report import (
@@ -33,7 +34,6 @@ from patchkit.report import (
     table_hint,
     versioned,
 )
-from patchkit.state import PatchState
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
 
 if TYPE_CHECKING:
@@ -74,8 +74,7 @@ def complete_patch_id(ctx: click.Context, param: click.Parameter, incomplete: st
         return []
 
 
-@dataclass(frozen=True)
-class Selection:
+class Selection(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """The patches a command acts on: PATCH, or (patch None) --all, narrowed by --target to one engine."""
 
     patch: str | None

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import click
 
-from patchkit.actions import Action, Options
 from patchkit.commands.options import Selection, keep_going_option, patch_command_options, run_patch_command
+from patchkit.outcome import Action, Options
 
 
 @click.command("revert")

@@ -19,10 +19,9 @@ import re
 import stat
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import (
     LockTimeoutError,
@@ -46,8 +45,7 @@ WAIT_NOTICE_AFTER = 1.0  # seconds of waiting before `on_wait` is told who holds
 _HOLDER = rb"pid=(\d{1,10}) since=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ)\n"  # compiled when first read (re caches it)
 
 
-@dataclass(frozen=True)
-class LockHolder:
+class LockHolder(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
     """Who holds (or last held) a root's lock for writing, as it wrote into the lock file."""
 
     pid: int
