@@ -11,6 +11,7 @@ import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import NamedTuple
 
 DEV_NULL = "/dev/null"
 MODE_FILE = 0o100644
@@ -101,8 +102,7 @@ class FilePatch:
         return tuple(p for p in dict.fromkeys((self.old_path, self.new_path)) if p is not None)
 
 
-@dataclass(frozen=True)
-class Diff:
+class Diff(NamedTuple):
     """A parsed diff: every file section, in diff order, before the manifest's excludes."""
 
     source: str  # the diff's file name, for messages

@@ -22,6 +22,7 @@ import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import NamedTuple
 
 from patchkit.hunks import Hunk
 
@@ -66,8 +67,7 @@ def split_lines(data: bytes) -> list[bytes]:
     return io.BytesIO(data).readlines()
 
 
-@dataclass(frozen=True)
-class Located:
+class Located(NamedTuple):
     """Where one hunk was judged to be (0-based line in the current content)."""
 
     state: HunkState
@@ -130,8 +130,7 @@ def _here(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: 
     return expected if expected >= low and content.matches_at(image_of(hunk, state), expected) else None
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     """One way to read a file: for every hunk, which image is where, and the line it was expected at."""
 
     located: tuple[Located, ...]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import ExitCode
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT
@@ -91,8 +91,7 @@ class Relation(Enum):
     UNKNOWN_OBJECT = "unknown-object"  # the pinned commit is not in this repository (e.g. a shallow clone)
 
 
-@dataclass(frozen=True)
-class BaseCheck:
+class BaseCheck(NamedTuple):
     """Is the tree the pinned base: the git HEAD check and the `[base]` fingerprint together."""
 
     state: BaseState
@@ -115,8 +114,7 @@ class RecordState(Enum):
     INVALID = "invalid"  # a record that cannot be read; reported, then overwritten or removed
 
 
-@dataclass(frozen=True)
-class RecordCheck:
+class RecordCheck(NamedTuple):
     """The applied record as found, against the hunk set the manifest names now."""
 
     state: RecordState
@@ -142,8 +140,7 @@ class Origin(Enum):
     UPSTREAM = "upstream-contains"
 
 
-@dataclass(frozen=True)
-class Provenance:
+class Provenance(NamedTuple):
     """What provenance found for one patch on one tree: base, applied record and origin (see provenance.py)."""
 
     base: BaseCheck

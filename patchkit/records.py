@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit import __version__
 from patchkit.manifest import Exclude
@@ -26,8 +25,7 @@ RECORD_DIR = "applied"  # under <root>/.patchkit
 RECORD_FORMAT = 1
 
 
-@dataclass(frozen=True)
-class AppliedRecord:
+class AppliedRecord(NamedTuple):
     """What `.patchkit/applied/<id>.json` holds; `<id>.diff` holds the diff bytes it names."""
 
     patch: str

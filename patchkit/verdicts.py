@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk
 from patchkit.matching import HunkState, Located
@@ -15,8 +16,7 @@ from patchkit.outcome import PatchState as PatchState  # its home is the light o
 from patchkit.tree import Snapshot
 
 
-@dataclass(frozen=True)
-class HunkVerdict:
+class HunkVerdict(NamedTuple):
     """One hunk, located (or not) in the content it was judged on."""
 
     hunk: Hunk
