@@ -7,7 +7,6 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -117,11 +116,17 @@ def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[F
     return placed
 
 
+def _exclude_hint(f: FilePatch) -> str:
+    import json  # deferred: only an error message quotes the path
+
+    return f'exclude it in the manifest: [exclude] {json.dumps(f.path)} = "why", and ship that file another way'
+
+
 def _check_supported(f: FilePatch, source: str) -> None:
     where = f"{source}:{f.diff_line}"
-    hint = f'exclude it in the manifest: [exclude] {json.dumps(f.path)} = "why", and ship that file another way'
     if f.binary:
-        raise DiffError(f"{show_path(f.path)}: binary patch; patchkit only applies text hunks", where=where, hint=hint)
+        raise DiffError(f"{show_path(f.path)}: binary patch; patchkit only applies text hunks", where=where,
+                        hint=_exclude_hint(f))
     if f.op is FileOp.MODIFY and not f.hunks and f.mode_change is None:  # git never writes such a section
         raise DiffError(
             f"{show_path(f.path)}: the file section changes nothing", where=where,
@@ -130,10 +135,10 @@ def _check_supported(f: FilePatch, source: str) -> None:
     for mode in (f.old_mode, f.new_mode):
         if mode == MODE_SYMLINK:
             raise DiffError(f"{show_path(f.path)}: symbolic link change; patchkit does not create or edit links",
-                            where=where, hint=hint)
+                            where=where, hint=_exclude_hint(f))
         if mode == MODE_GITLINK:
             raise DiffError(f"{show_path(f.path)}: submodule change; patchkit does not move submodules",
-                            where=where, hint=hint)
+                            where=where, hint=_exclude_hint(f))
 
 
 def match_exclude(pattern: str, path: str) -> bool:

@@ -17,7 +17,6 @@ with a known pinned commit, so status on a plain tree stays cheap.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -369,6 +368,8 @@ def _locate_with(python: str, name: str) -> Path:
             f"cannot run the Python interpreter {python}: {exc}", where=python,
             hint="--python / PATCHKIT_PYTHON names the engine's interpreter, e.g. /opt/venv/bin/python",
         ) from None
+    import json  # deferred: only --root-from-package runs the engine's interpreter
+
     try:
         info = json.loads(done.stdout)
         if not isinstance(info, dict) or not isinstance(info.get("found"), bool):
@@ -404,6 +405,7 @@ def _locate_with(python: str, name: str) -> Path:
 def _editable_source(direct_url: str | None) -> Path | None:
     if not direct_url:
         return None
+    import json  # deferred: only --root-from-package reads a direct_url.json
     from urllib.parse import unquote, urlparse
 
     try:

@@ -9,7 +9,6 @@ diff. Kept apart from provenance so that the restart fast path needs neither the
 from __future__ import annotations
 
 import hashlib
-import json
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit import __version__
@@ -60,6 +59,8 @@ def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None
         "applied_at": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     json_name, diff_name = record_names(spec.id)
+    import json  # deferred: a status of a tree without a record reads no JSON
+
     return {json_name: (json.dumps(record, indent=2) + "\n").encode(), diff_name: diff}
 
 
@@ -69,6 +70,8 @@ def record_removal(patch_id: str) -> dict[str, bytes | None]:
 
 def parse_record(data: bytes) -> AppliedRecord:
     """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
+    import json  # deferred: a status of a tree without a record reads no JSON
+
     raw: dict[str, Any] = json.loads(data)
     if raw.get("format") != RECORD_FORMAT:
         raise ValueError(f"unknown record format {raw.get('format')!r}")

@@ -8,7 +8,6 @@ always a list of `{path, reason}` objects.
 
 from __future__ import annotations
 
-import json
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -132,6 +131,8 @@ def _file_json(v: FileVerdict) -> dict[str, Any]:
 
 
 def render_json(data: Any) -> str:
+    import json  # deferred: only --json prints JSON
+
     return json.dumps(data, indent=2, ensure_ascii=False)
 
 
