@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import PatchkitError
+from patchkit.hunkset import HunkSet
 from patchkit.outcome import STATUS_EXIT as STATUS_EXIT
 from patchkit.outcome import Action as Action
 from patchkit.outcome import BaseState, Origin, PatchState, Provenance, RecordCheck, RecordState, TreeState
@@ -38,7 +39,6 @@ from patchkit.tree import STATE_DIR, Snapshot, check_root
 from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
-    from patchkit.hunks import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.plan import FileChange, Plan
     from patchkit.workspace.recovery import Recovery
@@ -118,8 +118,6 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered
             outcomes = []
-            from patchkit.hunks import HunkSet  # deferred: a restart the records answer holds no hunks
-
             for spec, record in zip(specs, restart, strict=True):
                 tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)

@@ -15,7 +15,8 @@ from patchkit.cache import parse_diff_cached
 from patchkit.display import closest, show_path
 from patchkit.errors import DiffError, ManifestError
 from patchkit.globs import match_glob
-from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, HunkSet, paths_of
+from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, paths_of
+from patchkit.hunkset import HunkSet
 from patchkit.manifest import line_of_key
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from patchkit.hunks import HunkSet
+    from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.matching import HunkState
     from patchkit.plan import Plan

@@ -35,7 +35,7 @@ from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state
 
 if TYPE_CHECKING:
-    from patchkit.hunks import HunkSet
+    from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.outcome import TreeState
     from patchkit.verdicts import FileVerdict

@@ -17,7 +17,7 @@ from patchkit.manifest import Exclude
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from patchkit.hunks import HunkSet
+    from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
 
 RECORD_DIR = "applied"  # under <root>/.patchkit

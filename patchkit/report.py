@@ -27,7 +27,7 @@ from patchkit.outcome import (
 )
 
 if TYPE_CHECKING:
-    from patchkit.hunks import HunkSet
+    from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.series import SeriesOutcome  # the series runs only with --all: see series_lines
     from patchkit.verdicts import FileVerdict

@@ -42,7 +42,8 @@ from patchkit.tree import Snapshot, check_root, read_all
 from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
-    from patchkit.hunks import FilePatch, HunkSet
+    from patchkit.hunks import FilePatch
+    from patchkit.hunkset import HunkSet
     from patchkit.plan import Plan
     from patchkit.verdicts import FileVerdict
     from patchkit.workspace.recovery import Recovery
@@ -371,7 +372,7 @@ def _tied_to(patches: Sequence[_Patch], refused: Sequence[int], active: Sequence
 
 def _joined(hunk_sets: Iterable[HunkSet]) -> HunkSet:
     """The sections of several hunk sets, in order, as one: judged together, they stack."""
-    from patchkit.hunks import HunkSet  # deferred: the judgement (see run_series)
+    from patchkit.hunkset import HunkSet  # deferred: the judgement (see run_series)
 
     files: list[FilePatch] = []
     for hunk_set in hunk_sets:

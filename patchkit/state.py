@@ -21,7 +21,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit.hunks import FileOp, FilePatch, Hunk, HunkSet, paths_of
+from patchkit.hunks import FileOp, FilePatch, Hunk, paths_of
+from patchkit.hunkset import HunkSet
 from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
 from patchkit.outcome import TreeState, combine  # at home in the light outcome module: a restart needs them
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section

@@ -26,7 +26,8 @@ from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
 from patchkit.filtering import exclude_where, filter_diff, refuse_zero_context
 from patchkit.forge import GIT_DIFF_OPTIONS, count_mbox_commits, net_diff, repeated_paths
-from patchkit.hunks import Diff, HunkSet, paths_of
+from patchkit.hunks import Diff, paths_of
+from patchkit.hunkset import HunkSet
 from patchkit.manifest import PatchSpec
 from patchkit.plan import plan_changes
 from patchkit.provenance import Relation, compare_head, fingerprint_tree, read_paths

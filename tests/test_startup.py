@@ -76,6 +76,7 @@ NEVER_FOR_RESTART = (
     "patchkit.matching",
     "patchkit.verdicts",
     "patchkit.rewrite",
+    "patchkit.hunks",  # its answer holds an empty patchkit.hunkset.HunkSet, no hunk
 )
 
 RUN_PROBE = """
