@@ -125,9 +125,7 @@ def store_entry(sha256: str, strip: int, files: tuple[FilePatch, ...]) -> None:
     with _entries_folder(create=True) as folder:
         if folder is None:
             return
-        import secrets  # deferred: only a write needs a random name (secrets loads random, hmac, base64)
-
-        tmp = f".tmp-{secrets.token_hex(8)}"
+        tmp = f".tmp-{os.urandom(8).hex()}"  # unpredictable, as secrets.token_hex (see workspace.disk.random_name)
         try:
             fd = os.open(tmp, _WRITE_FLAGS, 0o600, dir_fd=folder)
         except OSError:

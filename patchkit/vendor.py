@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -432,7 +431,7 @@ def update_manifest(
 
 def _replace_file(path: Path, data: bytes) -> None:
     """Write a registry file atomically through an exclusive, unpredictable temp name (never one planted there)."""
-    tmp = path.with_name(f".patchkit-{secrets.token_hex(8)}.tmp")
+    tmp = path.with_name(f".patchkit-{os.urandom(8).hex()}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
     except OSError as exc:
