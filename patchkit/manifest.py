@@ -6,7 +6,6 @@ errors that name the manifest file and the line of the key, so a typo can never 
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 from collections.abc import Mapping
@@ -233,16 +232,7 @@ class PatchSpec:
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 
     def read_diff(self) -> bytes:
-        """The diff's bytes, refused unless they match the recorded sha256.
-
-        Read and verified once per PatchSpec: every later call (the restart check, the parse, the record and
-        its stored copy) gets the same verified bytes, so one run never mixes two versions of the file, and a
-        large diff is not read and hashed again for each of them. A refusal is not kept: it is raised again.
-        """
-        return self._verified_diff
-
-    @functools.cached_property
-    def _verified_diff(self) -> bytes:
+        """The diff's bytes, refused unless they match the recorded sha256."""
         if self.pending:
             raise PendingPatchError(
                 f"patch {self.id} is pending: its diff {self.diff_name} has not been vendored yet",

@@ -87,22 +87,6 @@ def test_hash_mismatch_is_refused_before_anything_else(tmp_path: Path) -> None:
     assert info.value.where == f"{folder / 'manifest.toml'}:4"
 
 
-def test_a_spec_reads_and_verifies_its_diff_once_and_never_keeps_a_refusal(tmp_path: Path) -> None:
-    """The restart check, the parse and the record of one run see the same verified bytes: a diff swapped
-    after the first read is not the one used. A refused read is not remembered: the next call reads again."""
-    folder = write(tmp_path / "p1", GOOD)
-    spec = load_manifest(folder)
-    (folder / "p.diff").write_bytes(b"tampered\n")
-    with pytest.raises(ManifestError, match="sha256"):
-        spec.read_diff()
-    (folder / "p.diff").write_bytes(b"d\n")
-    assert spec.read_diff() == b"d\n"
-    (folder / "p.diff").write_bytes(b"swapped after the verified read\n")
-    assert spec.read_diff() == b"d\n"
-    with pytest.raises(ManifestError, match="sha256"):
-        load_manifest(folder).read_diff()  # a new spec (a new run) reads the file again
-
-
 def test_pending_entry_says_how_to_vendor(tmp_path: Path) -> None:
     folder = write(tmp_path / "p1", GOOD.replace('sha256 = "{sha}"\n', ""), diff=None)
     spec = load_manifest(folder)
