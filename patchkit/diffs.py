@@ -106,24 +106,9 @@ class _Header:
     new: bytes | None = None  # name on the +++ line
     old_line: int = 0  # line number of the --- line
     flags: set[bytes] = field(default_factory=set)  # new file mode / deleted file mode seen
-    # each hunk of the section, as the scan read it (see _Body)
-    hunks: list[_Body] = field(default_factory=list)
-
-
-class _Body:
-    """One hunk's body as _scan read it: where it is in the diff's lines and, for a plain hunk, its images.
-
-    `start`/`end`: index of its first and one past its last body line in the diff's lines ("\\ No newline"
-    markers included). A plain hunk (only " ", "-" and "+" lines, nearly every hunk) has its images and
-    context counts read in the same pass that counts the header down; any other has `images` None, and
-    _convert_lines reads it again.
-    """
-
-    __slots__ = ("end", "header_line", "images", "start")
-
-    def __init__(self, header_line: int, start: int, end: int,
-                 images: tuple[list[bytes], list[bytes], int, int] | None) -> None:
-        self.header_line, self.start, self.end, self.images = header_line, start, end, images
+    # each hunk of the section: [line number of its @@ header, index of its first and one past its last
+    # body line in the diff's lines ("\\ No newline" markers included), 1 if all are " ", "-" or "+" lines]
+    hunks: list[list[int]] = field(default_factory=list)
 
 
 def _placeholder(index: int) -> bytes:
@@ -144,7 +129,7 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
     just_closed = False
     in_signature = False
     git: _Header | None = None  # the open `diff --git` section, until its ---/+++ pair or next section
-    body = _Body(0, 0, 0, None)  # the open hunk's row of _Header.hunks
+    body: list[int] = [0, 0, 0, 1]  # the open hunk's row of _Header.hunks
     nul = b"\0" in b"".join(lines)  # only then is every line checked, so the first fault is still reported
     rows = enumerate(lines, 1)
     for number, raw in rows:
@@ -153,7 +138,7 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
             raise _nul_error(source, number)
         where = f"{source}:{number}"
         if just_closed and line[:1] == NO_NEWLINE:
-            body.end, body.images = number, None
+            body[2], body[3] = number, 0
             out.append(raw)
             continue
         if line == SIGNATURE:  # a mail signature runs to the next patch of a series
@@ -180,14 +165,10 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
             hunk_line, hunk_header = number, line
             git = None
             out.append(raw)
-            plain = True  # only " ", "-" and "+" lines so far
+            plain = 1  # only " ", "-" and "+" lines so far
             start = number
-            old: list[bytes] = []
-            new: list[bytes] = []
-            first = last = -1  # diff line numbers of the first and the last changed line
             if old_left or new_left:
-                # The hunk's body, in a loop of its own (the bulk of every diff): count each side down, and
-                # read the images on the way (one object per line: a context line is shared by both sides).
+                # The hunk's body, in a loop of its own (the bulk of every diff): count each side down.
                 for number, raw in rows:  # the outer loop's iterator: it goes on after the body
                     if nul and b"\0" in raw:
                         raise _nul_error(source, number)
@@ -195,27 +176,16 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
                     if kind == 32:  # " "
                         old_left -= 1
                         new_left -= 1
-                        value = raw[1:]
-                        old.append(value)
-                        new.append(value)
                     elif kind == 45:  # "-"
                         old_left -= 1
-                        old.append(raw[1:])
-                        if first < 0:
-                            first = number
-                        last = number
                     elif kind == 43:  # "+"
                         new_left -= 1
-                        new.append(raw[1:])
-                        if first < 0:
-                            first = number
-                        last = number
                     elif raw == b"\n" or raw == b"\r\n":  # a blank context line that lost its space
                         old_left -= 1
                         new_left -= 1
-                        plain = False
+                        plain = 0
                     elif kind == 92:  # "\\ No newline at end of file"
-                        plain = False
+                        plain = 0
                     else:
                         raise DiffError(
                             f"hunk {_show(hunk_header)} (line {hunk_line}) ends early: its header promises "
@@ -231,15 +201,7 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
                     if not (old_left or new_left):
                         break
                 out.extend(lines[start:number])
-            # The body is lines[start:number]: the diff's lines start + 1 to number (1-based), none if the
-            # header counts no line. Leading context: the rows before the first change; trailing: after the last.
-            if not plain:
-                images = None
-            elif first < 0:  # context only
-                images = (old, new, number - start, number - start)
-            else:
-                images = (old, new, first - 1 - start, number - last)
-            body = _Body(hunk_line, start, number, images)
+            body = [hunk_line, start, number, plain]
             headers[-1].hunks.append(body)
             just_closed = not (old_left or new_left)
             continue
@@ -423,18 +385,36 @@ def _convert_file(pf: Any, headers: Sequence[_Header], lines: Sequence[bytes], s
     )
 
 
-def _convert_hunk(h: Any, index: int, body: _Body, lines: Sequence[bytes], source: str) -> Hunk:
+def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes], source: str) -> Hunk:
     """One hunk as unidiff parsed it (its header and counts), with its lines taken from the diff's bytes."""
-    old, new, leading, trailing = body.images or _convert_lines(lines[body.start:body.end])
+    header_line, start, end, plain = body
+    rows = lines[start:end]
+    if plain:  # only " ", "-" and "+" lines (nearly every hunk): one pass, no marker or blank-line cases
+        old, new = [], []
+        first = last = -1  # the first and the last changed row
+        for i, row in enumerate(rows):
+            value = row[1:]  # one object per line: a context line is shared by both sides
+            if row[0] == 32:  # " "
+                old.append(value)
+                new.append(value)
+                continue
+            if first < 0:
+                first = i
+            last = i
+            (old if row[0] == 45 else new).append(value)  # "-" or "+"
+        leading = first if first >= 0 else len(rows)
+        trailing = len(rows) - 1 - last if last >= 0 else len(rows)
+    else:
+        old, new, leading, trailing = _convert_lines(rows)
     if (len(old), len(new)) != (h.source_length, h.target_length) or len(new) - len(old) != h.added - h.removed:
         raise DiffError(
             f"hunk {index} has {len(old)} old and {len(new)} new lines, its header says "
             f"{h.source_length} and {h.target_length}",
-            where=f"{source}:{body.header_line}",
+            where=f"{source}:{header_line}",
         )
     return Hunk(
         index=index,
-        diff_line=body.header_line if body.end > body.start else 0,
+        diff_line=header_line if rows else 0,
         old_start=int(h.source_start),
         old_len=int(h.source_length),
         new_start=int(h.target_start),
