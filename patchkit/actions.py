@@ -13,6 +13,7 @@ neither the parse stage nor the write stage.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -103,6 +104,10 @@ def restart_outcomes(
     Anything wrong with a manifest, a diff or the root is left to the full path, to report in its own order.
     """
     if action is not Action.APPLY or not options.fast_restart or options.dry_run:
+        return None, None
+    if not all(os.path.lexists(root / STATE_DIR / record_names(spec.id)[0]) for spec in specs):
+        # No record, no fast answer (a first apply, a tree applied by hand): decline before reading any diff or
+        # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
         return None, None
     from patchkit.fastpath import check_restart  # deferred: only apply's restart reads the records' block
 

@@ -126,6 +126,29 @@ def test_status_loads_only_what_it_uses(small_patch: tuple[Path, Path]) -> None:
     assert not loaded & (set(NEVER_FOR_STATUS) - {"json"}), sorted(loaded & set(NEVER_FOR_STATUS))
 
 
+def test_a_first_apply_declines_the_fast_path_before_reading_any_diff(
+    small_patch: tuple[Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No record under .patchkit: the fast path declines at once, without reading (and hashing) the diff or
+    taking the lock; with a record there, it reads the diff as before."""
+    from patchkit.actions import Action, Options, restart_outcomes
+    from patchkit.manifest import PatchSpec, load_manifest
+
+    engine, patches = small_patch
+    spec = load_manifest(patches / "small-pr1")
+    reads: list[str] = []
+    real = PatchSpec.read_diff
+    monkeypatch.setattr(PatchSpec, "read_diff", lambda self: reads.append(self.id) or real(self))
+    fast = Options(fast_restart=True)
+    assert restart_outcomes((spec,), engine, Action.APPLY, fast) == (None, None)
+    assert reads == []
+    assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
+    assert reads  # the apply itself read it
+    reads.clear()
+    quick, _ = restart_outcomes((spec,), engine, Action.APPLY, fast)
+    assert quick is not None and reads == ["small-pr1"]  # a record: the diff is checked, the records answer
+
+
 @pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all (the container hook)"])
 def test_a_restart_loads_neither_the_parser_nor_the_write_stage(
     small_patch: tuple[Path, Path], which: list[str]
