@@ -20,12 +20,19 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import PatchkitError
 from patchkit.hunkset import HunkSet
-from patchkit.outcome import STATUS_EXIT as STATUS_EXIT
-from patchkit.outcome import Action as Action
-from patchkit.outcome import BaseState, Origin, PatchState, Provenance, RecordCheck, RecordState, TreeState
-from patchkit.outcome import Options as Options
-from patchkit.outcome import Outcome as Outcome
-from patchkit.outcome import Result as Result
+from patchkit.outcome import (
+    Action,
+    BaseState,
+    Options,
+    Origin,
+    Outcome,
+    PatchState,
+    Provenance,
+    RecordCheck,
+    RecordState,
+    Result,
+    TreeState,
+)
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
     assess,

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from patchkit.errors import BadInputError
 from patchkit.hunks import Diff
+from patchkit.outcome import PatchState
 from patchkit.rewrite import rewrite_section
-from patchkit.state import PatchState, judge_section
+from patchkit.state import judge_section
 from patchkit.tree import Snapshot
 
 # The first line of each message git format-patch writes (the date is fixed on purpose, for `file`/magic).

@@ -1,8 +1,8 @@
 """The vocabulary of an answer: what an action found and did, as the report and the exit code read it.
 
 The enums and frozen records every action's Outcome is made of (the tree's state, the base, the applied record,
-the origin, the action and its result) live here, apart from the modules that compute them (state.py judges,
-provenance.py checks, actions.py decides), which re-export them under their old names. This module computes
+the origin, the action and its result) live here, and only here, apart from the modules that compute them
+(state.py judges, provenance.py checks, actions.py decides). This module computes
 nothing and imports nothing heavy: a restart that the applied records answer (patchkit.fastpath) builds its
 Outcome and prints its report from these alone, without loading the judging modules (state, matching, verdicts,
 rewrite), which load only when the fast path declines.

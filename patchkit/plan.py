@@ -13,7 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from patchkit.errors import InternalError, RefusedError
-from patchkit.state import PatchState, TreeState, combine, judge_sections, replay_sections
+from patchkit.outcome import PatchState, TreeState, combine
+from patchkit.state import judge_sections, replay_sections
 from patchkit.tree import Snapshot
 
 

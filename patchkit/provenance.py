@@ -22,14 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
-from patchkit.outcome import BaseCheck as BaseCheck
-from patchkit.outcome import BaseState as BaseState
-from patchkit.outcome import Origin as Origin
-from patchkit.outcome import PatchState
-from patchkit.outcome import Provenance as Provenance
-from patchkit.outcome import RecordCheck as RecordCheck
-from patchkit.outcome import RecordState as RecordState
-from patchkit.outcome import Relation as Relation
+from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, Provenance, RecordCheck, RecordState, Relation
 from patchkit.records import AppliedRecord, parse_record, record_names
 from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state

@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk
 from patchkit.matching import HunkState, Located
-from patchkit.outcome import PatchState as PatchState  # its home is the light outcome module: a restart needs it
+from patchkit.outcome import PatchState
 from patchkit.tree import Snapshot
 
 

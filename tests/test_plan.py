@@ -10,9 +10,10 @@ import pytest
 from patchkit.diffs import parse_diff
 from patchkit.errors import ExitCode, InternalError, RefusedError
 from patchkit.filtering import filter_diff
+from patchkit.outcome import PatchState
 from patchkit.plan import plan_changes
 from patchkit.rewrite import with_exec
-from patchkit.state import PatchState, scan_tree
+from patchkit.state import scan_tree
 from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
 
 BEFORE = {

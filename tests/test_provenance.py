@@ -15,7 +15,8 @@ from typing import Any
 
 import pytest
 
-from patchkit.provenance import Relation, compare_head
+from patchkit.outcome import Relation
+from patchkit.provenance import compare_head
 from tests.conftest import FileSpec, cli, copy_tree, git, git_diff, read_tree, write_tree
 from tests.provenance_helpers import (
     BASE,
