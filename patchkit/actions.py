@@ -167,10 +167,10 @@ def decide_patch(
     missing = missing_files(tree) if tree.state is PatchState.CONFLICT else ()
     if action is Action.STATUS:
         return Decision(facts, None, missing_reason(missing, tree.root) if missing else None, None)
-    refusal = _refuse_provenance(spec, action, facts, options)
+    refusal = _refuse_provenance(spec, action, facts, options, tree.root)
     if refusal is not None:
         return Decision(facts, Result.REFUSED, refusal, None)
-    result, reason, forward = _decide(action, tree.state, options.complete)
+    result, reason, forward = _decide(spec, action, tree.state, options, tree.root)
     adoptable = result is Result.ALREADY_APPLIED and facts.record.state is not RecordState.CURRENT
     if options.adopt and adoptable and not options.dry_run:
         return Decision(facts, Result.ADOPTED, None, None)
@@ -192,20 +192,24 @@ def _first_undecided(tree: TreeState) -> str:
     return "no single hunk is at fault"
 
 
-def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, options: Options) -> str | None:
+def _refuse_provenance(
+    spec: PatchSpec, action: Action, facts: Provenance, options: Options, root: Path
+) -> str | None:
     """Why provenance forbids the action (before any hunk-level decision), or None."""
     base = facts.base
+    commands = options.commands(root)
     if action is Action.REVERT and facts.origin is Origin.UPSTREAM and not options.force:
         # patchkit did not put this change there: taking it out would edit the engine image itself.
         return (
             "the tree had this change before patchkit applied anything (no applied record): the engine "
-            "image probably ships it, and the patch can be retired; `revert --force` takes it out anyway"
+            "image probably ships it, and the patch can be retired; "
+            f"`{commands.patch_command('revert', spec, '--force')}` takes it out anyway"
         )
     if action is Action.REVERT and facts.origin is Origin.OUTSIDE and not options.force:
         return (
             "the tree has this change but patchkit has no record of applying it (applied outside patchkit, e.g. "
-            f"by a script): `patchkit apply {spec.id} --adopt` records it, then revert; `revert --force` takes it "
-            "out anyway"
+            f"by a script): `{commands.patch_command('apply', spec, '--adopt')}` records it, then revert; "
+            f"`{commands.patch_command('revert', spec, '--force')}` takes it out anyway"
         )
     if options.strict_base and base.state is not BaseState.PINNED:
         what = f"drifted ({', '.join(base.drifted)})" if base.drifted else base.state.value
@@ -224,12 +228,18 @@ def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, optio
             f"{record.path} and apply again"
         )
     if action is Action.APPLY:
-        return f"{holds}; `patchkit revert {spec.id}` takes it out with its stored copy, then apply again"
+        return (
+            f"{holds}; `{commands.patch_command('revert', spec)}` takes it out with its stored copy, then apply "
+            "again"
+        )
     return None
 
 
-def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, str | None, bool | None]:
+def _decide(
+    spec: PatchSpec, action: Action, state: PatchState, options: Options, root: Path
+) -> tuple[Result, str | None, bool | None]:
     """(result, refusal reason, direction to plan in, or None for nothing to write)."""
+    complete = options.complete
     forward = action is Action.APPLY
     done_state = PatchState.APPLIED if forward else PatchState.UNAPPLIED
     start_state = PatchState.UNAPPLIED if forward else PatchState.APPLIED
@@ -240,9 +250,10 @@ def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, 
         return done_result, None, forward
     if state is PatchState.PARTIAL:
         verb, other = ("apply", "revert") if forward else ("revert", "apply")
+        commands = options.commands(root)
         return Result.REFUSED, (
-            f"the tree is partially patched; `{verb} --complete` finishes the job, "
-            f"`{other} --complete` goes back the other way"
+            f"the tree is partially patched; `{commands.patch_command(verb, spec, '--complete')}` finishes the job, "
+            f"`{commands.patch_command(other, spec, '--complete')}` goes back the other way"
         ), None
     if state is PatchState.AMBIGUOUS:
         return Result.REFUSED, "content alone cannot tell whether some hunks are applied; fix them by hand", None

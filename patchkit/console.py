@@ -162,6 +162,18 @@ def echo(message: str = "", *, err: bool = False) -> None:
             silence(name)
 
 
+def warn(message: str) -> None:
+    """`patchkit: warning: ...` on stderr: something looks wrong but the run goes on (-q leaves it out)."""
+    if not settings().quiet:
+        echo(f"patchkit: warning: {message}", err=True)
+
+
+def note(message: str) -> None:
+    """`patchkit: note: ...` on stderr: a fact worth knowing, nothing wrong (-q leaves it out)."""
+    if not settings().quiet:
+        echo(f"patchkit: note: {message}", err=True)
+
+
 def silence(name: str) -> None:
     """Point a closed stdout/stderr at /dev/null, so later writes and the flush at exit cannot fail."""
     _closed.add(name)

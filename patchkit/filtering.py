@@ -149,13 +149,21 @@ def match_exclude(pattern: str, path: str) -> bool:
 
 def load_hunk_set(spec: PatchSpec) -> HunkSet:
     """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
-    data = spec.read_diff()
-    if spec.sha256 is None:  # read_diff refuses this; no verified hash, no cache
+    if spec.sha256 is None:
+        # No pin yet: check the file as vendor does (a diff, with context, every exclude in it) before read_diff
+        # asks to pin its sha256: a saved HTML page, an empty or CRLF file is reported as what it is, first.
         from patchkit.diffs import parse_diff  # deferred, as in the cache: the parser loads only to parse
 
-        diff = parse_diff(data, spec.strip, str(spec.diff_path))
-    else:
-        diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
+        diff = parse_diff(spec.read_diff(pinned=False), spec.strip, str(spec.diff_path))
+        refuse_zero_context(diff)
+        _filter(spec, diff)
+        spec.read_diff()  # refuses: no sha256 recorded, with the sha256 to pin
+    data = spec.read_diff()
+    assert spec.sha256 is not None
+    return _filter(spec, parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path)))
+
+
+def _filter(spec: PatchSpec, diff: Diff) -> HunkSet:
     try:
         return filter_diff(diff, spec.excludes, spec.path_map)
     except ManifestError as exc:

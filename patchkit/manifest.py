@@ -213,7 +213,10 @@ class PatchSpec:
 
     @property
     def pending(self) -> bool:
-        """True until a diff body has been vendored into the patch folder."""
+        """True until a diff body has been vendored into the patch folder. A manifest that pins the diff's
+        sha256 says it was vendored: its missing file is an error (read_diff), not "pending"."""
+        if self.sha256 is not None or self.hunkset_sha256 is not None:
+            return False
         try:
             return not self.diff_path.is_file()
         except OSError:  # e.g. an unreadable patch folder: not pending, and read_diff says what is wrong
@@ -231,8 +234,9 @@ class PatchSpec:
 
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 
-    def read_diff(self) -> bytes:
-        """The diff's bytes, refused unless they match the recorded sha256."""
+    def read_diff(self, *, pinned: bool = True) -> bytes:
+        """The diff's bytes, refused unless they match the recorded sha256. `pinned=False`: every check but the
+        pin (a diff with no sha256 yet is read, to be parsed before the user is asked to pin it)."""
         if self.pending:
             raise PendingPatchError(
                 f"patch {self.id} is pending: its diff {self.diff_name} has not been vendored yet",
@@ -249,9 +253,13 @@ class PatchSpec:
         try:
             check_diff_size(real.stat().st_size, str(self.diff_path))  # before reading it into memory
             data = real.read_bytes()
+        except FileNotFoundError:
+            raise self._missing_diff() from None
         except OSError as exc:
             raise ManifestError(f"cannot read {self.diff_name}: {exc.strerror}", where=str(self.diff_path)) from None
         actual = hashlib.sha256(data).hexdigest()
+        if self.sha256 is None and not pinned:
+            return data
         if self.sha256 is None:
             raise ManifestError(
                 f"no sha256 recorded for {self.diff_name}",
@@ -265,6 +273,24 @@ class PatchSpec:
                 hint="the diff changed since it was reviewed; re-vendor it or restore the reviewed file",
             )
         return data
+
+
+    def _missing_diff(self) -> ManifestError:
+        """The manifest pins a diff that is not in the folder: a typo in `diff =` or a deleted file."""
+        try:
+            names = sorted(p.name for p in self.folder.iterdir() if p.name != MANIFEST_NAME and p.is_file())
+        except OSError:
+            names = []
+        close = closest(self.diff_name, names)
+        pin = "sha256" if self.sha256 is not None else "hunkset_sha256"
+        return ManifestError(
+            f"the diff {self.diff_name} is not in the patch folder, but the manifest pins its {pin}: it was vendored"
+            + (f"; did you mean {close!r}?" if close else ""),
+            where=_where(self.manifest_path, line_of_key(self.manifest_path, "diff")),
+            hint=(f'fix the manifest\'s diff = "{close}"' if close else "restore the diff file (e.g. from version "
+                  "control)")
+            + f", or vendor it again: {self.vendor_command()}",
+        )
 
 
 def load_manifest(folder: Path) -> PatchSpec:

@@ -10,17 +10,17 @@ rewrite), which load only when the fast path declines.
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
+from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import ExitCode
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.matching import HunkState
@@ -182,6 +182,30 @@ STATUS_EXIT = {
 }
 
 
+class Invocation(NamedTuple):  # a NamedTuple, as BaseCheck
+    """How this run named the engine tree and the registry, so that every command a message suggests runs as
+    printed, from any folder: the same options, absolute paths, shell-quoted (the CLI builds it from its options:
+    commands/options.py; `at(root)` for a caller without one)."""
+
+    root: tuple[str, ...]  # ("--root", "/abs/dir") or ("--root-from-package", NAME[, "--python", PATH])
+    patches: str | None = None  # the registry folder, absolute: for a command on --all
+    target: tuple[str, ...] = ()  # the --target values of an --all run
+
+    @classmethod
+    def at(cls, root: Path) -> Invocation:
+        return cls(("--root", str(Path(root).absolute())))
+
+    def patch_command(self, verb: str, spec: PatchSpec, *flags: str) -> str:
+        """`patchkit VERB ID --patches REGISTRY <root> FLAGS`: the registry is the folder the patch was found in."""
+        return shlex.join(["patchkit", verb, spec.id, "--patches", str(spec.folder.parent), *self.root, *flags])
+
+    def series_command(self, verb: str, *flags: str) -> str:
+        """`patchkit VERB --all [--target T] [--patches REGISTRY] <root> FLAGS`."""
+        words = ["patchkit", verb, "--all", *(word for name in self.target for word in ("--target", name))]
+        words += ["--patches", self.patches] if self.patches else []
+        return shlex.join([*words, *self.root, *flags])
+
+
 @dataclass(frozen=True)
 class Options:
     """How an action runs, as the command's flags set it."""
@@ -196,6 +220,11 @@ class Options:
     # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
     # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
     fast_restart: bool = False
+    invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
+
+    def commands(self, root: Path) -> Invocation:
+        """The invocation to spell suggested commands with: the CLI's, else `--root ROOT`."""
+        return self.invocation if self.invocation is not None else Invocation.at(root)
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from patchkit.outcome import (
     Action,
     BaseCheck,
     BaseState,
+    Invocation,
     Origin,
     Outcome,
     PatchState,
@@ -293,9 +294,10 @@ def _few(paths: list[str], limit: int = 3) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def table_hint(outcome: Outcome) -> str:
-    root = outcome.tree.root
-    return f"  every hunk: `patchkit status {outcome.spec.id} --root {root} -v`"
+def table_hint(outcome: Outcome, commands: Invocation | None = None) -> str:
+    """The command that prints every hunk, spelled as this run was (see Invocation)."""
+    commands = commands or Invocation.at(outcome.tree.root)
+    return f"  every hunk: `{commands.patch_command('status', outcome.spec, '-v')}`"
 
 
 def hunk_table(outcome: Outcome) -> list[str]:
@@ -384,8 +386,11 @@ def spec_line(spec: PatchSpec) -> str:
 
 
 def _paint(key: str, text: str | None = None) -> str:
-    # click.echo strips these styles when stdout is not a terminal.
-    return click.style(text if text is not None else key, fg=_COLOURS.get(key))
+    # click.echo strips these styles when stdout is not a terminal. A word without a colour is left plain:
+    # click.style would still end it with a reset (`base unknown^[[0m`).
+    shown = text if text is not None else key
+    colour = _COLOURS.get(key)
+    return click.style(shown, fg=colour) if colour else shown
 
 
 
@@ -432,7 +437,7 @@ def _provenance_json(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def provenance_line(outcome: Outcome, verbose: bool) -> str | None:
+def provenance_line(outcome: Outcome, verbose: bool, commands: Invocation | None = None) -> str | None:
     """One line on base and record: always with -v, otherwise only when it says something to act on."""
     facts = outcome.provenance
     if facts is None:
@@ -446,7 +451,8 @@ def provenance_line(outcome: Outcome, verbose: bool) -> str | None:
     )
     if not (verbose or notable):
         return None
-    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts, outcome.tree.state)}"
+    commands = commands or Invocation.at(outcome.tree.root)
+    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts, outcome, commands)}"
 
 
 _RELATION_TEXT = {
@@ -472,8 +478,36 @@ def _base_text(base: BaseCheck, verbose: bool) -> str:
     return f"{label} ({'; '.join(reasons)})" if reasons else label
 
 
-def _record_text(facts: Provenance, outcome_state: PatchState | None = None) -> str:
+# What the tree lacks, after "the tree": a record says patchkit applied the patch, the state says otherwise.
+_MISSING_TEXT = {
+    PatchState.UNAPPLIED: "does not have it now",
+    PatchState.PARTIAL: "no longer has all of it",
+    PatchState.CONFLICT: "no longer has it as the patch wrote it",
+    PatchState.AMBIGUOUS: "cannot be told to have it",
+    PatchState.APPLIED: "has it",
+}
+
+
+def _next_apply(outcome: Outcome, commands: Invocation) -> str:
+    """What `apply` really does to a tree whose record claims more than the tree holds, and the command that works."""
+    spec, state = outcome.spec, outcome.tree.state
+    if state is PatchState.UNAPPLIED:
+        return f"`{commands.patch_command('apply', spec)}` applies it again and rewrites the record"
+    if state is PatchState.PARTIAL:
+        return (
+            "`apply` refuses a partially patched tree: "
+            f"`{commands.patch_command('apply', spec, '--complete')}` writes the missing hunks and rewrites the "
+            "record"
+        )
+    return (
+        "`apply` refuses it: restore the files the hunks name (see them with "
+        f"`{commands.patch_command('status', spec, '-v')}`), or re-vendor the patch for this image"
+    )
+
+
+def _record_text(facts: Provenance, outcome: Outcome, commands: Invocation) -> str:
     check, record = facts.record, facts.record.record
+    outcome_state = outcome.tree.state
     if facts.origin is Origin.UPSTREAM:
         return (
             f"no record: the tree has this change but patchkit did not put it there ({_paint('upstream-contains')}); "
@@ -482,13 +516,13 @@ def _record_text(facts: Provenance, outcome_state: PatchState | None = None) -> 
     if facts.origin is Origin.OUTSIDE:
         return (
             f"no record: {_paint('applied outside patchkit')} (by a script or by hand, on the pinned base or one "
-            "that cannot be told); `apply --adopt` records it without writing the engine"
+            f"that cannot be told); `{commands.patch_command('apply', outcome.spec, '--adopt')}` records it "
+            "without writing the engine"
         )
     if check.state is RecordState.CURRENT and record is not None and outcome_state is not PatchState.APPLIED:
         return (
-            f"the record says patchkit applied it ({record.applied_at}), but the tree does not have it now "
-            "(reinstalled or restored, e.g. pip install --force-reinstall); `apply` applies it again and "
-            "rewrites the record"
+            f"the record says patchkit applied it ({record.applied_at}), but the tree {_MISSING_TEXT[outcome_state]} "
+            f"(reinstalled or restored, e.g. pip install --force-reinstall); {_next_apply(outcome, commands)}"
         )
     if check.state is RecordState.STALE and record is not None:
         text = (
@@ -524,7 +558,7 @@ def series_json(series: SeriesOutcome) -> dict[str, Any]:
     }
 
 
-def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
+def series_status_table(series: SeriesOutcome, verbose: bool, commands: Invocation | None = None) -> list[str]:
     """`status --all`: one row per patch (patch, state, base, files), then what stands out."""
     rows = [(o.spec.id, o.tree.state.value, o.provenance.base.state.value if o.provenance else "-",
              ", ".join(dict.fromkeys(show_path(v.section.path) for v in o.tree.files))) for o in series.outcomes]
@@ -533,7 +567,7 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
     lines += [f"{pid:<{width}}  {_paint(state, f'{state:<10}')} {_paint(base, f'{base:<8}')} {files}"
               for pid, state, base, files in rows]
     for outcome in series.outcomes:
-        details = _details(outcome, verbose)
+        details = _details(outcome, verbose, commands)
         if details:
             lines += [f"{outcome.spec.id}:", *details]
     count = len(series.outcomes)
@@ -542,16 +576,17 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
     return lines
 
 
-def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
+def series_lines(series: SeriesOutcome, verbose: bool, commands: Invocation | None = None) -> list[str]:
     """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
     from patchkit.series import SeriesResult  # loaded already: it made `series`
 
+    commands = commands or Invocation.at(series.root)
     lines: list[str] = []
     in_order = series.outcomes if series.action is Action.APPLY else series.outcomes[::-1]  # as they were acted on
     for outcome in in_order:
         lines.append(summary_line(outcome))
         # Held back by all or nothing, every patch has the same reason: the series line gives it once.
-        lines += _details(outcome, verbose, skip_reason=series.keep_going)
+        lines += _details(outcome, verbose, commands, skip_reason=series.keep_going)
     result = series.result
     assert result is not None
     written = len({c.path for c in series.plan.changes}) if series.plan else 0
@@ -561,7 +596,8 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     texts = {
         SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would {goal}; would write {plural(written, 'file')}",
         SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
-        + ("" if series.keep_going else " (--keep-going writes the patches that can be)"),
+        + ("" if series.keep_going else
+           f" (`{commands.series_command(series.action.value, '--keep-going')}` writes the patches that can be)"),
         SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {plural(count, 'patch')} left, "
         f"{_tally(series)} ({plural(written, 'file')} written)",
     }
@@ -574,7 +610,7 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
         ]
     first = next((o for o in series.left if o.result is Result.REFUSED), None)
     if first is not None:
-        lines += _refusal_advice(first)
+        lines += _refusal_advice(first, commands)
     return lines
 
 
@@ -598,10 +634,12 @@ def _tally(series: SeriesOutcome) -> str:
     return ", ".join(parts) or "nothing to do"
 
 
-def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[str]:
+def _details(
+    outcome: Outcome, verbose: bool, commands: Invocation | None, skip_reason: bool = True
+) -> list[str]:
     """What a patch's line needs below it: provenance worth a look, the hunk table on refusal, a skip reason."""
     lines = []
-    line = provenance_line(outcome, verbose)
+    line = provenance_line(outcome, verbose, commands)
     if line is not None:
         lines.append(line)
     lines += strict_base_lines(outcome)
@@ -614,7 +652,7 @@ def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[
     return lines
 
 
-def _refusal_advice(outcome: Outcome) -> list[str]:
+def _refusal_advice(outcome: Outcome, commands: Invocation) -> list[str]:
     """Which patch, which file, and what to do: the lines a stopped container start ends with."""
     from patchkit.provenance import missing_files  # deferred: only a refusal gives advice
 
@@ -634,7 +672,8 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
         where = f"{show_path(bad.section.path) if bad else 'a file'} is not under the root"
     elif tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
         todo = (
-            f"see the hunks with `patchkit status {pid} --root {tree.root} -v`; if this engine image already ships "
+            f"see the hunks with `{commands.patch_command('status', outcome.spec, '-v')}`; if this engine image "
+            "already ships "
             f"the fix, retire {pid} (remove its folder from the patches registry), else re-vendor it for this image"
         )
     return [f"  stopped at {pid}: {where}", f"  what to do: {todo}"]
