@@ -8,6 +8,7 @@ closed stdout pipe does not change the exit code. Nothing below here prints or e
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import itertools
@@ -19,7 +20,7 @@ import click
 
 from patchkit import __version__
 from patchkit.console import echo, output_params, reset_streams, settings, silence
-from patchkit.errors import ExitCode, PatchkitError
+from patchkit.errors import ExitCode, OutputError, PatchkitError
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
@@ -100,7 +101,7 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             code = int(ExitCode.INTERRUPTED)
         except click.ClickException as exc:
-            code = emit_usage_error(exc, wants_json(argv))
+            code = emit_usage_error(exc, wants_json(argv), argv)
         except Exception as exc:  # the one place a bug becomes exit 10, not "refused" (see invoke)
             code = emit_internal(exc, wants_json(argv))
         if standalone_mode:
@@ -130,9 +131,16 @@ def emit_error(exc: PatchkitError) -> int:
 
     code = int(exc.exit_code)
     if settings().json:
-        echo(render_json(error_json(exc.message, code, exc.where, exc.hint)))
-    echo(f"patchkit: error: {exc}", err=True)
+        tell(render_json(error_json(exc.message, code, exc.where, exc.hint)))
+    tell(f"patchkit: error: {exc}", err=True)
     return code
+
+
+def tell(message: str, *, err: bool = False) -> None:
+    """echo for the error boundary: a report that cannot be written is lost, and the exit code still says
+    what happened (the error's own code, not the output's)."""
+    with contextlib.suppress(OutputError):
+        echo(message, err=err)
 
 
 def emit_interrupt(exc: KeyboardInterrupt) -> int:
@@ -143,23 +151,58 @@ def emit_interrupt(exc: KeyboardInterrupt) -> int:
     terminated = isinstance(exc, Terminated)
     what = "terminated (SIGTERM)" if terminated else "interrupted"
     code = int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
+    # The write stage says what became of a write it was in (workspace.commit); before it, nothing was written.
+    happened = str(exc) or "stopped before the write phase: nothing was written"
     if settings().json:
-        echo(render_json(error_json(what, code, None, "rerun the command; it is safe to repeat")))
-    echo(f"patchkit: {what}; {exc or 'nothing was left half written'}", err=True)
+        tell(render_json(error_json(f"{what}; {happened}", code, None, "rerun the command; it is safe to repeat")))
+    tell(f"patchkit: {what}; {happened}", err=True)
     return code
 
 
-def emit_usage_error(exc: click.ClickException, as_json: bool) -> int:
+def emit_usage_error(exc: click.ClickException, as_json: bool, argv: list[str] | None = None) -> int:
     from patchkit.report import error_json, render_json
 
     code = int(ExitCode.BAD_INPUT)
+    ctx = getattr(exc, "ctx", None)
+    ctx = ctx if isinstance(ctx, click.Context) else None
+    words = ctx.command_path.split()[1:] if ctx is not None else []
+    message = usage_message(exc, ctx, argv or [])
+    hint = f"see `{' '.join(['patchkit', *words, '--help'])}`"
     if as_json:
-        ctx = getattr(exc, "ctx", None)
-        words = ctx.command_path.split()[1:] if isinstance(ctx, click.Context) else []
-        hint = f"see `{' '.join(['patchkit', *words, '--help'])}`"
-        echo(render_json(error_json(exc.format_message(), code, None, hint)))
-    exc.show()
+        tell(render_json(error_json(message, code, None, hint)))
+    usage = ctx.get_usage().replace("Usage: ", "usage: ", 1) if ctx is not None else None
+    tell("\n".join([f"patchkit: error: {message}", *([f"  {usage}"] if usage else []), f"  hint: {hint}"]), err=True)
     return code
+
+
+def usage_message(exc: click.ClickException, ctx: click.Context | None, argv: list[str]) -> str:
+    """A usage error in patchkit's words: an unknown option gets the did-you-mean that helps, among this
+    command's options, else the commands that have it (`--json list`: give it after the command name)."""
+    if not isinstance(exc, click.NoSuchOption) or ctx is None:
+        return exc.format_message()
+    name = exc.option_name
+    command = ctx.command
+    group_ctx = ctx if isinstance(command, click.Group) else ctx.parent
+    group = group_ctx.command if group_ctx is not None else None
+    owners: dict[str, list[str]] = {}  # option -> the other commands that take it
+    if group_ctx is not None and isinstance(group, click.Group):
+        for sub_name in group.list_commands(group_ctx):
+            sub = group.get_command(group_ctx, sub_name)
+            for opt in (o for p in (sub.params if sub is not None and sub is not command else []) for o in p.opts):
+                owners.setdefault(opt, []).append(sub_name)
+    mine = sorted({opt for p in command.params for opt in p.opts if opt.startswith("-")} | {"--help", "-h"})
+    close = None if name in owners else suggest(name, mine)  # another command's own option beats a look-alike
+    if close:
+        return f"no such option {name}; did you mean {close}?"
+    other = name if name in owners else suggest(name, sorted(owners))
+    if other is None:
+        return f"no such option {name}"
+    where = ", ".join(owners[other])
+    if isinstance(command, click.Group):
+        typed = next((word for word in argv if word in owners[other]), owners[other][0])  # `--json list`: list
+        return f"no such option {name} before the command name; {other} is an option of {where}: give it after " \
+            f"the command, e.g. `patchkit {typed} {other}`"
+    return f"no such option {name} for {ctx.info_name}; {other} is an option of {where}, not of {ctx.info_name}"
 
 
 def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
@@ -169,12 +212,12 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     code = int(ExitCode.INTERNAL)
     summary = f"{type(exc).__name__}: {exc}"
     if settings().json if as_json is None else as_json:
-        echo(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
+        tell(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
     if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
         import traceback  # deferred: only a bug's report shows one
 
-        echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
-    echo(f"patchkit: internal error, please report: {summary} "
+        tell("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
+    tell(f"patchkit: internal error, please report: {summary} "
          "(rerun with -v or PATCHKIT_TRACEBACK=1 for the traceback)", err=True)
     return code
 

@@ -18,6 +18,8 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from patchkit.errors import OutputError
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -160,6 +162,17 @@ def echo(message: str = "", *, err: bool = False) -> None:
             click.echo(message, err=err, color=use_colour(settings().color))
         except BrokenPipeError:
             silence(name)
+        except OSError as exc:  # a full disk, EIO: the report cannot be written; not a bug
+            silence(name)
+            raise output_error(name, exc) from None
+
+
+def output_error(name: str, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write to {name}: {exc.strerror or exc}", where=None,
+        hint="the command's work is not affected (a write to the tree is a transaction, finished or rolled back "
+        f"before the report); send {name} somewhere with room and rerun to see the report: it is safe to repeat",
+    )
 
 
 def warn(message: str) -> None:
