@@ -269,7 +269,13 @@ def entry() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BaseException:  # a closed pipe, or anything else: the normal exit path reports it
+    except BrokenPipeError:  # a closed pipe: the normal exit path reports it
+        sys.exit(code)
+    except OSError as exc:  # a full disk, EIO, on the last of the output: an output error, not a bug
+        with contextlib.suppress(OSError):
+            os.write(2, f"patchkit: error: cannot write the output: {exc.strerror or exc}\n".encode())
+        os._exit(int(ExitCode.OUTPUT_FAILED))
+    except BaseException:  # anything else: the normal exit path reports it
         sys.exit(code)
     os._exit(code)
 
