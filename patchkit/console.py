@@ -234,7 +234,7 @@ class TerminalProgress:
 
     def lock_wait(self, holder: LockHolder | None, path: Path) -> None:
         """workspace's WaitHook: a note of its own line; the spinner goes on below it."""
-        who = f"pid {holder.pid} since {holder.since}" if holder is not None else "another patchkit process"
+        who = f"pid {holder.pid} since {holder.since}" if holder is not None else "a process"
         with self._lock:
             self._clear()
             self._write(f"patchkit: waiting for the lock held by {who} ({path})\n")

@@ -17,6 +17,7 @@ import fcntl
 import os
 import re
 import stat
+import struct
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -161,6 +162,46 @@ def read_holder(fd: int, path: Path) -> LockHolder | None:
     return LockHolder(pid, match.group(2).decode(), path)
 
 
+def describe_holder(fd: int, path: Path) -> str:
+    """Who holds the lock on `fd`, as far as can be known: the patchkit writer named in the lock file when it
+    does hold it, else the pids the kernel reports (any program may flock the file), else "a process"."""
+    named = verified_holder(fd, path)
+    if named is not None:
+        return f"another patchkit process (pid {named.pid}, since {named.since})"
+    pids = lock_pids(fd)
+    return f"a process (pid {', '.join(map(str, pids))})" if pids else "a process"
+
+
+def verified_holder(fd: int, path: Path) -> LockHolder | None:
+    """read_holder, unless the kernel can say who holds the lock and the writer named in the file is not one
+    of them (the name outlives its writer; another program may hold the lock)."""
+    named = read_holder(fd, path)
+    pids = lock_pids(fd) if named is not None else None
+    return named if named is not None and (pids is None or named.pid in pids) else None
+
+
+def lock_pids(fd: int) -> tuple[int, ...] | None:
+    """The pids holding a lock on fd's file: /proc/locks (flock and POSIX locks, as this pid namespace sees
+    them), else fcntl F_GETLK (a POSIX lock, as NFS makes of flock); None when neither can tell."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2154578 0 EOF"; "1: -> FLOCK ..." is a waiter (maybe us)
+            pids = [int(f[4]) for f in (line.split() for line in table)
+                    if len(f) > 5 and f[1] != "->" and f[5] == key and f[4].lstrip("-").isdigit()]
+    except OSError:
+        pids = None
+    if pids is not None:
+        return tuple(sorted({p for p in pids if p > 0 and p != os.getpid()}))
+    try:
+        query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = struct.unpack("hhqqi4x", fcntl.fcntl(fd, fcntl.F_GETLK, query))
+    except (OSError, struct.error, ValueError):
+        return None
+    return (answer[4],) if answer[0] != fcntl.F_UNLCK and answer[4] > 0 else None
+
+
 def _open_lock(root: Path, *, create: bool) -> int | None:
     """The lock file's descriptor; None when a reader finds none (or no state folder) and creates nothing."""
     root_fd = open_root(root)
@@ -264,12 +305,10 @@ def _acquire(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHoo
             if not told and now - start >= WAIT_NOTICE_AFTER:
                 told = True
                 assert on_wait is not None
-                on_wait(read_holder(fd, path), path)
+                on_wait(verified_holder(fd, path), path)
             if now >= deadline:
-                holder = read_holder(fd, path)
-                who = f" (pid {holder.pid}, since {holder.since})" if holder else ""
                 raise LockTimeoutError(
-                    f"another patchkit process{who} has held the lock for over {timeout:g}s",
+                    f"{describe_holder(fd, path)} has held the lock for over {timeout:g}s",
                     where=str(path),
                     hint="wait for it to finish, or raise --lock-timeout; "
                     "the lock is released automatically when that process exits",
