@@ -177,19 +177,8 @@ def decide_patch(
     if missing and result is Result.REFUSED:
         reason = missing_reason(missing, tree.root)
     elif reason is not None and tree.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
-        reason += f" ({_first_undecided(tree)})"
+        reason += f" ({tree.first_undecided()})"
     return Decision(facts, result, reason, forward)
-
-
-def _first_undecided(tree: TreeState) -> str:
-    """The first hunk (or file) that keeps the tree from a clean state, with why: refusals name it."""
-    for verdict in tree.files:
-        for hv in verdict.hunks:
-            if hv.state.value in ("ambiguous", "conflict"):
-                return f"{verdict.section.path} hunk {hv.hunk.index} {hv.hunk.header}: {hv.located.detail}"
-        if verdict.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
-            return f"{verdict.section.path}: {verdict.detail}"
-    return "no single hunk is at fault"
 
 
 def _refuse_provenance(

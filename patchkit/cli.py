@@ -19,13 +19,14 @@ from typing import Any
 import click
 
 from patchkit import __version__
-from patchkit.console import echo, output_params, reset_streams, settings, silence
+from patchkit.console import VERBOSE_HELP, echo, output_params, reset_streams, settings, silence
 from patchkit.errors import ExitCode, OutputError, PatchkitError
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
 # than click, and a command does not pay for the others' imports.
 COMMAND_MODULES = ("status", "apply", "revert", "list_", "demo", "lint", "vendor", "new")
+TABLE_COMMANDS = ("status", "apply", "revert")  # the commands whose -v prints the per-hunk table
 
 
 def command_name(module: str) -> str:
@@ -65,7 +66,8 @@ class _Group(click.Group):
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         """Every command, however it is added, takes -q, -v and --color (unless it defines them itself)."""
         taken = {opt for p in cmd.params for opt in p.opts}
-        cmd.params.extend(p for p in output_params() if not taken & set(p.opts))
+        verbose = VERBOSE_HELP["table" if cmd.name in TABLE_COMMANDS else "other"]
+        cmd.params.extend(p for p in output_params(verbose) if not taken & set(p.opts))
         super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context) -> Any:

@@ -121,13 +121,21 @@ def json_format(json_value: str) -> Callable[[click.Context, click.Parameter, st
     return callback
 
 
-def output_params() -> list[click.Option]:
+VERBOSE_HELP = {  # what -v adds, by where it is given
+    "group": "More detail: status, apply and revert print the per-file, per-hunk table; tracebacks of internal "
+    "errors.",
+    "table": "More detail: the per-file, per-hunk table and provenance; tracebacks of internal errors.",
+    "other": "More detail: the traceback of an internal error.",
+}
+
+
+def output_params(verbose_help: str = VERBOSE_HELP["group"]) -> list[click.Option]:
     """-q, -v and --color: on the group and on every command, so either place works."""
     return [
         click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_on_quiet,
                      help="Only errors and refusals; no progress. The exit code says the rest."),
         click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, callback=_on_verbose,
-                     help="More detail: the per-file, per-hunk table; tracebacks of internal errors."),
+                     help=verbose_help),
         click.Option(["--color"], type=click.Choice(["auto", "always", "never"]), default="auto",
                      show_default=True, expose_value=False, callback=_on_color,
                      help="Colour: auto (a terminal, unless NO_COLOR or TERM=dumb; FORCE_COLOR forces), "

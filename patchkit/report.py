@@ -285,7 +285,10 @@ def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
         if applied and missing:
             lines.append(f"  patched: {_few(applied)}; not patched: {_few(missing)}")
     if outcome.reason and not refused_by_strict_base(outcome):
-        lines.append(f"  {outcome.reason}")
+        reason = outcome.reason
+        if lines and tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
+            reason = reason.replace(f" ({tree.first_undecided()})", "", 1)  # the hunk lines above said it
+        lines.append(f"  {reason}")
     return lines
 
 

@@ -14,11 +14,14 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from patchkit import __version__
 from patchkit.diffs import parse_diff
@@ -154,11 +157,30 @@ def fetch_url(url: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_
             hint="check the URL; a private repository's diff must be downloaded and passed as a file",
         ) from None
     except urllib.error.URLError as exc:
-        raise BadInputError(f"cannot fetch the diff: {exc.reason}", where=url) from None
+        raise BadInputError(f"cannot fetch the diff: {_network_reason(exc.reason, url)}", where=url,
+                            hint=offline_hint(url)) from None
     except (TimeoutError, OSError) as exc:
         raise BadInputError(f"cannot fetch the diff: {exc}", where=url, hint=f"timeout is {timeout:g}s") from None
     _check_size(data, max_bytes, url)
     return data
+
+
+def offline_hint(url: str) -> str:
+    """No network: fetch the file where there is one, and vendor from the file."""
+    name = Path(urlsplit(url).path).name or "patch.diff"
+    return (
+        f"no network here? download the diff where there is one (`{shlex.join(['curl', '-fL', '-o', name, url])}`, "
+        f"or the URL in a browser) and pass the file instead: --from {shlex.quote(name)}"
+    )
+
+
+def _network_reason(reason: object, url: str) -> str:
+    """urllib's reason in words: `[Errno -2] Name or service not known` is a host that cannot be resolved."""
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve the host {urlsplit(url).hostname} (no network or DNS here, or a mistyped host)"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower() if reason.strerror[:1].isupper() else reason.strerror
+    return str(reason)
 
 
 def _check_size(data: bytes, max_bytes: int, where: str, announced: int | None = None) -> None:

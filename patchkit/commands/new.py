@@ -8,6 +8,7 @@ import click
 
 from patchkit.commands.options import json_option, patches_option
 from patchkit.commands.vendor import fetch_source, result_json, result_lines, vendor_options
+from patchkit.console import echo, settings
 from patchkit.errors import PatchkitError
 from patchkit.manifest import load_manifest
 from patchkit.registry import find_locations
@@ -68,13 +69,14 @@ def command(
     new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
                    tuple(folders), after)
     spec = create_patch(patches, new)
+    quiet = settings().quiet and not as_json  # -q: the exit code says it was created
     if fetched is None:
         if as_json:
-            click.echo(render_json(versioned({"created": spec_json(spec), "vendored": None})))
-        else:
-            click.echo(f"created {spec.manifest_path}")
-            click.echo(f"  {spec_line(spec)}")
-            click.echo(f"  next: {spec.vendor_command()}")
+            echo(render_json(versioned({"created": spec_json(spec), "vendored": None})))
+        elif not quiet:
+            echo(f"created {spec.manifest_path}")
+            echo(f"  {spec_line(spec)}")
+            echo(f"  next: {spec.vendor_command()}")
         return
     try:
         result = vendor_patch(spec, fetched, base_tree=base_tree)
@@ -84,8 +86,10 @@ def command(
     if as_json:
         vendored = load_manifest(spec.folder)
         document = {"created": spec_json(vendored), "vendored": result_json(vendored, result, False)}
-        click.echo(render_json(versioned(document)))
+        echo(render_json(versioned(document)))
         return
-    click.echo(f"created {spec.manifest_path}")
+    if quiet:
+        return
+    echo(f"created {spec.manifest_path}")
     for line in result_lines(result, False):
-        click.echo(line)
+        echo(line)

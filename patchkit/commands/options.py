@@ -15,10 +15,10 @@ from click.core import ParameterSource
 
 from patchkit.actions import run
 from patchkit.console import echo, json_option, progress, settings, warn
-from patchkit.errors import ExitCode
+from patchkit.errors import ExitCode, PatchkitError
 from patchkit.outcome import Action, Invocation, Options, Outcome, PatchState, Result
 from patchkit.provenance import locate_distribution_root
-from patchkit.registry import find_locations, list_patch_ids, resolve_patch, stray_folders
+from patchkit.registry import check_registry_folder, find_locations, list_patch_ids, resolve_patch, stray_folders
 from patchkit.report import (
     cause_lines,
     change_lines,
@@ -181,7 +181,9 @@ def _one_selection(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, patch: str | None, all_patches: bool, target: tuple[str, ...], **kwargs: Any) -> Any:
         if (patch is None) != all_patches:
-            raise click.UsageError("give PATCH or --all, not both" if all_patches else "which patch? PATCH or --all")
+            if all_patches:
+                raise click.UsageError("give PATCH or --all, not both")
+            raise click.UsageError(f"which patch? give PATCH or --all; {known_ids(kwargs.get('patches_dir'))}")
         if patch is not None:
             if target and not _from_env("target"):
                 raise click.UsageError("--target selects patches for --all; PATCH names one already")
@@ -189,6 +191,19 @@ def _one_selection(func: F) -> F:
         return func(*args, selection=Selection(patch, target or None), **kwargs)
 
     return cast(F, wrapper)
+
+
+def known_ids(patches_dir: str | None) -> str:
+    """The registry's ids, for a message that asks which patch (the registry's own error if it has none)."""
+    try:
+        folder = find_locations(patches=patches_dir).patches
+        check_registry_folder(folder)
+        ids = list_patch_ids(folder)
+    except PatchkitError as exc:
+        return f"{exc.where}: {exc.message}" if exc.where else exc.message
+    if not ids:
+        return f"the registry {folder.absolute()} holds no patches"
+    return f"known patches in {folder.absolute()}: {', '.join(ids)}"
 
 
 def _from_env(param: str) -> bool:

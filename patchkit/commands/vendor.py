@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from patchkit.commands.options import json_option, patches_option
-from patchkit.console import echo
+from patchkit.console import echo, settings
 from patchkit.display import show_path
 from patchkit.manifest import PatchSpec
 from patchkit.registry import find_locations, resolve_patch
@@ -82,7 +82,7 @@ def command(
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
         echo(render_json(versioned(result_json(spec, result, dry_run))))
-    else:
+    elif not settings().quiet:  # -q: the exit code says it was vendored
         for line in result_lines(result, dry_run):
             echo(line)
 
