@@ -49,6 +49,17 @@ class _Group(click.Group):
             self.list_commands(ctx)
         return super().get_command(ctx, cmd_name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command's first sentence in full, wrapped to the width (click cuts it with "..." at ~45)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or first_sentence(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -109,6 +120,13 @@ class _Group(click.Group):
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def first_sentence(text: str) -> str:
+    """A help text's first sentence, on one line: what `patchkit --help` lists for a command."""
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    head, dot, _ = paragraph.partition(". ")
+    return head + "." if dot else paragraph
 
 
 PIPE_CLOSED = 141  # as a shell reports a process that SIGPIPE ended
@@ -240,13 +258,16 @@ def main() -> None:
     \b
     Examples:
       patchkit status atom-pr2106 --root /opt/ATOM
-      patchkit apply  atom-pr2106 --root /opt/ATOM      # a rerun is a no-op, exit 0
+      patchkit apply  atom-pr2106 --root /opt/ATOM    # a rerun: no-op, exit 0
       patchkit revert atom-pr2106 --root /opt/ATOM
 
     \b
-    Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied, 4 partial, 5 conflict,
-    6 lock timeout, 7 write failed (restored), 8 recovery failed, 9 --strict-base, 10 internal error (a bug).
-    Shell completion: eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)" (zsh_source, fish_source).
+    Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied,
+    4 partial, 5 conflict, 6 lock timeout, 7 write failed (restored),
+    8 recovery failed, 9 --strict-base, 10 internal error (a bug),
+    11 output failed (stdout/stderr could not be written).
+    Shell completion (zsh_source, fish_source alike):
+      eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)"
     """
 
 

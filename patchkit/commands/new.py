@@ -49,11 +49,15 @@ def command(
 
     \b
     Examples:
-      patchkit new vllm-pr12345 --target vllm --repo vllm-project/vllm --pr 12345 --from ~/12345.diff
-      patchkit new aiter-fixes --target aiter --repo ROCm/aiter --pr 101 --pr 102 --pr vllm-project/vllm#9
-      patchkit new launcher-fix --target vllm --local "our launcher only; nothing to upstream"
-      patchkit new aiter-pr55 --target aiter --repo ROCm/aiter --pr 55 --path csrc/=aiter_meta/csrc/ \\
-          --from pr55.diff --base-tree /usr/local/lib/python3.12/dist-packages
+      patchkit new vllm-pr12345 --target vllm --repo vllm-project/vllm \\
+          --pr 12345 --from ~/12345.diff
+      patchkit new aiter-fixes --target aiter --repo ROCm/aiter \\
+          --pr 101 --pr 102 --pr vllm-project/vllm#9
+      patchkit new launcher-fix --target vllm \\
+          --local "our launcher only; nothing to upstream"
+      patchkit new aiter-pr55 --target aiter --repo ROCm/aiter --pr 55 \\
+          --path csrc/=aiter_meta/csrc/ --from pr55.diff \\
+          --base-tree /usr/local/lib/python3.12/dist-packages
     """
     fetch = source is not None or git_repo is not None
     if base_tree is not None and not fetch:

@@ -71,9 +71,11 @@ def command(
 
     \b
     Examples:
-      patchkit vendor atom-pr2106 --from https://github.com/ROCm/ATOM/pull/2106.diff
-      patchkit vendor atom-pr2106 --from ~/Downloads/2106.diff --base-tree /opt/ATOM
-      patchkit vendor atom-pr2106 --from-git ~/src/ATOM --range main...fix-draft-kv
+      patchkit vendor atom-pr2106 \\
+          --from https://github.com/ROCm/ATOM/pull/2106.diff
+      patchkit vendor atom-pr2106 --from ~/2106.diff --base-tree /opt/ATOM
+      patchkit vendor atom-pr2106 --from-git ~/src/ATOM \\
+          --range main...fix-draft-kv
     """
     if (source is None) == (git_repo is None) or (git_repo is None) != (rev_range is None):
         fetch_source(source, git_repo, rev_range, timeout)  # the usage error, before the registry is read
