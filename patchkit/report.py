@@ -241,12 +241,12 @@ def strict_base_lines(outcome: Outcome) -> list[str]:
         found.append(base.detail)
     if checked:
         lines.append(f"  found: {'; '.join(found) if found else 'no proof that this is the pinned base'}")
+    vendor = f"{outcome.spec.vendor_command()} --base-tree DIR"  # DIR: the pristine tree, which only the user knows
     if base.state is BaseState.DRIFTED:
-        todo = (f"use the engine image {pid} was validated on, or re-vendor {pid} for this one "
-                f"(`patchkit vendor {pid} --from ... --base-tree DIR`)")
+        todo = f"use the engine image {pid} was validated on, or re-vendor {pid} for this one (`{vendor}`)"
     else:
-        todo = (f"record the base: `patchkit vendor {pid} --from ... --base-tree DIR` (on the pristine tree) "
-                "or set target.pinned_commit; or run without --strict-base")
+        todo = (f"record the base: `{vendor}` (DIR: the pristine tree) or set target.pinned_commit; or run "
+                "without --strict-base")
     lines.append(f"  what to do: {todo}")
     return lines
 

@@ -418,3 +418,17 @@ def test_the_readme_states_the_suites_measured_duration() -> None:
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     assert "about 2 minutes" not in readme
     assert re.search(r"measured .*\d+ min", readme), "the README gives the measured figure and how"
+
+
+def test_output_md_lists_every_message_class_with_its_exit_code() -> None:
+    from patchkit.errors import ExitCode
+
+    text = (REPO / "docs" / "output.md").read_text(encoding="utf-8")
+    table = text.split("## Messages")[1].split("\n## ")[0]
+    rows = [line.split(" | ") for line in table.splitlines() if line.startswith("| ") and "---" not in line][1:]
+    classes = {row[0].strip("| ") for row in rows}
+    assert {"refusal", "bad input", "usage error", "lock", "internal error", "output error", "interrupted",
+            "warning", "note"} <= classes, classes
+    documented = {int(code) for row in rows for code in re.findall(r"\b\d+\b", row[2])}
+    assert {int(c) for c in ExitCode} <= documented, documented
+    assert all(len(row) == 4 and row[3].strip("| ") for row in rows), "every class has an example"
