@@ -10,7 +10,6 @@ rewrite), which load only when the fast path declines.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -207,13 +206,19 @@ class Invocation(NamedTuple):  # a NamedTuple, as BaseCheck
 
     def patch_command(self, verb: str, spec: PatchSpec, *flags: str) -> str:
         """`patchkit VERB ID --patches REGISTRY <root> FLAGS`: the registry is the folder the patch was found in."""
-        return shlex.join(["patchkit", verb, spec.id, "--patches", str(spec.folder.parent), *self.root, *flags])
+        return _spell(["patchkit", verb, spec.id, "--patches", str(spec.folder.parent), *self.root, *flags])
 
     def series_command(self, verb: str, *flags: str) -> str:
         """`patchkit VERB --all [--target T] [--patches REGISTRY] <root> FLAGS`."""
         words = ["patchkit", verb, "--all", *(word for name in self.target for word in ("--target", name))]
         words += ["--patches", self.patches] if self.patches else []
-        return shlex.join([*words, *self.root, *flags])
+        return _spell([*words, *self.root, *flags])
+
+
+def _spell(words: list[str]) -> str:
+    import shlex  # deferred: only a message that suggests a command quotes one (a restart loads none of it)
+
+    return shlex.join(words)
 
 
 @dataclass(frozen=True)

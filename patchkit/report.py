@@ -598,14 +598,14 @@ def series_lines(series: SeriesOutcome, verbose: bool, commands: Invocation | No
     goal = "end applied" if series.action is Action.APPLY else "be taken out"
     texts = {
         SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would {goal}; would write {plural(written, 'file')}",
-        SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
-        + ("" if series.keep_going else
-           f" (`{commands.series_command(series.action.value, '--keep-going')}` writes the patches that can be)"),
+        SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing",
         SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {plural(count, 'patch')} left, "
         f"{_tally(series)} ({plural(written, 'file')} written)",
     }
     done = f"{plural(written, 'file')} written" if written else "nothing written"
     text = texts.get(result, f"{_tally(series)} ({done})")
+    if result is SeriesResult.REFUSED and not series.keep_going:  # spelled only when said (shlex loads then)
+        text += f" (`{commands.series_command(series.action.value, '--keep-going')}` writes the patches that can be)"
     lines.append(f"series: {_paint(result.value, text)}")
     if result is SeriesResult.DRY_RUN and series.plan is not None:
         lines += [
