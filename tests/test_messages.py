@@ -273,6 +273,22 @@ def test_a_full_stdout_is_an_output_error_not_a_bug(work: Path, registry: Regist
     assert done.returncode == 2  # the error's own code: its message was lost, not the verdict
 
 
+def test_an_eio_on_stdout_is_an_output_error(work: Path, registry: Registry) -> None:
+    # stdout a terminal that went away (its master side closed): every write fails with EIO.
+    import pty
+
+    master, slave = pty.openpty()
+    os.close(master)
+    try:
+        done = subprocess.run(command("status", "p", "--root", work / "engine", "--patches", registry.path),
+                              env=cli_env(), stdout=slave, stderr=subprocess.PIPE, check=False, timeout=60)
+    finally:
+        os.close(slave)
+    err = done.stderr.decode()
+    assert done.returncode == 11, err
+    assert err.startswith("patchkit: error: cannot write to stdout: Input/output error\n"), err
+
+
 # -------------------------------------------------------------------------------------- 8: the lock
 
 
