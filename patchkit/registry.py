@@ -8,7 +8,7 @@ follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] w
 from __future__ import annotations
 
 import os
-import shlex
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
@@ -102,20 +102,25 @@ def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
 
 def check_patch_arg(arg: str, patches_dir: Path) -> None:
     """Refuse a PATCH argument no file system could hold, before it is looked up (ENAMETOOLONG is no answer)."""
-    listed = shlex.quote(str(patches_dir))
     if "/" not in arg and os.sep not in arg and len(arg) > MAX_PATCH_ID_CHARS:
         raise RegistryError(
             f"{quote_short(arg)} is not a patch id: it is {len(arg)} characters long, and a patch id may have at "
             f"most {MAX_PATCH_ID_CHARS}",
-            hint=f"`patchkit list --patches {listed}` shows the patches",
+            hint=f"`patchkit list --patches {_shell_word(str(patches_dir))}` shows the patches",
         )
     names = [len(os.fsencode(part)) for part in arg.split("/")]
     if len(os.fsencode(arg)) > MAX_PATH_BYTES or max(names) > MAX_NAME_BYTES:
         raise RegistryError(
             f"{quote_short(arg)} is not a patch folder: a path may have at most {MAX_PATH_BYTES} bytes and each "
             f"name in it {MAX_NAME_BYTES}",
-            hint=f"pass a patch id or folder; `patchkit list --patches {listed}` shows the patches",
+            hint=f"pass a patch id or folder; `patchkit list --patches {_shell_word(str(patches_dir))}` shows "
+            "the patches",
         )
+
+
+def _shell_word(text: str) -> str:
+    """`text` as one word of a shell command, as shlex.quote makes it (status must not load shlex)."""
+    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def list_patch_ids(patches_dir: Path) -> list[str]:
