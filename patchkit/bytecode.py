@@ -4,7 +4,9 @@ Python runs an unchecked-hash `.pyc` whatever its source now says, and a timesta
 its size and changes within the same second of mtime. So when a plan changes (or removes) `pkg/mod.py`,
 every `pkg/__pycache__/mod.<tag>[.opt-N].pyc` (any interpreter tag, any invalidation mode: simpler and always
 safe, the interpreter rebuilds what it needs) is added to the plan as a deletion. It is then written, journaled
-and rolled back with the rest of the transaction by workspace.py; nothing here writes.
+and rolled back with the rest of the transaction by workspace.py; nothing here writes. A cache file is never
+read (an unread Snapshot): the transaction renames it to its kept name, a rollback renames it back (the same
+inode, whatever its size or number of hard links), and the journal records its identity, not its bytes.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from patchkit.plan import FileChange, Plan
-from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_entry, split_relative
+from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, split_relative
 
 CACHE_DIR = "__pycache__"
 
@@ -52,9 +54,13 @@ def stale_bytecode(root: Path, changes: Sequence[FileChange]) -> tuple[FileChang
                     rel = f"{cache_rel}/{name}"
                     if not pattern.fullmatch(name) or rel in planned:
                         continue
-                    if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                        continue  # only regular cache files are ours to remove; read_entry refuses the rest
-                    out.append(FileChange(rel, read_entry(fd, name, rel, str(root / rel)), Snapshot(rel, None, None)))
+                    st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    if not stat.S_ISREG(st.st_mode):
+                        continue  # only regular cache files are ours to remove
+                    # Never read: the transaction renames it to its kept name and the journal keeps no copy, so
+                    # a planted huge cache costs nothing, and one with other hard links loses only this name.
+                    unread = Snapshot(rel, None, stat.S_IMODE(st.st_mode))
+                    out.append(FileChange(rel, unread, Snapshot(rel, None, None)))
                     planned.add(rel)
             finally:
                 os.close(fd)

@@ -8,13 +8,15 @@ follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] w
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.display import closest
 from patchkit.errors import RegistryError
-from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+from patchkit.limits import MAX_NAME_BYTES, MAX_PATCH_ID_CHARS, MAX_PATH_BYTES
+from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest, quote_short
 from patchkit.tomlcompat import tomllib
 
 
@@ -82,6 +84,7 @@ def find_project_config(start: Path) -> ProjectConfig:
 
 def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
     """PATCH is a folder holding manifest.toml, a manifest.toml path, or an id inside the registry."""
+    check_patch_arg(arg, patches_dir)
     as_path = Path(arg)
     if as_path.name == MANIFEST_NAME and as_path.is_file():
         return load_manifest(as_path.parent.resolve())
@@ -106,6 +109,29 @@ def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
         f"no patch {arg!r} in the registry {patches_dir}" + (f"; did you mean {close!r}?" if close else ""),
         hint=f"known patches: {known}; pass --patches DIR or set PATCHKIT_PATCHES to use another registry",
     )
+
+
+def check_patch_arg(arg: str, patches_dir: Path) -> None:
+    """Refuse a PATCH argument no file system could hold, before it is looked up (ENAMETOOLONG is no answer)."""
+    if "/" not in arg and os.sep not in arg and len(arg) > MAX_PATCH_ID_CHARS:
+        raise RegistryError(
+            f"{quote_short(arg)} is not a patch id: it is {len(arg)} characters long, and a patch id may have at "
+            f"most {MAX_PATCH_ID_CHARS}",
+            hint=f"`patchkit list --patches {_shell_word(str(patches_dir))}` shows the patches",
+        )
+    names = [len(os.fsencode(part)) for part in arg.split("/")]
+    if len(os.fsencode(arg)) > MAX_PATH_BYTES or max(names) > MAX_NAME_BYTES:
+        raise RegistryError(
+            f"{quote_short(arg)} is not a patch folder: a path may have at most {MAX_PATH_BYTES} bytes and each "
+            f"name in it {MAX_NAME_BYTES}",
+            hint=f"pass a patch id or folder; `patchkit list --patches {_shell_word(str(patches_dir))}` shows "
+            "the patches",
+        )
+
+
+def _shell_word(text: str) -> str:
+    """`text` as one word of a shell command, as shlex.quote makes it (status must not load shlex)."""
+    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def list_patch_ids(patches_dir: Path) -> list[str]:

@@ -26,7 +26,7 @@ from urllib.parse import urlsplit
 from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
-from patchkit.filtering import exclude_where, filter_diff, refuse_zero_context
+from patchkit.filtering import exclude_where, filter_diff, place_path, refuse_zero_context
 from patchkit.forge import GIT_DIFF_OPTIONS, count_mbox_commits, net_diff, repeated_paths
 from patchkit.hunks import Diff, paths_of
 from patchkit.hunkset import HunkSet
@@ -387,7 +387,7 @@ def _net_of_mbox(spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, ba
         )
     root = check_root(base_tree)
     read_placed = base_reader(spec, root)
-    data = net_diff(diff, lambda path: _renamed(read_placed(spec.path_map.place(path)), path))
+    data = net_diff(diff, lambda path: _renamed(read_placed(place_path(spec.path_map, path)), path))
     if not data:
         raise BadInputError(
             f"the {commits} commits of {fetched.label} cancel out: their net diff is empty",

@@ -2,14 +2,16 @@
 
 `commit_changes`, under the root's exclusive lock and with SIGINT/SIGTERM held:
 
-1. re-reads every file the plan was made from: each must be as planned, a regular file with one link;
+1. re-reads every file the plan was made from: each must be as planned, a regular file, with one link if it
+   is to be replaced (a stale bytecode cache is not read: patchkit.bytecode);
 2. checks free space and inodes on every filesystem it will write (statvfs, with a margin);
 3. writes the journal (journal.py) atomically and durably;
 4. for each path: links the original to a random `.patchkit-<hex>.orig` name in its folder (so a rollback
    is a rename, needing no space), writes an exclusive random temp file, gives it the original's owner
    (when root) and xattrs, fchmods it to the new mode, fsyncs it, checks right before the replace that the
    original is still the file it planned from (inode, size, mtime), and os.replaces it over the old name.
-   Creations and modifications first, deletions last. A pending SIGINT/SIGTERM is noticed between files;
+   Creations and modifications first, deletions last; a stale cache is deleted by renaming it to its kept
+   name instead (no copy in the journal, no link needed). A pending SIGINT/SIGTERM is noticed between files;
 5. drops the kept links, removes folders the deletions emptied (like git apply), fsyncs every changed
    folder once, and unlinks the journal: from here on the transaction is done.
 
@@ -107,7 +109,8 @@ def commit_changes(
         entries: list[Entry] = []
         contents: list[bytes | None] = []
         for change in ordered:
-            now = read(roots, Area.TREE, change.path)
+            # An unread cache (patchkit.bytecode) is checked by its lstat in _entry and right before its rename.
+            now = change.before if change.before.unread else read(roots, Area.TREE, change.path)
             if now != change.before:  # the plan must still describe the tree
                 raise WriteFailedError(
                     f"{change.path} changed while the plan was being made; nothing was written",
@@ -162,13 +165,17 @@ def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot) -> Entry
                 if fd is not None:
                     mode = os.fstat(fd).st_mode & 0o7777
             folders.append(("/".join(parts[: i + 1]), mode))
-        if before.data is not None:
-            assert fd is not None
+        if before.exists:
+            if fd is None:  # an unread cache's folder went away: it was only ever lstat'ed
+                raise WriteFailedError(f"{before.path} vanished while the plan was being made; nothing was written",
+                                       where=str(shown / parts[-1]), hint="rerun")
             st = lstat_at(fd, parts[-1])
             if st is None or not stat.S_ISREG(st.st_mode):
                 raise WriteFailedError(f"{before.path} vanished while the plan was being made; nothing was written",
                                        where=str(shown / parts[-1]), hint="rerun")
-            if st.st_nlink > 1:
+            # Deleting one name of a hard-linked file changes nothing under its other names: only a replace splits
+            # them (and a hard-linked stale cache must not block the apply).
+            if st.st_nlink > 1 and after.exists:
                 raise UnsafePathError(
                     f"{before.path!r} has {st.st_nlink} hard links; a replace would split them (the other names "
                     "would keep the old content); nothing was written",
@@ -341,6 +348,11 @@ def _write_entry(roots: Roots, disk: Disk, entry: Entry, data: bytes | None) -> 
         return
     like: int | None = None
     try:
+        if entry.before.unread:  # a stale cache: renamed to its kept name, the way back needs no copy, no link
+            assert data is None
+            _check_unchanged(parent, entry)
+            disk.replace(parent, name, entry.keep)
+            return
         if entry.original is not None:
             _keep_original(disk, parent, entry)
         if data is None:

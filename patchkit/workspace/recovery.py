@@ -2,7 +2,8 @@
 
 A rollback puts every path back to exactly what it was: a replaced or deleted file by renaming its kept hard
 link (the original inode, so bytes, owner, mode, xattrs and ACLs come back as they were, and no new inode or
-block is needed on a full disk); only when that link is gone does it write the journal's copy (then
+block is needed on a full disk; a stale bytecode cache, deleted by renaming it to that name, has no other way
+back and needs none); only when that link is gone does it write the journal's copy (then
 setuid/setgid/sticky are not restored, the owner is). It removes only names the journal lists (its own temp
 files and links, files it created, folders it created), looks before it unlinks (a read-only folder refuses
 even a missing name), and skips what is already as it was, so a rollback that is itself killed is finished by
@@ -97,7 +98,7 @@ def _recover(roots: Roots, disk: Disk) -> Recovery | None:
     raw = read_state_at(roots.state_fd, state_path, JOURNAL_NAME)
     assert raw.data is not None
     label, entries = parse_journal(raw.data, state_path / JOURNAL_NAME, roots.root, os.fstat(roots.tree_fd).st_ino)
-    if all(matches(read(roots, e.area, e.path), e.after) for e in entries):
+    if all(_written(roots, e) for e in entries):
         finish(roots, disk, entries)
         direction, count = Direction.FORWARD, len(entries)
     else:
@@ -105,6 +106,20 @@ def _recover(roots: Roots, disk: Disk) -> Recovery | None:
     drop_journal(roots, disk)
     _sweep_state_temps(roots, disk)
     return Recovery(roots.root, label, direction, count)
+
+
+def _written(roots: Roots, entry: Entry) -> bool:
+    """Whether the entry's path already holds what the transaction writes there. A deletion is looked at, not
+    read: a file still there may be a huge stale cache, and any file there means it is not done."""
+    if entry.after is not None:
+        return matches(read(roots, entry.area, entry.path), entry.after)
+    parent = open_parent(roots, entry.area, entry.parts[:-1], entry.path, Disk(faults=False), create=None)
+    if parent is None:
+        return True
+    try:
+        return lstat_at(parent, entry.parts[-1]) is None
+    finally:
+        os.close(parent)
 
 
 def _sweep_state_temps(roots: Roots, disk: Disk) -> None:
@@ -160,6 +175,10 @@ def _restore(roots: Roots, disk: Disk, entry: Entry) -> bool:
                 disk.fsync(parent, name)
                 return True
             unlink_present(disk, parent, entry.keep)  # not the original (cannot be, in a trusted journal)
+            if entry.before.unread:
+                # A stale cache whose kept name is gone (never renamed yet, or removed by the tree's owner): there
+                # is no copy to write back, and none is needed (the interpreter rebuilds a cache).
+                return False
             now_snap = read_entry(parent, name, entry.path, str(roots.path(entry.area) / entry.path))
             if _same(now_snap, entry.before):
                 return False
@@ -169,7 +188,7 @@ def _restore(roots: Roots, disk: Disk, entry: Entry) -> bool:
                 return True
         finally:
             os.close(parent)
-    if entry.before.data is None:
+    if entry.before.data is None:  # absent before, or an unread cache (never copied: nothing to write back)
         return False
     # The kept link is gone: write the journal's copy back (setuid/setgid/sticky are not restored).
     assert entry.before.mode is not None

@@ -21,6 +21,7 @@ import stat
 from pathlib import Path
 
 from patchkit.errors import UntrustedStateError
+from patchkit.limits import MAX_JOURNAL_BYTES
 from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, read_entry, split_relative
 
 STATE_DIR_MODE = 0o755
@@ -114,7 +115,9 @@ def read_state_at(state_fd: int, state_path: Path, rel: str) -> Snapshot:
             return Snapshot(rel, None, None)
         if stat.S_ISREG(st.st_mode):
             check_trusted(st, shown, state_path)
-        return read_entry(folder, parts[-1], rel, shown)  # refuses links and non-files
+        # Refuses links and non-files. State files are trusted by now; the largest, the journal, holds originals
+        # read under the tree's bounds (patchkit.limits).
+        return read_entry(folder, parts[-1], rel, shown, limit=MAX_JOURNAL_BYTES)
     finally:
         os.close(folder)
 
