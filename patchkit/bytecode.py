@@ -13,21 +13,20 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from pathlib import Path
 
 from patchkit.plan import FileChange, Plan
-from patchkit.tree import STATE_DIR, Snapshot, open_folder, open_root, read_entry, split_relative
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_folder, read_entry, split_relative
 
 CACHE_DIR = "__pycache__"
 
 
-def with_bytecode_removals(root: Path, plan: Plan) -> Plan:
+def with_bytecode_removals(root: Root, plan: Plan) -> Plan:
     """The plan plus the deletion of every cached bytecode file of each Python source it changes."""
     extra = stale_bytecode(root, plan.changes)
     return Plan(plan.forward, (*plan.changes, *extra)) if extra else plan
 
 
-def stale_bytecode(root: Path, changes: Sequence[FileChange]) -> tuple[FileChange, ...]:
+def stale_bytecode(root: Root, changes: Sequence[FileChange]) -> tuple[FileChange, ...]:
     planned = {c.path for c in changes}
     modules: dict[tuple[str, ...], list[str]] = {}  # folder -> stems of its changed sources
     for change in changes:
@@ -37,27 +36,23 @@ def stale_bytecode(root: Path, changes: Sequence[FileChange]) -> tuple[FileChang
         if parts[0] != STATE_DIR:
             modules.setdefault(parts[:-1], []).append(parts[-1][:-3])
     out: list[FileChange] = []
-    root_fd = open_root(root)
-    try:
-        for folder, stems in sorted(modules.items()):
-            cache = (*folder, CACHE_DIR)
-            cache_rel = "/".join(cache)
-            fd = open_folder(root_fd, root, cache, cache_rel)  # link-free walk; a linked folder is refused
-            if fd is None:
-                continue
-            try:
-                alternatives = "|".join(re.escape(stem) for stem in sorted(set(stems)))
-                pattern = re.compile(rf"(?:{alternatives})\.[A-Za-z0-9_-]+(?:\.opt-[0-9]+)?\.pyc")
-                for name in sorted(os.listdir(fd)):
-                    rel = f"{cache_rel}/{name}"
-                    if not pattern.fullmatch(name) or rel in planned:
-                        continue
-                    if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
-                        continue  # only regular cache files are ours to remove; read_entry refuses the rest
-                    out.append(FileChange(rel, read_entry(fd, name, rel, str(root / rel)), Snapshot(rel, None, None)))
-                    planned.add(rel)
-            finally:
-                os.close(fd)
-    finally:
-        os.close(root_fd)
+    for folder, stems in sorted(modules.items()):
+        cache = (*folder, CACHE_DIR)
+        cache_rel = "/".join(cache)
+        fd = open_folder(root.fd, root.path, cache, cache_rel)  # link-free walk; a linked folder is refused
+        if fd is None:
+            continue
+        try:
+            alternatives = "|".join(re.escape(stem) for stem in sorted(set(stems)))
+            pattern = re.compile(rf"(?:{alternatives})\.[A-Za-z0-9_-]+(?:\.opt-[0-9]+)?\.pyc")
+            for name in sorted(os.listdir(fd)):
+                rel = f"{cache_rel}/{name}"
+                if not pattern.fullmatch(name) or rel in planned:
+                    continue
+                if not stat.S_ISREG(os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode):
+                    continue  # only regular cache files are ours to remove; read_entry refuses the rest
+                out.append(FileChange(rel, read_entry(fd, name, rel, str(root.path / rel)), Snapshot(rel, None, None)))
+                planned.add(rel)
+        finally:
+            os.close(fd)
     return tuple(out)

@@ -29,12 +29,13 @@ import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
 from patchkit.interrupts import interrupt_pending, signals_held
-from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, split_relative
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, open_folder, read_entry, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
     Roots,
@@ -53,9 +54,10 @@ from patchkit.workspace.journal import (
     check_state_name,
     check_tree_path,
     journal_chunks,
+    matches,
 )
 from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME
-from patchkit.workspace.recovery import finish, roll_back
+from patchkit.workspace.recovery import HeldFolders, finish, roll_back
 from patchkit.workspace.trust import JOURNAL_MODE, STATE_FILE_MODE, read_state_at
 
 if TYPE_CHECKING:
@@ -70,12 +72,34 @@ _BLOCK = 4096
 _NO_LINKS = (errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
+# At most this many folder descriptors are held through a transaction (one per folder it writes in); the
+# folders past it are walked to by name for each file, as before, and restored that way.
+HELD_FOLDERS_MAX = 256
+
+
 class _Changed(Exception):
     """A file changed between the plan check and its replace (a writer without the lock)."""
 
 
+class _NotLanded(Exception):
+    """After the last replace, a written path is not (or no longer) the file written there, seen from the root."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+@dataclass(frozen=True)
+class _Landed:
+    """Where one entry's write went: its folder's identity, and the new file's (None for a deletion)."""
+
+    folder: tuple[int, int]
+    file: tuple[int, int] | None
+
+
 def commit_changes(
-    root: Path,
+    root: Root,
     changes: Sequence[FileChange],
     *,
     state_files: Mapping[str, bytes | None] = _NO_STATE_FILES,
@@ -100,7 +124,7 @@ def commit_changes(
         try:
             check_state_name(name)
         except ValueError as exc:
-            raise UnsafePathError(str(exc), where=str(root / STATE_DIR)) from None
+            raise UnsafePathError(str(exc), where=str(root.state_path)) from None
     with open_roots(root, create=True) as roots:
         assert roots is not None
         ensure_gitignore(roots)
@@ -111,7 +135,7 @@ def commit_changes(
             if now != change.before:  # the plan must still describe the tree
                 raise WriteFailedError(
                     f"{change.path} changed while the plan was being made; nothing was written",
-                    where=str(root),
+                    where=str(root.path),
                     hint="another tool wrote to the tree without patchkit's lock; rerun",
                 )
             # change.before, not `now`: equal bytes, and the copy just read is freed at once (a large apply would
@@ -268,18 +292,39 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
             where=str(journal),
             hint="free disk space or fix permissions, then rerun",
         ) from None
+    held: dict[tuple[Area, tuple[str, ...]], int] = {}
+    try:
+        _write_all(roots, disk, journal, entries, contents, held)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+def _write_all(
+    roots: Roots, disk: Disk, journal: Path, entries: Sequence[Entry], contents: Sequence[bytes | None],
+    held: dict[tuple[Area, tuple[str, ...]], int],
+) -> None:
     failed = journal  # what to name if writing fails
     dirty: set[tuple[Area, tuple[str, ...]]] = set()
+    touched: list[Entry] = []  # what there is to undo: every entry begun, but a deletion whose folder was gone
     try:
+        landed: list[_Landed | None] = []
         for entry, data in zip(entries, contents, strict=True):
             if interrupt_pending():
                 raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
             failed = roots.path(entry.area) / entry.path
-            _write_entry(roots, disk, entry, data)
+            touched.append(entry)
+            landed.append(_write_entry(roots, disk, entry, data, held))
+            if landed[-1] is None:
+                touched.pop()
             dirty.add((entry.area, entry.parts[:-1]))
+        failed = journal
+        check_landed(roots, entries, landed)
     except BaseException as exc:
         try:
-            roll_back(roots, disk, entries)
+            # Only what was begun: an entry never reached is as it was, and a path whose folder went away
+            # (moved out by its owner) must not be recreated in the tree from the journal.
+            roll_back(roots, disk, touched, held)
             drop_journal(roots, disk)
         except (OSError, PatchkitError) as again:
             raise RecoveryFailedError(
@@ -288,6 +333,14 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
                 where=str(failed),
                 hint="fix the cause (disk space, permissions), then run any patchkit command on this root: "
                 "it rolls the tree back first",
+            ) from None
+        if isinstance(exc, _NotLanded):
+            raise WriteFailedError(
+                f"the write did not land in the tree: {exc.why}; every file of this transaction was restored "
+                "through the folders it wrote in (wherever they are now), nothing changed by patchkit",
+                where=str(exc.path),
+                hint="something moved or replaced folders of the tree while patchkit wrote (its owner, another "
+                "tool): stop it, check the tree, then rerun",
             ) from None
         if isinstance(exc, _Changed):
             raise WriteFailedError(
@@ -307,10 +360,10 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
     # space (unlinks, rmdirs, fsyncs), so one failure is retried once; if it fails again the journal stays
     # and the next run finishes it (it finds every new file in place).
     try:
-        _complete(roots, disk, entries, dirty)
+        _complete(roots, disk, entries, dirty, held)
     except (OSError, PatchkitError) as exc:
         try:
-            _complete(roots, disk, entries, dirty)
+            _complete(roots, disk, entries, dirty, held)
         except (OSError, PatchkitError) as again:
             raise RecoveryFailedError(
                 f"every file was written, but finishing the transaction failed ({describe(exc)}; then "
@@ -321,10 +374,10 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
 
 
 def _complete(
-    roots: Roots, disk: Disk, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]]
+    roots: Roots, disk: Disk, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]], held: HeldFolders
 ) -> None:
     """Drop the kept links and emptied folders, make every changed folder durable, then drop the journal."""
-    finish(roots, disk, entries)
+    finish(roots, disk, entries, held)
     # Folder entries need to be durable only before the journal goes: fsync each changed folder once
     # at the end rather than after every file (half of all fsyncs on a large series).
     for area, folders in sorted(dirty, key=lambda d: (d[0].value, d[1])):
@@ -332,34 +385,107 @@ def _complete(
     drop_journal(roots, disk)
 
 
-def _write_entry(roots: Roots, disk: Disk, entry: Entry, data: bytes | None) -> None:
+def _write_entry(
+    roots: Roots, disk: Disk, entry: Entry, data: bytes | None, held: dict[tuple[Area, tuple[str, ...]], int]
+) -> _Landed | None:
+    """Write one entry through its folder's descriptor (opened once per folder and held, see HELD_FOLDERS_MAX);
+    where the write went, or None for a deletion whose folder is already gone."""
     parts = entry.parts
     name = parts[-1]
-    create = None if data is None else dict(entry.folders)
-    parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
-    if parent is None:  # a deletion whose folder is already gone
-        return
+    key = (entry.area, parts[:-1])
+    parent = held.get(key)
+    transient = parent is None
+    if parent is None:
+        create = None if data is None else dict(entry.folders)
+        parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
+        if parent is None:  # a deletion whose folder is already gone
+            return None
+        if len(held) < HELD_FOLDERS_MAX:
+            held[key] = parent
+            transient = False
+    folder_st = os.fstat(parent)
     like: int | None = None
+    new: list[tuple[int, int]] = []
     try:
         if entry.original is not None:
             _keep_original(disk, parent, entry)
         if data is None:
             _check_unchanged(parent, entry)
             disk.unlink(parent, name)
-            return
+            return _Landed((folder_st.st_dev, folder_st.st_ino), None)
         assert entry.after is not None
         owner = None
         if entry.original is not None:
             like = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
             owner = (entry.original.uid, entry.original.gid)
+
+        def before_replace() -> None:
+            _check_unchanged(parent, entry)
+            st = lstat_at(parent, entry.temp)
+            new.append((-1, -1) if st is None else (st.st_dev, st.st_ino))
+
         put_file(
             disk, parent, name, data, entry.after.mode, tmp=entry.temp, owner=owner, like_fd=like,
-            before_replace=lambda: _check_unchanged(parent, entry), sync_folder=False,
+            before_replace=before_replace, sync_folder=False,
         )
+        return _Landed((folder_st.st_dev, folder_st.st_ino), new[-1])
     finally:
         if like is not None:
             os.close(like)
-        os.close(parent)
+        if transient:
+            os.close(parent)
+
+
+def check_landed(roots: Roots, entries: Sequence[Entry], landed: Sequence[_Landed | None]) -> None:
+    """After the last replace: every path is, seen from the root, what this transaction just made of it.
+
+    A fresh look on purpose, the one place that does not trust the descriptors the transaction holds: those
+    still reach a folder moved out of the root meanwhile, and writes through them land outside it. So the root's
+    path must still name the root, and each path is walked again by name from the root, link-free, as the next
+    command will walk it: its folder must be the one written in, a written file the very file written (its
+    identity, then its content and mode against the journal), a deleted one absent.
+    """
+    try:
+        now = os.stat(roots.root)
+        same_root = (now.st_dev, now.st_ino) == _identity(os.fstat(roots.tree_fd))
+    except OSError:
+        same_root = False
+    if not same_root:
+        raise _NotLanded(roots.root, "the root's path no longer names the folder patchkit wrote in (moved or replaced)")
+    for entry, land in zip(entries, landed, strict=True):
+        if land is None:
+            continue
+        shown = roots.path(entry.area) / entry.path
+        parts = entry.parts
+        folders = parts[:-1] if entry.area is Area.TREE else (STATE_DIR, *parts[:-1])  # from the root, .patchkit too
+        try:
+            folder = open_folder(roots.tree_fd, roots.root, folders, entry.path)
+        except PatchkitError as exc:
+            raise _NotLanded(shown, f"its folder cannot be walked to from the root ({exc.message})") from None
+        if folder is None:
+            raise _NotLanded(shown, "its folder is no longer under the root (moved or removed while patchkit wrote)")
+        try:
+            if _identity(os.fstat(folder)) != land.folder:
+                raise _NotLanded(shown, "its folder was moved or replaced while patchkit wrote in it")
+            st = lstat_at(folder, parts[-1])
+            if land.file is None:
+                if st is not None:
+                    raise _NotLanded(shown, "it was deleted, but a file is back at its name")
+                continue
+            if st is None or _identity(st) != land.file:
+                raise _NotLanded(shown, "the file at its name is not the one patchkit just wrote")
+            try:
+                snap = read_entry(folder, parts[-1], entry.path, str(shown))
+            except PatchkitError as exc:
+                raise _NotLanded(shown, exc.message) from None
+            if not matches(snap, entry.after):
+                raise _NotLanded(shown, "its content or mode is not what patchkit just wrote")
+        finally:
+            os.close(folder)
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def _keep_original(disk: Disk, parent: int, entry: Entry) -> None:
