@@ -198,9 +198,11 @@ def test_a_kept_original_replaced_by_another_file_is_not_put_back(case: Case, us
 
 def test_an_untouched_kept_original_is_still_put_back(case: Case, user: tuple[int, int]) -> None:
     root, path, kept = interrupted_with_kept_original(case, "kept-untouched", user)
+    original = kept.stat().st_ino
     run = run_forked(case.args("status", root))
     assert run.code == 3 and "recovered an interrupted apply" in run.err, run.err
     assert not kept.exists() and not (root / STATE / "journal.json").exists()
+    assert path.stat().st_ino == original  # renamed back: the original inode itself
 
 
 # ----------------------------------------------------------------------------------------------- lock

@@ -10,11 +10,17 @@
    (when root) and xattrs, fchmods it to the new mode, fsyncs it, checks right before the replace that the
    original is still the file it planned from (inode, size, mtime), and os.replaces it over the old name.
    Creations and modifications first, deletions last. A pending SIGINT/SIGTERM is noticed between files;
-5. drops the kept links, removes folders the deletions emptied (like git apply), fsyncs every changed
+5. checks, after the last replace, that every write landed: walked again by name from the root (the one
+   deliberate fresh look, see check_landed), each path must be the very file just written; a folder moved
+   out of the tree meanwhile is caught here (the writes went through its held descriptor, outside the root);
+6. drops the kept links, removes folders the deletions emptied (like git apply), fsyncs every changed
    folder once, and unlinks the journal: from here on the transaction is done.
 
-An I/O error, a file changed behind its back, or a signal during 4-5 is rolled back in-process
-(recovery.roll_back) before the error is raised; a kill leaves the journal for the next run.
+Each folder written in is opened once and its descriptor held to the end (HELD_FOLDERS_MAX), so a rollback
+restores a file through the folder it was written in, wherever that folder is by then.
+
+An I/O error, a file changed behind its back, a write that did not land, or a signal during 4-6 is rolled
+back in-process (recovery.roll_back) before the error is raised; a kill leaves the journal for the next run.
 
 Modes: a new file gets exactly the diff's mode (0644/0755), a new folder 0755, set by fchmod whatever the
 umask; a rewritten file keeps its rwx bits (or takes the diff's new mode) and loses setuid, setgid and

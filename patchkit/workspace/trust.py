@@ -4,8 +4,9 @@ The engine tree may belong to a less privileged user, and whoever owns the root 
 and put a folder of their own there. So every read of a journal or an applied record, and every write into
 the state folder, first checks each folder from `.patchkit` down and the file itself, on the descriptor or
 link-free lstat it is about to use: owned by the running user or root, and not writable by group or others.
-Anything else is refused (UntrustedStateError, exit 2) before a byte is read or written. Inside a folder
-that passes, nobody else can swap an entry, so an lstat-then-open of a name in it cannot be raced.
+The lock file too (workspace.lock). Anything else is refused (UntrustedStateError, exit 2) before a byte is
+read or written. Inside a folder that passes, nobody else can swap an entry, so an lstat-then-open of a name
+in it cannot be raced.
 
 Modes are set explicitly (fchmod), never left to the umask: the state folder and its `applied/` folder
 0755, records and the lock 0644 (they are no secret: a record names a diff that is in the registry), the
