@@ -51,8 +51,8 @@ class HeadCheck(NamedTuple):
 def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
     pinned = spec.target.pinned_commit
     head = HeadCheck(None, None, None)
-    if pinned is not None and (tree.root / ".git").exists():
-        head = compare_head(tree.root, pinned)
+    if pinned is not None and (tree.root / ".git").exists():  # by path: git reads the checkout by its path,
+        head = compare_head(tree.root, pinned)  # not through the command's root descriptor (tree.Root)
     drifted: list[str] = []
     unchecked: list[str] = []
     matched = 0
