@@ -135,6 +135,29 @@ def test_the_same_run_without_a_move_still_succeeds(case: Case, user: tuple[int,
     assert whole_state(case, root) == "after"
 
 
+def test_a_file_rewritten_in_place_after_its_replace_is_not_reported_as_written(
+    case: Case, user: tuple[int, int]
+) -> None:
+    """Same inode, same size, other bytes, written by the owner after patchkit's replace (before the run ends):
+    the check compares the bytes, not only the identity."""
+    root = case.fresh("rewritten-in-place")
+    give_tree(root, user)
+    helper = root / HOOKED
+
+    def owner_rewrites_it() -> None:
+        def rewrite() -> None:
+            data = helper.read_bytes()
+            with open(helper, "r+b") as handle:
+                handle.write(bytes([data[0] ^ 1]))
+
+        as_user(*user, rewrite)
+
+    run = run_forked(case.args("apply", root), before=move_before_replace("safety-pr1.json", owner_rewrites_it))
+    assert run.code == 7, (run.code, run.err)
+    assert f"{helper}: the write did not land in the tree: its content is not what patchkit just wrote" in run.err
+    assert strays(root) == [] and not (root / STATE / "journal.json").exists()
+
+
 # ------------------------------------------------------------------------------------------- recovery
 
 

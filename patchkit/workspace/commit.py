@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
 from patchkit.interrupts import interrupt_pending, signals_held
-from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, open_folder, read_entry, split_relative
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
     Roots,
@@ -60,7 +60,6 @@ from patchkit.workspace.journal import (
     check_state_name,
     check_tree_path,
     journal_chunks,
-    matches,
 )
 from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME
 from patchkit.workspace.recovery import HeldFolders, finish, roll_back
@@ -78,6 +77,7 @@ _BLOCK = 4096
 _NO_LINKS = (errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
+_WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 # At most this many folder descriptors are held through a transaction (one per folder it writes in); the
 # folders past it are walked to by name for each file, as before, and restored that way.
 HELD_FOLDERS_MAX = 256
@@ -325,7 +325,7 @@ def _write_all(
                 touched.pop()
             dirty.add((entry.area, entry.parts[:-1]))
         failed = journal
-        check_landed(roots, entries, landed)
+        check_landed(roots, entries, contents, landed)
     except BaseException as exc:
         try:
             # Only what was begun: an entry never reached is as it was, and a path whose folder went away
@@ -442,14 +442,16 @@ def _write_entry(
             os.close(parent)
 
 
-def check_landed(roots: Roots, entries: Sequence[Entry], landed: Sequence[_Landed | None]) -> None:
+def check_landed(
+    roots: Roots, entries: Sequence[Entry], contents: Sequence[bytes | None], landed: Sequence[_Landed | None]
+) -> None:
     """After the last replace: every path is, seen from the root, what this transaction just made of it.
 
     A fresh look on purpose, the one place that does not trust the descriptors the transaction holds: those
     still reach a folder moved out of the root meanwhile, and writes through them land outside it. So the root's
     path must still name the root, and each path is walked again by name from the root, link-free, as the next
     command will walk it: its folder must be the one written in, a written file the very file written (its
-    identity, then its content and mode against the journal), a deleted one absent.
+    identity, then its bytes and mode against what was written), a deleted one absent.
     """
     try:
         now = os.stat(roots.root)
@@ -458,36 +460,69 @@ def check_landed(roots: Roots, entries: Sequence[Entry], landed: Sequence[_Lande
         same_root = False
     if not same_root:
         raise _NotLanded(roots.root, "the root's path no longer names the folder patchkit wrote in (moved or replaced)")
-    for entry, land in zip(entries, landed, strict=True):
-        if land is None:
-            continue
-        shown = roots.path(entry.area) / entry.path
-        parts = entry.parts
-        folders = parts[:-1] if entry.area is Area.TREE else (STATE_DIR, *parts[:-1])  # from the root, .patchkit too
+    chain: list[tuple[str, int]] = []  # the folders open from the root down, kept for the next path (sorted)
+    try:
+        for entry, data, land in zip(entries, contents, landed, strict=True):
+            if land is not None:
+                parts = entry.parts
+                folders = parts[:-1] if entry.area is Area.TREE else (STATE_DIR, *parts[:-1])  # .patchkit too
+                why = _landed_here(roots.tree_fd, chain, folders, parts[-1], data, entry, land)
+                if why is not None:
+                    raise _NotLanded(roots.path(entry.area) / entry.path, why)
+    finally:
+        for _, fd in chain:
+            os.close(fd)
+
+
+def _landed_here(
+    root_fd: int, chain: list[tuple[str, int]], folders: tuple[str, ...], name: str, data: bytes | None,
+    entry: Entry, land: _Landed,
+) -> str | None:
+    """Why `folders/name`, walked by name from the root (link-free, reusing `chain`), is not what was written."""
+    kept = 0
+    while kept < min(len(chain), len(folders)) and chain[kept][0] == folders[kept]:
+        kept += 1
+    for _, fd in chain[kept:]:
+        os.close(fd)
+    del chain[kept:]
+    for part in folders[kept:]:
         try:
-            folder = open_folder(roots.tree_fd, roots.root, folders, entry.path)
-        except PatchkitError as exc:
-            raise _NotLanded(shown, f"its folder cannot be walked to from the root ({exc.message})") from None
-        if folder is None:
-            raise _NotLanded(shown, "its folder is no longer under the root (moved or removed while patchkit wrote)")
-        try:
-            if _identity(os.fstat(folder)) != land.folder:
-                raise _NotLanded(shown, "its folder was moved or replaced while patchkit wrote in it")
-            st = lstat_at(folder, parts[-1])
-            if land.file is None:
-                if st is not None:
-                    raise _NotLanded(shown, "it was deleted, but a file is back at its name")
-                continue
-            if st is None or _identity(st) != land.file:
-                raise _NotLanded(shown, "the file at its name is not the one patchkit just wrote")
-            try:
-                snap = read_entry(folder, parts[-1], entry.path, str(shown))
-            except PatchkitError as exc:
-                raise _NotLanded(shown, exc.message) from None
-            if not matches(snap, entry.after):
-                raise _NotLanded(shown, "its content or mode is not what patchkit just wrote")
-        finally:
-            os.close(folder)
+            child = os.open(part, _WALK_FLAGS, dir_fd=chain[-1][1] if chain else root_fd)
+        except FileNotFoundError:
+            return "its folder is no longer under the root (moved or removed while patchkit wrote)"
+        except OSError as exc:
+            return f"its folder cannot be walked to from the root ({exc.strerror})"
+        chain.append((part, child))
+    folder = chain[-1][1] if chain else root_fd
+    if _identity(os.fstat(folder)) != land.folder:
+        return "its folder was moved or replaced while patchkit wrote in it"
+    st = lstat_at(folder, name)
+    if land.file is None:
+        return None if st is None else "it was deleted, but a file is back at its name"
+    if st is None or _identity(st) != land.file:
+        return "the file at its name is not the one patchkit just wrote"
+    assert data is not None and entry.after is not None
+    if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry.after.mode or st.st_size != len(data):
+        return "its size or mode is not what patchkit just wrote"
+    # The bytes themselves, against the ones written: one read of the expected size, then a comparison.
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as exc:
+        return f"it cannot be read back ({exc.strerror})"
+    try:
+        if _identity(os.fstat(fd)) != land.file:
+            return "the file at its name is not the one patchkit just wrote"
+        found = os.pread(fd, len(data) + 1, 0) if data else b""
+        while data and len(found) < len(data) + 1:  # a short read (rare): read on to the end
+            more = os.pread(fd, len(data) + 1 - len(found), len(found))
+            if not more:
+                break
+            found += more
+    except OSError as exc:
+        return f"it cannot be read back ({exc.strerror})"
+    finally:
+        os.close(fd)
+    return None if found == data else "its content is not what patchkit just wrote"
 
 
 def _identity(st: os.stat_result) -> tuple[int, int]:
