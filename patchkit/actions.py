@@ -43,7 +43,7 @@ from patchkit.provenance import (
     read_record,
 )
 from patchkit.records import record_files, record_names, record_removal
-from patchkit.tree import STATE_DIR, Snapshot, check_root
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
@@ -56,7 +56,7 @@ _DEFAULTS = Options()  # frozen: one shared default
 
 
 def run(
-    spec: PatchSpec, root: Path, action: Action, options: Options = _DEFAULTS, *, progress: Progress | None = None
+    spec: PatchSpec, root: Root, action: Action, options: Options = _DEFAULTS, *, progress: Progress | None = None
 ) -> Outcome:
     if progress is not None:
         progress.phase(Phase.PARSE, spec.id)
@@ -68,17 +68,16 @@ def run(
 
     hunk_set = load_hunk_set(spec)
     check_hunkset_pin(spec, hunk_set)
-    real_root = check_root(root)
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} of {spec.id}"
-    with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+    with locked(root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
         recovered = recovered or earlier
         if progress is not None:
             progress.phase(Phase.JUDGE, spec.id)
-        record = read_record(real_root, spec.id, hunk_set)
+        record = read_record(root, spec.id, hunk_set)
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
-        tree = scan_tree(real_root, stored or hunk_set)
+        tree = scan_tree(root, stored or hunk_set)
         decision = decide_patch(spec, action, tree, record, options, used_stored_copy=stored is not None)
 
         def outcome(result: Result | None, plan: Plan | None) -> Outcome:
@@ -89,21 +88,21 @@ def run(
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
                 state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
-                commit(real_root, (), state_files, label)
+                commit(root, (), state_files, label)
             return outcome(decision.result, None)
-        plan = plan_writes(real_root, tree, forward=decision.forward)
+        plan = plan_writes(root, tree, forward=decision.forward)
         if options.dry_run:
             return outcome(Result.DRY_RUN, plan)
         if progress is not None:
             progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
         state_files = record_changes(spec, hunk_set, decision, after=after)
-        commit(real_root, plan.changes, state_files, label)
+        commit(root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
 
 
 def restart_outcomes(
-    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options
+    specs: Sequence[PatchSpec], root: Root, action: Action, options: Options
 ) -> tuple[list[Outcome] | None, Recovery | None]:
     """The restart fast path: "already applied" for every patch, from their records (patchkit.fastpath).
 
@@ -112,7 +111,7 @@ def restart_outcomes(
     """
     if action is not Action.APPLY or not options.fast_restart or options.dry_run:
         return None, None
-    if not all(os.path.lexists(root / STATE_DIR / record_names(spec.id)[0]) for spec in specs):
+    if not _records_present(root, [record_names(spec.id)[0] for spec in specs]):
         # No record, no fast answer (a first apply, a tree applied by hand): decline before reading any diff or
         # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
         return None, None
@@ -121,17 +120,16 @@ def restart_outcomes(
     try:
         for spec in specs:
             spec.read_diff()  # the diff must still be the one its manifest names
-        real_root = check_root(root)
     except PatchkitError:
         return None, None
     try:
-        with locked(real_root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
-            restart = check_restart(specs, real_root)
+        with locked(root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
+            restart = check_restart(specs, root)
             if restart is None:
                 return None, recovered
             outcomes = []
             for spec, record in zip(specs, restart, strict=True):
-                tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
+                tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
@@ -143,6 +141,24 @@ def restart_outcomes(
             return outcomes, recovered
     except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
         return None, None
+
+
+def _records_present(root: Root, names: Sequence[str]) -> bool:
+    """Whether every applied record is there at all (a look by name under the root's descriptor, no trust)."""
+    try:
+        state = open_child_dir(root.fd, STATE_DIR, STATE_DIR, str(root.state_path))
+    except (OSError, PatchkitError):
+        return False
+    if state is None:
+        return False
+    try:
+        for name in names:
+            os.stat(name, dir_fd=state, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(state)
+    return True
 
 
 class Decision(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
@@ -254,7 +270,7 @@ def _decide(
 # nothing here loads for status; every import is done before the transaction it feeds starts.
 
 
-def plan_writes(root: Path, tree: TreeState, *, forward: bool) -> Plan:
+def plan_writes(root: Root, tree: TreeState, *, forward: bool) -> Plan:
     """Every change the action makes to the tree (plan.plan_changes), with the cached bytecode of each Python
     source it changes planned for removal too (patchkit.bytecode)."""
     from patchkit.bytecode import with_bytecode_removals  # deferred: the write stage
@@ -293,7 +309,7 @@ def record_changes(
     return {}
 
 
-def commit(root: Path, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
+def commit(root: Root, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
     """One transaction: the tree changes, then the state files (workspace.commit.commit_changes)."""
     from patchkit.workspace.commit import commit_changes  # deferred: the write stage
 

@@ -53,17 +53,50 @@ class Snapshot:
         return bool(self.mode is not None and self.mode & 0o100)
 
 
-def check_root(root: Path) -> Path:
-    """The root as an absolute, symlink-free directory path."""
+@dataclass(frozen=True)
+class Root:
+    """The engine root, opened once per command (open_root): every read, the lock, the state folder, recovery
+    and the transaction work relative to `fd`, so what "the root" is cannot change between them.
+
+    `path` (absolute, symlink-free) is for messages, the journal, and the one deliberate fresh look after a
+    transaction (workspace.commit checks the path still names this folder); `dev`/`ino` are its identity.
+    Close it with `close()`, or use it as a context manager.
+    """
+
+    fd: int
+    path: Path
+    dev: int
+    ino: int
+
+    @property
+    def state_path(self) -> Path:
+        return self.path / STATE_DIR
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> Root:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_root(root: Path) -> Root:
+    """The root, opened once: an absolute, symlink-free directory, with its descriptor and identity."""
+    real = Path(os.path.realpath(root))
     try:
-        root.stat()
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
+        raise BadInputError("the engine root does not exist", where=str(root), hint="check --root") from None
+    except NotADirectoryError:
+        if os.path.lexists(real):
+            raise BadInputError("the engine root is not a directory", where=str(root), hint="check --root") from None
         raise BadInputError("the engine root does not exist", where=str(root), hint="check --root") from None
     except OSError as exc:  # e.g. a folder on the way this user may not enter
         raise BadInputError(f"cannot reach the engine root: {exc.strerror}", where=str(root)) from None
-    if not root.is_dir():
-        raise BadInputError("the engine root is not a directory", where=str(root), hint="check --root")
-    return Path(os.path.realpath(root))
+    st = os.fstat(fd)
+    return Root(fd, real, st.st_dev, st.st_ino)
 
 
 def split_relative(rel: str) -> tuple[str, ...]:
@@ -79,14 +112,6 @@ def split_relative(rel: str) -> tuple[str, ...]:
                 hint="shorten the name in the diff",
             )
     return parts
-
-
-def open_root(root: Path) -> int:
-    """A descriptor of the (already symlink-free) root directory."""
-    try:
-        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BadInputError(f"cannot open the engine root: {exc.strerror}", where=str(root)) from None
 
 
 def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | None:
@@ -161,22 +186,14 @@ def read_entry(dir_fd: int, name: str, rel: str, shown: str, *, limit: int = MAX
     return Snapshot(rel, b"".join(chunks), stat.S_IMODE(st.st_mode))
 
 
-def read_snapshot(root: Path, rel: str) -> Snapshot:
+def read_snapshot(root: Root, rel: str) -> Snapshot:
     """`rel` under root, as found: walked link-free, read with O_NOFOLLOW."""
-    root_fd = open_root(root)
-    try:
-        return read_at(root_fd, root, rel)
-    finally:
-        os.close(root_fd)
+    return read_at(root.fd, root.path, rel)
 
 
-def read_all(root: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
+def read_all(root: Root, paths: Iterable[str]) -> dict[str, Snapshot]:
     """Every path under root, each as read_snapshot reads it, walking each folder once for consecutive paths."""
-    root_fd = open_root(root)
-    try:
-        return read_all_at(root_fd, root, paths)
-    finally:
-        os.close(root_fd)
+    return read_all_at(root.fd, root.path, paths)
 
 
 def read_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> dict[str, Snapshot]:

@@ -15,6 +15,9 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   tests/test_hostile_fs.py once (as root, with an unprivileged user; mounts where allowed), then SIGTERM and
   SIGINT at every write point (PATCHKIT_FAULT_SIGNAL) and a disk that fills up at every write point
   (PATCHKIT_FAULT_PERSIST).
+- moved folders, kept originals and the lock: every test of tests/test_moved_folders.py once (as root, the
+  tree owned by an unprivileged user who moves a folder out between the plan and the replace, tampers with a
+  kept `.patchkit-*.orig` original after a kill, or plants the lock file).
 - hostile input: the catalogue of tests/test_hostile.py, then fuzzed diffs (random bytes and mutated git
   diffs) through the parser and the real CLI, with a sentinel folder next to the root.
 - bounds: every test of tests/test_bounds.py once, in three rows: oversized tree files (4 GiB sparse at a
@@ -42,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import test_bounds, test_fuzz, test_hostile, test_hostile_fs, test_untrusted_state
+from tests import test_bounds, test_fuzz, test_hostile, test_hostile_fs, test_moved_folders, test_untrusted_state
 from tests.conftest import Registry
 from tests.safety_helpers import (
     PATCH_ID,
@@ -174,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
 
         # ----------------------------------------------------------------- untrusted state, hostile fs
-        for title, module in (("untrusted state", test_untrusted_state), ("hostile filesystem", test_hostile_fs)):
+        for title, module in (
+            ("untrusted state", test_untrusted_state),
+            ("hostile filesystem", test_hostile_fs),
+            ("moved folders, kept originals, the lock file", test_moved_folders),
+        ):
             tried, passed, skipped, failed = _run_checks(module, case, workdir / title.replace(" ", "-"))
             problems += [f"{title}: {f}" for f in failed]
             figures += [

@@ -34,6 +34,7 @@ from patchkit.report import (
     table_hint,
     versioned,
 )
+from patchkit.tree import open_root
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
 
 if TYPE_CHECKING:
@@ -277,19 +278,22 @@ def _run_patch_command(
     with progress() as shown:
         if shown is not None:
             options = replace(options, on_lock_wait=shown.lock_wait)
-        # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
-        emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
-        patches = find_locations(patches=patches_dir).patches
-        commands = invocation(root, patches, selection)
-        options = replace(options, invocation=commands)
-        if selection.patch is None:
-            from patchkit.series import load_series, run_series  # deferred: only --all runs a series
+        # The root is opened here, once for the whole command: the lock, the state folder, recovery, every read
+        # and the transaction work on this descriptor (tree.Root), and it is closed when the command ends.
+        with open_root(Path(root)) as handle:
+            # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
+            emit_recovery(recover_pending(handle, options.lock_timeout, options.on_lock_wait))
+            patches = find_locations(patches=patches_dir).patches
+            commands = invocation(root, patches, selection)
+            options = replace(options, invocation=commands)
+            if selection.patch is None:
+                from patchkit.series import load_series, run_series  # deferred: only --all runs a series
 
-            warn_stray_folders(patches)
-            specs = load_series(patches, selection.target)
-            series = run_series(specs, Path(root), action, options, keep_going=keep_going, progress=shown)
-        else:
-            outcome = run(resolve_patch(selection.patch, patches), Path(root), action, options, progress=shown)
+                warn_stray_folders(patches)
+                specs = load_series(patches, selection.target)
+                series = run_series(specs, handle, action, options, keep_going=keep_going, progress=shown)
+            else:
+                outcome = run(resolve_patch(selection.patch, patches), handle, action, options, progress=shown)
     if selection.patch is None:
         emit_series(series, as_json, verbose, commands)
         click.get_current_context().exit(int(series.exit_code))
