@@ -1,6 +1,9 @@
-"""Rules that a one-character slip would break unnoticed (each one was a surviving mutant of the mutation
-review, see scripts/mutants.py): a file exclude and a rename's old path, `--complete` on a conflict, and PK204
-on a waiver another patch rightly claims. All through the real CLI on real trees and registries.
+"""Rules that a one-character slip would break unnoticed: each test here kills a mutant of scripts/mutants.py
+that the rest of the suite let through. A file exclude and a rename's old path, `--complete` on a conflict, a
+rename with both paths present, a hunk pinned to line 1, a hunk cut short by the end of the file, excluding a
+file's last hunk; lint: PK204 on a waiver another patch rightly claims, PK208 and a glob matching two files, a
+waiver naming a longer file name, patching in a scratch folder. Through the real CLI on real trees and
+registries, with real git as the oracle where git has an answer.
 """
 
 from __future__ import annotations
