@@ -10,8 +10,10 @@ Each mutant is one edit (an exact snippet that must occur exactly once in its fi
 scratch copy of the repository; the tests it names then run there (this venv's python, `pytest -x -q -p
 no:cacheprovider --rootdir <copy>`, PYTHONPATH=<copy>, no bytecode written, so an edit that keeps a file's
 size and mtime second is never hidden by a stale .pyc). The working tree is never modified. Before the first
-mutant, a probe checks that the copy's patchkit is the one imported (not the editable install), and the named
-tests run once unmutated: a test that fails on the real code kills nothing.
+mutant, a probe checks that the copy's patchkit is the one imported (not the editable install), two canaries
+check it under pytest (an inert edit must survive, a broken package must be killed), and the named tests run
+once unmutated (unless --no-baseline, for CI right after the tests): a test that fails on the real code kills
+nothing.
 
 A mutant is killed when its tests fail, survived when they pass, stale when its snippet is not found exactly
 once (the code moved on: refresh the snippet), skipped when every test it names skipped itself (the security
@@ -251,7 +253,8 @@ MUTANTS: tuple[Mutant, ...] = (
     m("pk209-orphan-unreported", "patchkit/lint/rules.py",
       "        if number is None or lint_input.is_claimed(number):\n            continue",
       "        if True:\n            continue",
-      ["tests/test_lint_scenarios.py::test_a_removed_patch_leaves_an_orphan_waiver"], "PK209 never reports a waiver no manifest points at"),
+      ["tests/test_lint_scenarios.py::test_a_removed_patch_leaves_an_orphan_waiver"],
+      "PK209 never reports a waiver no manifest points at"),
     m("pk208-one-file-names-a-glob", "patchkit/lint/rules.py",
       "return bool(matched) and all(_mentions(text, path) for path in matched)",
       "return bool(matched) and any(_mentions(text, path) for path in matched)",
@@ -324,14 +327,16 @@ def probe(copy: Path) -> None:
     seen = done.stdout.split()
     if done.returncode != 0 or len(seen) != 2 or not all(Path(p).is_relative_to(copy) for p in seen):
         raise SystemExit(f"mutants: the scratch copy is not what gets imported: {done.stdout}{done.stderr}")
-    # And under pytest: a canary mutant that breaks the copy's package must be killed (were the editable
-    # install imported instead, every mutant would survive).
-    canary = Mutant("canary", "patchkit/__init__.py", "from __future__ import annotations",
-                    "from __future__ import annotations\nraise ImportError('mutants.py canary')",
-                    (CANARY_TEST,), "the copy's patchkit cannot be imported")
-    outcome = run_one(copy, canary)
-    if outcome.verdict != "killed":
-        raise SystemExit(f"mutants: the canary mutant was {outcome.verdict}: pytest does not run the copy's code")
+    # And under pytest, both ways: an inert edit (a comment) must survive, or the copy fails its tests for some
+    # other reason and every mutant would look killed; an edit that breaks the copy's package must be killed,
+    # or pytest imports another patchkit (the editable install) and every mutant would look survived.
+    for verdict, edit in (("survived", "# mutants.py: an inert edit"), ("killed", "raise ImportError('canary')")):
+        canary = Mutant("canary", "patchkit/__init__.py", "from __future__ import annotations",
+                        f"from __future__ import annotations\n{edit}", (CANARY_TEST,), "canary")
+        outcome = run_one(copy, canary)
+        if outcome.verdict != verdict:
+            raise SystemExit(f"mutants: the {verdict} canary ({edit!r}) was {outcome.verdict}; the scratch copy "
+                             f"does not test its own code:\n{outcome.detail}")
 
 
 def run_tests(copy: Path, tests: Sequence[str]) -> tuple[str, str]:
