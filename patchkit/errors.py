@@ -24,6 +24,7 @@ class ExitCode(IntEnum):
     RECOVERY_FAILED = 8  # an interrupted transaction could not be rolled back; manual action needed
     BASE_MISMATCH = 9  # --strict-base: the tree is not verifiably the pinned base; nothing was written
     INTERNAL = 10  # a bug in patchkit (an unexpected exception); never "refused": please report it
+    UNAVAILABLE = 11  # lint: the repository scan's parser is not installed here (the single-file runner)
     INTERRUPTED = 130  # SIGINT; a write in progress was rolled back first
     TERMINATED = 143  # SIGTERM (docker stop, Kubernetes); a write in progress was rolled back first
 
@@ -107,6 +108,12 @@ class RefusedError(PatchkitError):
     """The tree is not in a state the requested action may change; nothing was written."""
 
     exit_code = ExitCode.REFUSED
+
+
+class ScanUnavailableError(PatchkitError):
+    """The repository scan needs a package this installation lacks (the shell parser, absent from the .pyz)."""
+
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class InternalError(PatchkitError):

@@ -63,9 +63,9 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
         "find \"$D\" -name '*.py' -exec sed -i 's/a/b/' {} +\n"
     )
     assert sites("run.sh", text) == [
-        (4, "in-place-edit", "$(dirname \"<sglang>\")/a.py"),
+        (4, "in-place-edit", "<sglang>/a.py"),  # dirname of <sglang>/__init__.py, the spec's origin
         (6, "in-place-edit", "/usr/lib/python3/dist-packages/vllm/config.py"),
-        (7, "in-place-edit", "$(dirname \"<sglang>\")"),
+        (7, "in-place-edit", "<sglang>"),
     ]
 
 

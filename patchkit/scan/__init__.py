@@ -57,7 +57,8 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
         read.append(path)
         try:
             view = read_view(path, text, language, config)
-            found = [site for kind, rule in SCAN_RULES.items() if kind not in config.ignore for site in rule(view)]
+            # Filtered by the site's kind: an edit of *.dist-info is found by the edit rules as metadata-edit.
+            found = [site for rule in SCAN_RULES.values() for site in rule(view) if site.kind not in config.ignore]
         except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash
             problems.append(ScanProblem(path, None, "too deeply nested to read"))
             continue

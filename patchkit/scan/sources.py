@@ -11,13 +11,16 @@ import functools
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
+from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
-from patchkit.scan.engine import EngineResolver
-from patchkit.scan.python import InlineDiff, PythonWrite, read_python
-from patchkit.scan.shell import Command, Heredoc, argv_of, parse_shell, program_name
+from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of
+from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
+from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
+
+parse_shell = read_shell  # the parser of record (tree-sitter-bash; see bash.py)
 
 
 class Language(Enum):
@@ -148,20 +151,47 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     else:
         commands = parse_shell(text)
     commands = _with_embedded_shell(commands)
-    resolver = EngineResolver.for_commands(config, commands)
+    resolver = _shell_resolver(config, commands)
     writes: list[PythonWrite] = []
     diffs: list[InlineDiff] = []
-    for code, first_line in _embedded_python(commands):
-        reading = read_python(code, resolver, first_line)
+    for code, first_line, argv, scope in _embedded_python(commands, resolver):
+        reading = read_python(code, resolver, first_line, argv, scope)
         if reading.error:
             problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
         diffs += reading.diffs
-        commands += reading.commands
+        commands += [replace(c, scope=scope) for c in reading.commands]
     commands.sort(key=lambda c: c.line)
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
     )
+
+
+def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
+    """The resolver of a shell script, reading each `$(python3 -c '...')` substitution as Python."""
+    holder: list[EngineResolver] = []
+
+    def evaluate(code: str, scope: str) -> Resolved | None:
+        current = holder[0] if holder else EngineResolver(config)
+        for command in read_shell(code):
+            _, argv = argv_of(command)
+            program = program_name(argv[0]) if argv else ""
+            if _PYTHON.match(program) and len(argv) >= 3 and argv[1] == "-c":
+                parsed, value = printed_value(argv[2], current, scope)
+                if parsed:
+                    return value
+            operands = [w for w in argv[1:] if not w.startswith("-")]
+            if program == "dirname" and len(operands) == 1:
+                found = current.resolve(operands[0], scope)
+                return None if found is None else parent_of(found)
+            if program in ("realpath", "readlink", "cd") and len(operands) == 1:
+                return current.resolve(operands[0], scope)
+            break
+        return locate_idiom(config, code)
+
+    first = EngineResolver.for_commands(config, commands, evaluate)
+    holder.append(first)
+    return EngineResolver.for_commands(config, commands, evaluate)
 
 
 # A Python file can only hold a site if it names an engine path (an idiom, an installed-packages folder, an
@@ -211,7 +241,11 @@ def _with_embedded_shell(commands: list[Command]) -> list[Command]:
     return out
 
 
-def _embedded_python(commands: Iterable[Command]) -> Iterable[tuple[str, int]]:
+def _embedded_python(
+    commands: Iterable[Command], resolver: EngineResolver
+) -> Iterable[tuple[str, int, tuple[Resolved | None, ...], str]]:
+    """(code, first line, sys.argv as engine paths, shell scope) of each `python -c CODE ARGS` and each
+    `python [-] ARGS <<EOF` heredoc: sys.argv[1:] are the shell words after `-c CODE` or `-`."""
     for command in commands:
         words = command.words
         for index, word in enumerate(words):
@@ -219,11 +253,22 @@ def _embedded_python(commands: Iterable[Command]) -> Iterable[tuple[str, int]]:
                 continue
             following = words[index + 1 :]
             if len(following) >= 2 and following[0] == "-c":
-                yield following[1], command.line
+                argv = ("-c", *following[2:])
+                yield following[1], command.line, _argv_values(resolver, argv, command.scope), command.scope
             elif not following or following[0] == "-" or (following[0].startswith("-") and "-c" not in following):
+                rest = following[following.index("-") :] if "-" in following else ("-",)
+                argv_values = _argv_values(resolver, tuple(rest), command.scope)
                 for heredoc in command.heredocs:
-                    yield _body(heredoc), heredoc.line
+                    yield _body(heredoc), heredoc.line, argv_values, command.scope
             break
+
+
+def _argv_values(resolver: EngineResolver, argv: tuple[str, ...], scope: str) -> tuple[Resolved | None, ...]:
+    out: list[Resolved | None] = []
+    for position, word in enumerate(argv):
+        found = resolver.resolve(word, scope) if position else None
+        out.append(None if found is None else Resolved(found.shown, f"{found.reason}, given as sys.argv[{position}]"))
+    return tuple(out)
 
 
 def _body(heredoc: Heredoc) -> str:
