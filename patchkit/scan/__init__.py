@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from patchkit.scan.bash import require_parser
 from patchkit.scan.config import ScanConfig
 from patchkit.scan.rules import SCAN_RULES
 from patchkit.scan.sites import PatchSite, SiteKind, fingerprint_sites
@@ -41,7 +42,9 @@ class ScanResult:
 
 
 def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanResult:
-    """Sites of the given (repository-relative POSIX path, content) pairs; paths are filtered by the globs."""
+    """Sites of the given (repository-relative POSIX path, content) pairs; paths are filtered by the globs.
+    Raises ScanUnavailableError where the shell parser is not installed (the single-file runner)."""
+    require_parser()
     contents = dict(files)
     sites: list[PatchSite] = []
     read: list[str] = []

@@ -63,12 +63,9 @@ def read_shell(text: str, first_line: int = 1) -> list[Command]:
     return sorted(reader.commands(root), key=lambda c: c.line)
 
 
-def parser_available() -> bool:
-    try:
-        _parser()
-    except ScanUnavailableError:
-        return False
-    return True
+def require_parser() -> None:
+    """Raise ScanUnavailableError unless the shell parser can be loaded (before any file is read)."""
+    _parser()
 
 
 class _Converter:
