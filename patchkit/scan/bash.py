@@ -21,6 +21,7 @@ from __future__ import annotations
 import codecs
 import functools
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import ScanUnavailableError
@@ -74,15 +75,17 @@ class _Converter:
         self.offset = first_line
 
     def commands(self, root: Node) -> Iterator[Command]:
-        pending: list[tuple[Node, str]] = [(root, "")]
+        pending: list[tuple[Node, str, bool]] = [(root, "", False)]
         while pending:
-            node, scope = pending.pop()
+            node, scope, nested = pending.pop()
             kind = node.type
+            if kind in ("command_substitution", "process_substitution"):
+                nested = True
             if kind == "function_definition":
                 name = node.child_by_field_name("name")
                 scope = self.text(name) if name is not None else scope
             elif kind == "command":
-                yield self.command(node, scope)
+                yield replace(self.command(node, scope), substituted=nested)
             elif kind == "declaration_command":
                 yield self.declaration(node, scope)
             elif kind == "variable_assignment" and node.parent is not None and (
@@ -96,7 +99,7 @@ class _Converter:
                 yield self.loop(node, scope)
             elif kind in ("heredoc_body", "comment"):
                 continue
-            pending.extend((child, scope) for child in reversed(node.children))
+            pending.extend((child, scope, nested) for child in reversed(node.children))
 
     # ------------------------------------------------------------------ commands
 

@@ -24,6 +24,8 @@ from patchkit.scan.config import ScanConfig, normalise_package
 from patchkit.scan.shell import Command, argv_of, program_name
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*])")
+_DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?[-=])([^{}]*)\}")  # ${VAR:-default}
+_PLACEHOLDER = re.compile(r"^<([A-Za-z0-9_.-]+)>(?:/|$)")  # <vllm>/x.py, <site-packages>/...
 _FIND_SPEC = re.compile(r"find_spec\(\s*['\"]([A-Za-z_][\w.]*)['\"]")
 _IMPORT_MODULE = re.compile(r"import_module\(\s*['\"]([A-Za-z_][\w.]*)['\"]")
 _IMPORT = re.compile(r"\bimport\s+([A-Za-z_][\w.]*)")
@@ -108,30 +110,34 @@ class EngineResolver:
         functions = {c.scope for c in commands if c.scope}
         calls = [c for c in commands if argv_of(c)[1][:1] and argv_of(c)[1][0] in functions]
         bindings: dict[str, dict[str, Resolved]] = {}
-        # Names defined from names defined later in the file (functions): iterate to a fixed point.
-        for _ in range(5):
-            resolver = cls(config, {k: dict(v) for k, v in bindings.items()}, clones, evaluate)
-            changed = False
+        # Names defined from names defined later in the file (functions), and a function's `$1` from its calls:
+        # recomputed from the previous round's values until nothing changes.
+        for _ in range(6):
+            resolver = cls(config, bindings, clones, evaluate)
+            fresh: dict[str, dict[str, Resolved]] = {}
             for scope, name, value, source_scope in pairs:
+                if name in fresh.get(scope, {}):
+                    continue
                 shown = resolver.resolve(value, source_scope)
-                if shown is None or name in bindings.get(scope, {}):
+                if shown is None or not shown.reason:
                     continue
                 through = f"${name}"
                 reason = shown.reason if through in shown.reason else f"{shown.reason}, through {through}"
-                bindings.setdefault(scope, {})[name] = Resolved(shown.shown, reason)
-                changed = True
+                fresh.setdefault(scope, {})[name] = Resolved(shown.shown, reason)
             for call in calls:
-                _offset, argv = argv_of(call)
+                _, argv = argv_of(call)
                 for position, word in enumerate(argv[1:10], 1):
-                    if str(position) in bindings.get(argv[0], {}):
+                    if str(position) in fresh.get(argv[0], {}):
                         continue
                     shown = resolver.resolve(word, call.scope)
-                    if shown is not None:
+                    if shown is None:  # a plain value: shown in place of `$1` (`local f="$SGL/$1"`)
+                        fresh.setdefault(argv[0], {})[str(position)] = Resolved(word, "")
+                    else:
                         reason = f"{shown.reason}, passed as ${position} to {argv[0]} (line {call.line})"
-                        bindings.setdefault(argv[0], {})[str(position)] = Resolved(shown.shown, reason)
-                        changed = True
-            if not changed:
+                        fresh.setdefault(argv[0], {})[str(position)] = Resolved(shown.shown, reason)
+            if fresh == bindings:
                 break
+            bindings = fresh
         return cls(config, bindings, clones, evaluate)
 
     def engine_path(self, word: str, scope: str = "") -> str | None:
@@ -162,12 +168,26 @@ class EngineResolver:
 
         shown = _substitute_commands(word, substitution)
 
+        def defaulted(match: re.Match[str]) -> str:
+            # `${ATOM_ROOT:-/opt/ATOM}`: the variable's value when the script sets it, else the default.
+            name, default = match.group(1), match.group(2)
+            found = self.lookup(name, scope)
+            if found is None:
+                found = self.resolve(default, scope) if default else None
+            if found is None:
+                return "$" + name if self.engine_text_reason("$" + name) else match.group(0)
+            reasons.append(found.reason)
+            return found.shown
+
+        shown = _DEFAULTED.sub(defaulted, shown)
+
         def variable(match: re.Match[str]) -> str:
             name = match.group(1) or match.group(2)
             found = self.lookup(name, scope)
             if found is None:
                 return match.group(0)
-            reasons.append(found.reason)
+            if found.reason:  # a plain value (a function's argument) is shown, but does not make an engine path
+                reasons.append(found.reason)
             return found.shown
 
         shown = _VARIABLE.sub(variable, shown)
@@ -178,6 +198,13 @@ class EngineResolver:
 
     def engine_text_reason(self, text: str) -> str | None:
         """Why a literal path is an engine path (installed packages, an engine root, an engine clone), or None."""
+        placeholder = _PLACEHOLDER.match(text)
+        if placeholder:
+            name = placeholder.group(1)
+            if name == "site-packages":
+                return "installed packages (site-packages)"
+            if self.config.is_engine_package(name):
+                return f"engine package {normalise_package(name)}"
         installed = _INSTALLED.search(text)
         if installed:
             return f"installed packages ({installed.group(0).strip('/')})"
@@ -262,8 +289,31 @@ def _assignments(commands: list[Command]) -> Iterable[tuple[str, str, str, str]]
             yield target("PWD", scope), "PWD", argv[1], scope
 
 
-def _clones(commands: Iterable[Command]) -> Iterable[tuple[str, str]]:
-    """(folder, package) of every `git clone URL [DIR]`: the folder is a clone of the URL's repository."""
+def working_folders(commands: Iterable[Command]) -> dict[int, str | None]:
+    """The folder each command (by id) runs in, as written: the last `cd DIR` / `pushd DIR` before it in the
+    file (a relative one joined to the folder before it; `cd -`, `popd` and a `cd` inside `$(...)` do not
+    count). The reading is in file order, not in run order."""
+    folders: dict[int, str | None] = {}
+    folder: str | None = None
+    for command in sorted(commands, key=lambda c: c.line):
+        folders[id(command)] = folder
+        _, argv = argv_of(command)
+        if command.substituted or len(argv) < 2 or argv[0] not in ("cd", "pushd") or argv[1].startswith("-"):
+            continue
+        target = argv[1].rstrip("/") or "/"
+        if target == "..":
+            folder = posixpath.dirname(folder) if folder else None
+        elif folder is not None and not target.startswith(("/", "$", "~")):
+            folder = f"{folder}/{target[2:] if target.startswith('./') else target}"
+        else:
+            folder = target
+    return folders
+
+
+def _clones(commands: list[Command]) -> Iterable[tuple[str, str]]:
+    """(folder, package) of every `git clone URL [DIR]`: the folder is a clone of the URL's repository; a
+    relative folder is joined to the folder the clone runs in."""
+    folders = working_folders(commands)
     for command in commands:
         _, argv = argv_of(command)
         if len(argv) < 3 or program_name(argv[0]) != "git":
@@ -285,6 +335,9 @@ def _clones(commands: Iterable[Command]) -> Iterable[tuple[str, str]]:
             continue
         url = operands[0].rstrip("/")
         name = re.sub(r"\.git$", "", url.rsplit("/", 1)[-1].rsplit(":", 1)[-1])
-        folder = operands[1] if len(operands) > 1 else name
+        folder = (operands[1] if len(operands) > 1 else name).rstrip("/")
+        cwd = folders.get(id(command))
+        if cwd and not folder.startswith(("/", "$", "~")):
+            folder = f"{cwd}/{folder}"
         if name:
-            yield folder.rstrip("/"), normalise_package(name)
+            yield folder, normalise_package(name)

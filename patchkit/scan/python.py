@@ -86,12 +86,15 @@ def read_python(
     nodes_of: dict[ast.AST, list[ast.AST]] = {tree: module_nodes}
     for function in functions:
         nodes_of[function] = list(_scope_nodes(function))
-    for _ in range(3):  # helpers calling helpers: a few rounds
+    for _ in range(3):  # helpers calling helpers, and returning paths: a few rounds
         calls = _calls_by_name(nodes_of, scope_names, module_names)
         for function in functions:
             reader.names = module_names
             parameters = reader.parameters(function, calls)
             scope_names[function] = reader.bind(nodes_of[function], module_names.extended(parameters))
+            returned = reader.returned(function, nodes_of[function])
+            if returned is not None and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                reader.returns[function.name] = returned
     classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     for klass in classes:
         nodes_of[klass] = list(_scope_nodes(klass))
@@ -137,6 +140,8 @@ def _calls_by_name(
         for node in nodes:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 calls.setdefault(node.func.id, []).append((node, names))
+    for found in calls.values():  # the first call in the file is the one a parameter is shown with
+        found.sort(key=lambda pair: (pair[0].lineno, pair[0].col_offset))
     return calls
 
 
@@ -251,6 +256,7 @@ class _Reader:
         self.imports: dict[str, str] = {}  # local name -> module imported under it
         self.literals: dict[str, ast.expr] = {}  # module-level NAME = [..] / {..} / (..)
         self.engine_imports: list[str] = []  # engine packages the code imports or locates
+        self.returns: dict[str, Resolved] = {}  # local function -> the engine path it returns
         self.reads: frozenset[str] = frozenset()
         self.writes: list[PythonWrite] = []
         self.commands: list[Command] = []
@@ -288,11 +294,14 @@ class _Reader:
         arguments = function.args
         positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
         paths: dict[str, Resolved] = {}
+        others: dict[str, list[str]] = {}  # the other engine paths later calls pass
         modules: dict[str, str] = {}
+        texts: dict[str, str] = {}
         saved = self.names
         for call, names in calls.get(function.name, []):
             self.names = names
-            given = list(zip(positional, call.args, strict=False)) + [(k.arg, k.value) for k in call.keywords if k.arg]
+            given = list(zip(positional, call.args, strict=False))
+            given += [(k.arg, k.value) for k in call.keywords if k.arg]
             for parameter, value in given:
                 line = call.lineno + self.offset
                 module = self.module_of(value)
@@ -302,8 +311,36 @@ class _Reader:
                 if found is not None and parameter not in paths:
                     reason = f"{found.reason}, passed as {parameter} to {function.name}() (line {line})"
                     paths[parameter] = Resolved(found.shown, reason)
+                elif found is not None and found.shown != paths[parameter].shown:
+                    seen = others.setdefault(parameter, [])
+                    if f"{found.shown} (line {line})" not in seen:
+                        seen.append(f"{found.shown} (line {line})")
+                text = self._string(value)
+                if text is not None and parameter not in texts:
+                    texts[parameter] = text
         self.names = saved
-        return Names(paths, modules)
+        for parameter, seen in others.items():  # one statement, several targets: the message names them all
+            first = paths[parameter]
+            paths[parameter] = Resolved(first.shown, f"{first.reason}; also called with {', '.join(seen)}")
+        return Names(paths, modules, texts)
+
+    def returned(self, function: ast.AST, nodes: list[ast.AST]) -> Resolved | None:
+        """The engine path a function returns (its first `return` that names one), in its own names."""
+        returns = sorted((n for n in nodes if isinstance(n, ast.Return) and n.value is not None),
+                         key=lambda n: n.lineno)
+        for node in returns:
+            found = self.engine_of(node.value)
+            if found is not None:
+                name = getattr(function, "name", "")
+                return Resolved(found.shown, f"{found.reason}, returned by {name}()")
+        return None
+
+    def _string(self, node: ast.expr) -> str | None:
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            return node.value
+        if isinstance(node, ast.Name):
+            return self.names.texts.get(node.id)
+        return None
 
     def bind(self, nodes: list[ast.AST], outer: Names) -> Names:
         """What the names of one scope hold, on top of `outer` (the module's, and the parameters)."""
@@ -526,12 +563,21 @@ class _Reader:
         if last == "dirname":
             inner = self.engine_of(first)
             return None if inner is None else parent_of(inner)
+        if name in ("glob.glob", "glob.iglob", "glob"):
+            return self.engine_of(first)
         if last in _PASS_THROUGH:
             if first is not None:
                 return self.engine_of(first)
             return self.engine_of(receiver) if receiver is not None else None
-        if last in ("with_name", "with_suffix") and receiver is not None:
+        if last == "with_suffix" and receiver is not None:
             return self.engine_of(receiver)
+        if last == "with_name" and receiver is not None:
+            inner = self.engine_of(receiver)
+            if inner is None or first is None:
+                return inner
+            return Resolved(f"{parent_of(inner).shown}/{self._part(first)}", inner.reason)
+        if isinstance(node.func, ast.Name) and node.func.id in self.returns:
+            return self.returns[node.func.id]
         return None
 
     # ------------------------------------------------------------------ what a call does
@@ -552,6 +598,8 @@ class _Reader:
             written = _argument(node, 1, "dst")
         elif last in _REMOVERS and name.split(".")[0] in ("os", "shutil"):
             written = _argument(node, 0, "path")
+        elif last in ("unlink", "rmdir") and receiver is not None and not node.args:
+            written = receiver  # Path(...).unlink()
         elif last in ("input", "FileInput") and name.split(".")[0] in ("fileinput", last):
             inplace = next((k.value for k in node.keywords if k.arg == "inplace"), None)
             if isinstance(inplace, ast.Constant) and inplace.value:
@@ -596,9 +644,38 @@ class _Reader:
         elif isinstance(argv, ast.Constant) and isinstance(argv.value, str):
             self.commands += read_shell(argv.value, line)
         elif isinstance(argv, ast.JoinedStr):
-            found = self.engine_of(argv)
-            text = found.shown if found is not None else _text(argv)
-            self.commands += read_shell(text, line)
+            # Each {value} becomes a shell variable of its own while the text is read as shell (a shown
+            # `<site-packages>` would read as a redirection), then the words get the values back.
+            values: dict[str, Resolved | None] = {}
+            parts: list[str] = []
+            for value in argv.values:
+                if isinstance(value, ast.FormattedValue):
+                    token = f"__pk{len(values)}"
+                    values[token] = self.engine_of(value.value)
+                    parts.append("${" + token + "}")
+                elif isinstance(value, ast.Constant):
+                    parts.append(str(value.value))
+            for command in read_shell("".join(parts), line):
+                self.commands.append(_with_values(command, values))
+
+
+def _with_values(command: Command, values: dict[str, Resolved | None]) -> Command:
+    """The command with the f-string's `${__pkN}` tokens replaced by their shown values; a word holding an
+    engine path is `known`."""
+    words: list[str] = []
+    known: list[tuple[int, str, str]] = []
+    for index, word in enumerate(command.words):
+        reason = ""
+        for token, found in values.items():
+            if "${" + token + "}" in word:
+                shown = found.shown if found is not None else "{...}"
+                word = word.replace("${" + token + "}", shown)
+                reason = reason or (found.reason if found is not None else "")
+        if reason:
+            known.append((index, word, reason))
+        words.append(word)
+    return Command(tuple(words), command.assignments, command.redirects, command.heredocs, command.line,
+                   tuple(known), command.scope)
 
 
 def _unpack(target: ast.expr, value: ast.expr) -> list[tuple[str, ast.expr]]:

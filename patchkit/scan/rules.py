@@ -74,20 +74,8 @@ def _word_engine(view: ScriptView, command: Command, word: str) -> Resolved | No
 
 
 def _directory_before(view: ScriptView, command: Command) -> str | None:
-    """The folder of the last `cd DIR` / `pushd DIR` before the command in the same file; a relative `cd`
-    after an absolute one is joined to it."""
-    folder = None
-    for other in view.commands:
-        if other is command:
-            break
-        _, argv = argv_of(other)
-        if len(argv) >= 2 and argv[0] in ("cd", "pushd") and not argv[1].startswith("-"):
-            target = argv[1].rstrip("/") or "/"
-            relative = folder is not None and not target.startswith(("/", "$", "~")) and target != ".."
-            if relative and view.resolver.clone_of(target) is None:
-                target = f"{folder}/{target}"
-            folder = target
-    return folder
+    """The folder the command runs in, as written: the last `cd DIR` / `pushd DIR` before it in the file."""
+    return view.folders.get(id(command))
 
 
 def _in_other_clone(view: ScriptView, folder: str | None) -> bool:
@@ -190,6 +178,9 @@ def find_git_checkouts(view: ScriptView) -> Iterator[PatchSite]:
         if sub == "clone":
             operands = _operands(argv, index + 1, frozenset({"-b", "--branch", "--depth", "-o", "--origin"}))
             engine = _engine(view, command, offset + operands[1]) if len(operands) >= 2 else None
+            if engine is not None and engine.reason.startswith("a clone of"):
+                continue  # a fresh clone outside the engine's roots changes nothing that runs; its checkout,
+                # edits and install do
         elif folder_at is not None:
             engine = _engine(view, command, offset + folder_at)
         else:
@@ -276,9 +267,23 @@ def find_in_place_edits(view: ScriptView) -> Iterator[PatchSite]:
             if start and argv[0] == "find":
                 targets += [i for i in range(1, len(argv)) if not argv[i].startswith(("-", "(", "!"))][:1]
             engine = next((e for i in targets if (e := _engine(view, command, offset + i)) is not None), None)
+            if engine is None and not targets and _after_xargs(argv, start):
+                engine = _piped_folder(view, command)
             if engine is not None:
                 yield _site(view, command, SiteKind.IN_PLACE_EDIT, engine)
             break
+
+
+def _piped_folder(view: ScriptView, command: Command) -> Resolved | None:
+    """`grep -rl X ENGINE_DIR | xargs sed -i ...`: the engine folder the command piping the names searches."""
+    before = [c for c in view.commands if c.line == command.line and c is not command]
+    for other in before:
+        _, argv = argv_of(other)
+        if argv and program_name(argv[0]) in ("grep", "find", "rg", "ls", "git"):
+            for word in argv[1:]:
+                if not word.startswith("-") and (found := _word_engine(view, other, word)) is not None:
+                    return found
+    return None
 
 
 def _after_xargs(argv: tuple[str, ...], start: int) -> bool:
@@ -470,6 +475,9 @@ def _url_package(word: str) -> tuple[str, str] | None:
     if egg:
         return egg.group(1), word
     path = re.sub(r"^[a-z+]+://", "", word.split("#", 1)[0]).rstrip("/")
+    archive = re.search(r"/([^/]+)/archive/", path)  # a forge's archive: .../owner/repo/archive/ref.zip
+    if archive:
+        return normalise_package(archive.group(1)), word
     last = path.rsplit("/", 1)[-1]
     last = last.split("@", 1)[0]
     if last.endswith(".whl"):
@@ -530,7 +538,8 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
             index = start
             while index < len(argv):
                 word = argv[index]
-                if word in ("-e", "--editable") and index + 1 < len(argv):
+                editable = word in ("-e", "--editable") and index + 1 < len(argv)
+                if editable:
                     index += 1
                     word = argv[index]
                 elif word in _PIP_VALUED:
@@ -539,7 +548,7 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
                 elif word.startswith("-"):
                     index += 1
                     continue
-                if _is_local_tree(word):
+                if _is_local_tree(word) or (editable and "://" not in word and "+" not in word.split("/")[0]):
                     targets.append(index)
                 index += 1
         elif (
@@ -548,7 +557,7 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
         ):
             targets.append(1)
         for index in targets:
-            word = argv[index]
+            word = re.sub(r"\[[^\]]*\]$", "", argv[index])  # python[all] -> python
             folder = posixpath.dirname(word) or "." if word.endswith("setup.py") else word
             engine = _word_engine(view, command, folder)
             if engine is None and folder != word:

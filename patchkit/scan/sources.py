@@ -16,7 +16,7 @@ from enum import Enum
 
 from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
-from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of
+from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of, working_folders
 from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
 from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
 
@@ -43,6 +43,11 @@ class ScriptView:  # not slotted: `runnable` is computed once
     resolver: EngineResolver
     scratch: frozenset[str]  # shell variables holding a temporary folder (mktemp)
     problems: tuple[tuple[int | None, str], ...]  # (line, what) of parts that could not be read
+
+    @functools.cached_property
+    def folders(self) -> dict[int, str | None]:
+        """The folder each command (by id) runs in, as written (engine.working_folders)."""
+        return working_folders(self.commands)
 
     @functools.cached_property
     def runnable(self) -> tuple[tuple[Command, int, tuple[str, ...]], ...]:
@@ -184,7 +189,7 @@ def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolv
             if program == "dirname" and len(operands) == 1:
                 found = current.resolve(operands[0], scope)
                 return None if found is None else parent_of(found)
-            if program in ("realpath", "readlink", "cd") and len(operands) == 1:
+            if program in ("realpath", "readlink", "cd", "ls", "echo", "printf") and len(operands) == 1:
                 return current.resolve(operands[0], scope)
             break
         return locate_idiom(config, code)
@@ -279,6 +284,7 @@ def _body(heredoc: Heredoc) -> str:
 
 _INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)(\s+|$)")
 _RUN_FLAG = re.compile(r"^\s*(?:--[a-z-]+(?:=\S*)?\s+)*")
+_BUILDKIT_SCRIPT = re.compile(r"\s*<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?\s*(?:\n|$)")
 _DOCKER_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 
 
@@ -316,18 +322,20 @@ def _dockerfile_commands(text: str) -> list[Command]:
             if exec_form is not None:
                 commands.append(Command(tuple(exec_form), (), (), (), start + 1))
                 continue
-            run = parse_shell(padding + body, start + 1)
-            for command in run:
-                # `RUN <<EOF` runs the heredoc itself as a script.
-                if not command.words and command.heredocs:
-                    for heredoc in command.heredocs:
-                        run += parse_shell(_body(heredoc), heredoc.line)
-            commands += run
+            script = _BUILDKIT_SCRIPT.match(body)
+            if script:  # `RUN <<EOF` runs the heredoc itself as a script
+                lines_of = body.split("\n")[1:]
+                end = next((i for i, x in enumerate(lines_of) if x.strip() == script.group(1)), len(lines_of))
+                commands += parse_shell("\n".join(lines_of[:end]) + "\n", start + 2)
+                continue
+            commands += parse_shell(padding + body, start + 1)
         elif instruction in ("COPY", "ADD"):
             joined = re.sub(r"\\[ \t]*\n", " ", body)
             words = [w for w in (_exec_form(joined) or joined.split()) if not w.startswith("--")]
             if len(words) >= 2:
                 commands.append(Command((instruction, *words), (), (), (), start + 1))
+        elif instruction == "WORKDIR" and body.strip():
+            commands.append(Command(("cd", body.strip().strip("'\"")), (), (), (), start + 1))
         elif instruction in ("ENV", "ARG"):
             pairs = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)", body)
             if not pairs and len(body.split()) >= 2 and instruction == "ENV":
@@ -387,13 +395,18 @@ def _workflow_commands(text: str) -> list[Command]:
 def _requirement_commands(text: str) -> list[Command]:
     """Each requirement line as the `pip install LINE` it amounts to (comments and options dropped)."""
     commands = []
-    for number, line in enumerate(text.splitlines(), 1):
-        requirement = re.sub(r"(?:^|\s)#.*$", "", line).strip()
+    lines = [re.sub(r"(?:^|\s)#.*$", "", line).strip() for line in text.splitlines()]
+    # `--extra-index-url URL` (or -i, --find-links) anywhere in the file applies to every requirement in it.
+    indexes = [w for line in lines if line.startswith(_INDEX_LINE) for w in line.replace("=", " ", 1).split()[:2]]
+    for number, requirement in enumerate(lines, 1):
         if requirement.startswith(("-e ", "--editable ")):
             commands.append(Command(("pip", "install", *requirement.split(None, 1)), (), (), (), number))
         elif requirement and not requirement.startswith("-"):
-            commands.append(Command(("pip", "install", requirement), (), (), (), number))
+            commands.append(Command(("pip", "install", *indexes, requirement), (), (), (), number))
     return commands
+
+
+_INDEX_LINE = ("--extra-index-url", "--index-url", "-i ", "--find-links", "-f ")
 
 
 def is_managed(command: Command) -> bool:
