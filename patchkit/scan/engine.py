@@ -46,8 +46,9 @@ class Resolved(NamedTuple):
     reason: str
 
 
-# Reads a `$(...)` substitution's code (the text inside) as a value, in a scope; None when it cannot tell.
-Evaluator = Callable[[str, str], "Resolved | None"]
+# Reads a `$(...)` substitution's code (the text inside) as a value, in a scope, with the variables a resolver
+# knows; None when it cannot tell.
+Evaluator = Callable[[str, str, "EngineResolver"], "Resolved | None"]
 
 
 def package_location(config: ScanConfig, module: str, kind: str) -> Resolved | None:
@@ -158,7 +159,7 @@ class EngineResolver:
 
         def substitution(code: str) -> str:
             inner = code[2:-1] if code.startswith("$(") else code[1:-1]
-            found = self.evaluate(inner, scope) if self.evaluate is not None else None
+            found = self.evaluate(inner, scope, self) if self.evaluate is not None else None
             if found is None and self.evaluate is None:
                 found = locate_idiom(self.config, code)
             if found is None:
@@ -230,6 +231,8 @@ class EngineResolver:
 
 def _substitute_commands(word: str, replace: Callable[[str], str]) -> str:
     """`word` with each top-level `$(...)` or backtick command replaced by `replace(its text)`."""
+    if "$(" not in word and "`" not in word:
+        return word
     out: list[str] = []
     index = 0
     while index < len(word):

@@ -77,24 +77,26 @@ def read_python(
     # Names are resolved per scope (a function's own assignments and parameters, then the module's),
     # flow-insensitively; parameters hold what the calls of the function in the same code pass.
     module_nodes = list(_scope_nodes(tree))
-    reader.bind(module_nodes, Names())
-    module_names = reader.names
     functions = [
         node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
     ]
-    scope_names: dict[ast.AST, Names] = {tree: module_names}
     nodes_of: dict[ast.AST, list[ast.AST]] = {tree: module_nodes}
     for function in functions:
         nodes_of[function] = list(_scope_nodes(function))
-    for _ in range(3):  # helpers calling helpers, and returning paths: a few rounds
+        if isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            reader.functions.setdefault(function.name, (function, nodes_of[function]))
+    module_names = Names()
+    scope_names: dict[ast.AST, Names] = {}
+    for _ in range(3):  # helpers calling helpers, and module names from what helpers return: a few rounds
+        reader.module_names = module_names
+        module_names = reader.bind(module_nodes, Names())
+        reader.module_names = module_names
+        scope_names[tree] = module_names
         calls = _calls_by_name(nodes_of, scope_names, module_names)
         for function in functions:
             reader.names = module_names
             parameters = reader.parameters(function, calls)
             scope_names[function] = reader.bind(nodes_of[function], module_names.extended(parameters))
-            returned = reader.returned(function, nodes_of[function])
-            if returned is not None and isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
-                reader.returns[function.name] = returned
     classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
     for klass in classes:
         nodes_of[klass] = list(_scope_nodes(klass))
@@ -256,7 +258,10 @@ class _Reader:
         self.imports: dict[str, str] = {}  # local name -> module imported under it
         self.literals: dict[str, ast.expr] = {}  # module-level NAME = [..] / {..} / (..)
         self.engine_imports: list[str] = []  # engine packages the code imports or locates
-        self.returns: dict[str, Resolved] = {}  # local function -> the engine path it returns
+        # Functions defined in the code: a call's value is what its `return` gives with that call's arguments.
+        self.functions: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[ast.AST]]] = {}
+        self.module_names = Names()
+        self.depth = 0
         self.reads: frozenset[str] = frozenset()
         self.writes: list[PythonWrite] = []
         self.commands: list[Command] = []
@@ -291,8 +296,6 @@ class _Reader:
         """What the parameters of `function` hold, from its calls in the same code."""
         if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
             return Names()
-        arguments = function.args
-        positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
         paths: dict[str, Resolved] = {}
         others: dict[str, list[str]] = {}  # the other engine paths later calls pass
         modules: dict[str, str] = {}
@@ -300,29 +303,61 @@ class _Reader:
         saved = self.names
         for call, names in calls.get(function.name, []):
             self.names = names
-            given = list(zip(positional, call.args, strict=False))
-            given += [(k.arg, k.value) for k in call.keywords if k.arg]
-            for parameter, value in given:
-                line = call.lineno + self.offset
-                module = self.module_of(value)
-                if module is not None and parameter not in modules:
-                    modules[parameter] = module
-                found = self.engine_of(value)
-                if found is not None and parameter not in paths:
+            line = call.lineno + self.offset
+            given = self._call_parameters(function, call)
+            for parameter, found in given.paths.items():
+                if parameter not in paths:
                     reason = f"{found.reason}, passed as {parameter} to {function.name}() (line {line})"
                     paths[parameter] = Resolved(found.shown, reason)
-                elif found is not None and found.shown != paths[parameter].shown:
+                elif found.shown != paths[parameter].shown:
                     seen = others.setdefault(parameter, [])
                     if f"{found.shown} (line {line})" not in seen:
                         seen.append(f"{found.shown} (line {line})")
-                text = self._string(value)
-                if text is not None and parameter not in texts:
-                    texts[parameter] = text
+            for parameter, module in given.modules.items():
+                modules.setdefault(parameter, module)
+            for parameter, text in given.texts.items():
+                texts.setdefault(parameter, text)
         self.names = saved
         for parameter, seen in others.items():  # one statement, several targets: the message names them all
             first = paths[parameter]
             paths[parameter] = Resolved(first.shown, f"{first.reason}; also called with {', '.join(seen)}")
         return Names(paths, modules, texts)
+
+    def _call_parameters(self, function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> Names:
+        """What one call gives the function's parameters, read in the caller's names (self.names)."""
+        arguments = function.args
+        positional = [a.arg for a in (*arguments.posonlyargs, *arguments.args)]
+        given = list(zip(positional, call.args, strict=False))
+        given += [(k.arg, k.value) for k in call.keywords if k.arg]
+        paths: dict[str, Resolved] = {}
+        modules: dict[str, str] = {}
+        texts: dict[str, str] = {}
+        for parameter, value in given:
+            module = self.module_of(value)
+            if module is not None:
+                modules[parameter] = module
+            found = self.engine_of(value)
+            if found is not None:
+                paths[parameter] = found
+            text = self._string(value)
+            if text is not None:
+                texts[parameter] = text
+        return Names(paths, modules, texts)
+
+    def _call_local(self, call: ast.Call, name: str) -> Resolved | None:
+        """The engine path a call of a function of the same code returns, with this call's arguments."""
+        if self.depth >= 3:
+            return None
+        function, nodes = self.functions[name]
+        saved = self.names
+        self.depth += 1
+        try:
+            parameters = self._call_parameters(function, call)
+            self.bind(nodes, self.module_names.extended(parameters))
+            return self.returned(function, nodes)
+        finally:
+            self.names = saved
+            self.depth -= 1
 
     def returned(self, function: ast.AST, nodes: list[ast.AST]) -> Resolved | None:
         """The engine path a function returns (its first `return` that names one), in its own names."""
@@ -358,6 +393,12 @@ class _Reader:
                     if isinstance(item.optional_vars, ast.Name):
                         pairs.append((item.optional_vars.id, item.context_expr))
             elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+                walked = node.iter
+                if (isinstance(walked, ast.Call) and _dotted(walked.func) in ("os.walk", "walk") and walked.args
+                        and isinstance(node.target, ast.Tuple) and node.target.elts
+                        and isinstance(node.target.elts[0], ast.Name)):
+                    pairs.append((node.target.elts[0].id, walked.args[0]))  # `for root, _, files in os.walk(X)`
+                    continue
                 for element in self._elements(node.iter):
                     pairs += _unpack(node.target, element)
                     if isinstance(element, ast.Constant) and isinstance(element.value, str):
@@ -576,8 +617,8 @@ class _Reader:
             if inner is None or first is None:
                 return inner
             return Resolved(f"{parent_of(inner).shown}/{self._part(first)}", inner.reason)
-        if isinstance(node.func, ast.Name) and node.func.id in self.returns:
-            return self.returns[node.func.id]
+        if isinstance(node.func, ast.Name) and node.func.id in self.functions:
+            return self._call_local(node, node.func.id)
         return None
 
     # ------------------------------------------------------------------ what a call does

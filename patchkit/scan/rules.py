@@ -586,7 +586,7 @@ def find_pip_local_wheels(view: ScriptView) -> Iterator[PatchSite]:
         for word in argv[start:]:
             if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")) or word.startswith("-"):
                 continue
-            name = re.sub(r"-\d.*$", "", word.rsplit("/", 1)[-1])
+            name = re.sub(r"-[\d*].*$", "", word.rsplit("/", 1)[-1])  # vllm-0.6.4+rocm-....whl, x-*.whl
             if view.resolver.config.is_engine_package(name):
                 reason = f"engine package {normalise_package(name)} from a local archive"
                 yield _site(view, command, SiteKind.PIP_FORK, f"{name} from {word}", reason=reason)

@@ -174,10 +174,8 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
 
 def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
     """The resolver of a shell script, reading each `$(python3 -c '...')` substitution as Python."""
-    holder: list[EngineResolver] = []
 
-    def evaluate(code: str, scope: str) -> Resolved | None:
-        current = holder[0] if holder else EngineResolver(config)
+    def evaluate(code: str, scope: str, current: EngineResolver) -> Resolved | None:
         for command in read_shell(code):
             _, argv = argv_of(command)
             program = program_name(argv[0]) if argv else ""
@@ -191,11 +189,11 @@ def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolv
                 return None if found is None else parent_of(found)
             if program in ("realpath", "readlink", "cd", "ls", "echo", "printf") and len(operands) == 1:
                 return current.resolve(operands[0], scope)
+            if program == "find" and operands:  # `$(find DIR -name '*.py')`: files below DIR
+                return current.resolve(operands[0], scope)
             break
         return locate_idiom(config, code)
 
-    first = EngineResolver.for_commands(config, commands, evaluate)
-    holder.append(first)
     return EngineResolver.for_commands(config, commands, evaluate)
 
 
@@ -251,8 +249,11 @@ def _embedded_python(
 ) -> Iterable[tuple[str, int, tuple[Resolved | None, ...], str]]:
     """(code, first line, sys.argv as engine paths, shell scope) of each `python -c CODE ARGS` and each
     `python [-] ARGS <<EOF` heredoc: sys.argv[1:] are the shell words after `-c CODE` or `-`."""
+    commands = list(commands)
+    piped = _piped_heredocs(commands)
     for command in commands:
         words = command.words
+        heredocs = command.heredocs or piped.get(command.line, ())
         for index, word in enumerate(words):
             if not _PYTHON.match(program_name(word)):
                 continue
@@ -263,9 +264,19 @@ def _embedded_python(
             elif not following or following[0] == "-" or (following[0].startswith("-") and "-c" not in following):
                 rest = following[following.index("-") :] if "-" in following else ("-",)
                 argv_values = _argv_values(resolver, tuple(rest), command.scope)
-                for heredoc in command.heredocs:
+                for heredoc in heredocs:
                     yield _body(heredoc), heredoc.line, argv_values, command.scope
             break
+
+
+def _piped_heredocs(commands: list[Command]) -> dict[int, tuple[Heredoc, ...]]:
+    """`cat <<'EOF' | python3 -`: the heredocs of a `cat` by its line, for the command it pipes into."""
+    out: dict[int, tuple[Heredoc, ...]] = {}
+    for command in commands:
+        _, argv = argv_of(command)
+        if command.heredocs and argv[:1] == ("cat",) and len(argv) == 1:
+            out[command.line] = command.heredocs
+    return out
 
 
 def _argv_values(resolver: EngineResolver, argv: tuple[str, ...], scope: str) -> tuple[Resolved | None, ...]:
