@@ -236,15 +236,17 @@ class Names:
     paths: Mapping[str, Resolved] = field(default_factory=dict)
     modules: Mapping[str, str] = field(default_factory=dict)  # name -> dotted module name
     texts: Mapping[str, str] = field(default_factory=dict)  # name -> a string it holds (a loop over keys)
+    notes: Mapping[str, str] = field(default_factory=dict)  # module name -> how it got there (a parameter)
 
     def extended(self, other: Names) -> Names:
         return Names({**self.paths, **other.paths}, {**self.modules, **other.modules},
-                     {**self.texts, **other.texts})
+                     {**self.texts, **other.texts}, {**self.notes, **other.notes})
 
     def without(self, hidden: set[str]) -> Names:
         return Names({k: v for k, v in self.paths.items() if k not in hidden},
                      {k: v for k, v in self.modules.items() if k not in hidden},
-                     {k: v for k, v in self.texts.items() if k not in hidden})
+                     {k: v for k, v in self.texts.items() if k not in hidden},
+                     {k: v for k, v in self.notes.items() if k not in hidden})
 
 
 class _Reader:
@@ -299,6 +301,7 @@ class _Reader:
         paths: dict[str, Resolved] = {}
         others: dict[str, list[str]] = {}  # the other engine paths later calls pass
         modules: dict[str, str] = {}
+        notes: dict[str, str] = {}
         texts: dict[str, str] = {}
         saved = self.names
         for call, names in calls.get(function.name, []):
@@ -314,14 +317,19 @@ class _Reader:
                     if f"{found.shown} (line {line})" not in seen:
                         seen.append(f"{found.shown} (line {line})")
             for parameter, module in given.modules.items():
-                modules.setdefault(parameter, module)
+                if parameter not in modules:
+                    modules[parameter] = module
+                    notes[parameter] = f"passed as {parameter} to {function.name}() (line {line})"
+                elif module != modules[parameter] and f"{module} (line" not in notes[parameter]:
+                    joiner = ", " if "; also called with " in notes[parameter] else "; also called with "
+                    notes[parameter] += f"{joiner}{module} (line {line})"
             for parameter, text in given.texts.items():
                 texts.setdefault(parameter, text)
         self.names = saved
         for parameter, seen in others.items():  # one statement, several targets: the message names them all
             first = paths[parameter]
             paths[parameter] = Resolved(first.shown, f"{first.reason}; also called with {', '.join(seen)}")
-        return Names(paths, modules, texts)
+        return Names(paths, modules, texts, notes)
 
     def _call_parameters(self, function: ast.FunctionDef | ast.AsyncFunctionDef, call: ast.Call) -> Names:
         """What one call gives the function's parameters, read in the caller's names (self.names)."""
@@ -416,7 +424,7 @@ class _Reader:
                 texts.setdefault(name, value.value)
         for _ in range(4):  # names defined from names: to a fixed point
             changed = False
-            self.names = Names(paths, modules, texts)
+            self.names = Names(paths, modules, texts, base.notes)
             for name, value in pairs:
                 module = self.module_of(value)
                 if module is not None and name not in modules:
@@ -428,7 +436,7 @@ class _Reader:
                     changed = True
             if not changed:
                 break
-        self.names = Names(paths, modules, texts)
+        self.names = Names(paths, modules, texts, base.notes)
         return self.names
 
     def _elements(self, node: ast.expr) -> list[ast.expr]:
@@ -551,13 +559,13 @@ class _Reader:
         if node.attr in ("__file__", "origin"):
             module = self.module_of(base)
             if module is not None:
-                return package_location(self.config, module, "file")
+                return self._noted(base, package_location(self.config, module, "file"))
             inner = self.engine_of(base)
             return None if inner is None else Resolved(f"{inner.shown}/__init__.py", inner.reason)
         if node.attr in ("__path__", "submodule_search_locations"):
             module = self.module_of(base)
             if module is not None:
-                return package_location(self.config, module, "dir")
+                return self._noted(base, package_location(self.config, module, "dir"))
             return self.engine_of(base)
         if node.attr == "parent":
             inner = self.engine_of(base)
@@ -565,6 +573,11 @@ class _Reader:
         if node.attr == "parents":
             return self.engine_of(base)
         return None
+
+    def _noted(self, base: ast.expr, found: Resolved | None) -> Resolved | None:
+        """A module's location, with how a parameter got the module (and the other calls' modules)."""
+        note = self.names.notes.get(base.id) if isinstance(base, ast.Name) else None
+        return found if found is None or not note else Resolved(found.shown, f"{found.reason}, {note}")
 
     def _environment(self, key: ast.expr | None) -> Resolved | None:
         if isinstance(key, ast.Constant) and isinstance(key.value, str):

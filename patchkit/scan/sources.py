@@ -208,7 +208,11 @@ _PYTHON_TRIGGERS = (
 
 def _may_have_sites(text: str, config: ScanConfig) -> bool:
     roots = tuple(root.lstrip("$") for root in config.engine_roots)
-    return any(word in text for word in _PYTHON_TRIGGERS + roots)
+    # Code importing an engine package may rewrite its files through names the scan cannot tell (an
+    # unresolved write), so an import of one is a trigger too.
+    packages = tuple(f"import {name.replace('-', '_')}" for name in config.engine_packages)
+    packages += tuple(f"from {name.replace('-', '_')}" for name in config.engine_packages)
+    return any(word in text for word in _PYTHON_TRIGGERS + roots + packages)
 
 
 def _scratch(commands: Iterable[Command]) -> frozenset[str]:
