@@ -200,7 +200,8 @@ def main() -> None:
 
     \b
     Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied, 4 partial, 5 conflict,
-    6 lock timeout, 7 write failed (restored), 8 recovery failed, 9 --strict-base, 10 internal error (a bug).
+    6 lock timeout, 7 write failed (restored), 8 recovery failed, 9 --strict-base, 10 internal error (a bug),
+    11 lint: no shell parser (the lint extra).
     Shell completion: eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)" (zsh_source, fish_source).
     """
 
