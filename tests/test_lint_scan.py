@@ -414,3 +414,18 @@ def test_an_unresolved_rewrite_in_code_importing_the_engine_is_a_site_a_results_
 def test_case_arms_and_test_brackets_are_read_as_commands() -> None:
     text = '[[ -d /opt/ATOM ]] && case "$MODE" in\n  fix) git -C /opt/ATOM apply x.diff ;;\nesac\n'
     assert [r[:3] for r in reported("run.sh", text)] == [(2, "git-apply", "/opt/ATOM")]
+
+
+def test_helpers_calling_helpers_stay_bounded() -> None:
+    """A hostile file of helpers that call helpers (each value asks for the helper's return value with its
+    own arguments): the scan reads it in bounded work (a call chain deeper than 3 is not followed) and still
+    finds the write through a short one."""
+    lines = ["import vllm", "", "def h0(x):", "    return vllm.__file__", ""]
+    for index in range(1, 40):
+        body = [f"    a{k} = h{index - 1}(x)" for k in range(30)]
+        lines += [f"def h{index}(x):", *body, "    return a0", ""]
+    lines += ["open(h39('x'), 'w').write('')", "open(h2('x'), 'w').write('')"]
+    result = scan_files([("fix.py", "\n".join(lines).encode())], CONFIG)
+    assert [(s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        (len(lines), "python-write", "<vllm>/__init__.py")
+    ]

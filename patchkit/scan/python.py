@@ -89,8 +89,10 @@ def read_python(
     scope_names: dict[ast.AST, Names] = {}
     for _ in range(3):  # helpers calling helpers, and module names from what helpers return: a few rounds
         reader.module_names = module_names
+        reader.returns.clear()  # return values read with the module's names of the round before
         module_names = reader.bind(module_nodes, Names())
         reader.module_names = module_names
+        reader.returns.clear()
         scope_names[tree] = module_names
         calls = _calls_by_name(nodes_of, scope_names, module_names)
         for function in functions:
@@ -264,6 +266,10 @@ class _Reader:
         self.functions: dict[str, tuple[ast.FunctionDef | ast.AsyncFunctionDef, list[ast.AST]]] = {}
         self.module_names = Names()
         self.depth = 0
+        # A local function's return value per (function, what its arguments hold), and the evaluations left
+        # for this reading: a hostile file of helpers calling helpers stays near linear in its size.
+        self.returns: dict[tuple[str, tuple[object, ...]], Resolved | None] = {}
+        self.budget = 2000
         self.reads: frozenset[str] = frozenset()
         self.writes: list[PythonWrite] = []
         self.commands: list[Command] = []
@@ -357,15 +363,25 @@ class _Reader:
         if self.depth >= 3:
             return None
         function, nodes = self.functions[name]
+        parameters = self._call_parameters(function, call)
+        key = (name, tuple(sorted(parameters.paths.items())), tuple(sorted(parameters.modules.items())),
+               tuple(sorted(parameters.texts.items())))
+        if key in self.returns:
+            return self.returns[key]
+        if self.budget <= 0:
+            return None
+        self.budget -= 1
+        self.returns[key] = None  # a recursive call sees no value
         saved = self.names
         self.depth += 1
         try:
-            parameters = self._call_parameters(function, call)
             self.bind(nodes, self.module_names.extended(parameters))
-            return self.returned(function, nodes)
+            found = self.returned(function, nodes)
         finally:
             self.names = saved
             self.depth -= 1
+        self.returns[key] = found
+        return found
 
     def returned(self, function: ast.AST, nodes: list[ast.AST]) -> Resolved | None:
         """The engine path a function returns (its first `return` that names one), in its own names."""

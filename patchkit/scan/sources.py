@@ -20,8 +20,6 @@ from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_
 from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
 from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
 
-parse_shell = read_shell  # the parser of record (tree-sitter-bash; see bash.py)
-
 
 class Language(Enum):
     SHELL = "shell"
@@ -154,7 +152,7 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     elif language is Language.REQUIREMENTS:
         commands = _requirement_commands(text)
     else:
-        commands = parse_shell(text)
+        commands = read_shell(text)
     commands = _with_embedded_shell(commands)
     resolver = _shell_resolver(config, commands)
     writes: list[PythonWrite] = []
@@ -240,10 +238,10 @@ def _with_embedded_shell(commands: list[Command]) -> list[Command]:
                 continue
             following = words[index + 1 :]
             if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
-                out += _with_embedded_shell(parse_shell(following[1], command.line))
+                out += _with_embedded_shell(read_shell(following[1], command.line))
             elif not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
                 for heredoc in command.heredocs:
-                    out += _with_embedded_shell(parse_shell(_body(heredoc), heredoc.line))
+                    out += _with_embedded_shell(read_shell(_body(heredoc), heredoc.line))
             break
     return out
 
@@ -341,9 +339,9 @@ def _dockerfile_commands(text: str) -> list[Command]:
             if script:  # `RUN <<EOF` runs the heredoc itself as a script
                 lines_of = body.split("\n")[1:]
                 end = next((i for i, x in enumerate(lines_of) if x.strip() == script.group(1)), len(lines_of))
-                commands += parse_shell("\n".join(lines_of[:end]) + "\n", start + 2)
+                commands += read_shell("\n".join(lines_of[:end]) + "\n", start + 2)
                 continue
-            commands += parse_shell(padding + body, start + 1)
+            commands += read_shell(padding + body, start + 1)
         elif instruction in ("COPY", "ADD"):
             joined = re.sub(r"\\[ \t]*\n", " ", body)
             words = [w for w in (_exec_form(joined) or joined.split()) if not w.startswith("--")]
@@ -399,11 +397,11 @@ def _workflow_commands(text: str) -> list[Command]:
                     break
                 indent = width if indent is None else indent
                 block.append(following[indent:] if width >= indent else following.lstrip())
-            commands += parse_shell("\n".join(block) + "\n", index + 2)
+            commands += read_shell("\n".join(block) + "\n", index + 2)
         elif value and not value.startswith("#"):
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 value = value[1:-1]
-            commands += parse_shell(value, index + 1)
+            commands += read_shell(value, index + 1)
     return commands
 
 
