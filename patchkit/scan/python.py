@@ -268,7 +268,7 @@ class _Reader:
         self.depth = 0
         # A local function's return value per (function, what its arguments hold), and the evaluations left
         # for this reading: a hostile file of helpers calling helpers stays near linear in its size.
-        self.returns: dict[tuple[str, tuple[object, ...]], Resolved | None] = {}
+        self.returns: dict[tuple[object, ...], Resolved | None] = {}
         self.budget = 2000
         self.reads: frozenset[str] = frozenset()
         self.writes: list[PythonWrite] = []
