@@ -265,7 +265,8 @@ def main() -> None:
     Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied,
     4 partial, 5 conflict, 6 lock timeout, 7 write failed (restored),
     8 recovery failed, 9 --strict-base, 10 internal error (a bug),
-    11 output failed (stdout/stderr could not be written).
+    11 output failed (stdout/stderr could not be written),
+    12 lint: no shell parser (the lint extra).
     Shell completion (zsh_source, fish_source alike):
       eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)"
     """

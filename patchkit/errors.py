@@ -25,6 +25,7 @@ class ExitCode(IntEnum):
     BASE_MISMATCH = 9  # --strict-base: the tree is not verifiably the pinned base; nothing was written
     INTERNAL = 10  # a bug in patchkit (an unexpected exception); never "refused": please report it
     OUTPUT_FAILED = 11  # stdout or stderr could not be written (a full disk, EIO); not a bug, nothing half written
+    UNAVAILABLE = 12  # lint: the repository scan's parser is not installed here (the single-file runner)
     INTERRUPTED = 130  # SIGINT; a write in progress was rolled back first
     TERMINATED = 143  # SIGTERM (docker stop, Kubernetes); a write in progress was rolled back first
 
@@ -115,6 +116,10 @@ class OutputError(PatchkitError):
     to the tree is a transaction that finished or was rolled back before the report was printed."""
 
     exit_code = ExitCode.OUTPUT_FAILED
+class ScanUnavailableError(PatchkitError):
+    """The repository scan needs a package this installation lacks (the shell parser, absent from the .pyz)."""
+
+    exit_code = ExitCode.UNAVAILABLE
 
 
 class InternalError(PatchkitError):

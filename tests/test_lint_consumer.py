@@ -22,6 +22,7 @@ LAUNCH = "benchmarks/sglang/mi355x/launch_server.sh"
 APPLY = "benchmarks/sglang/mi355x/apply_eagle_fix.sh"
 
 # Every site of the fixture: (path, line, kind). The first five are uncovered.
+REBUILD = "benchmarks/vllm/rebuild_vllm.sh"
 UNCOVERED = {
     (".github/workflows/benchmark.yml", 17, "pip-fork"),
     (LAUNCH, 13, "in-place-edit"),
@@ -36,6 +37,15 @@ COVERED = {
     (APPLY, 21, "git-apply"),
     (APPLY, 21, "heredoc-diff"),
     ("runners/vllm/tune_vllm.py", 12, "python-write"),
+    # A rebuilt vLLM: one site of each shape of replacing installed code, named by the pending waiver.
+    (REBUILD, 8, "pip-index"),
+    (REBUILD, 12, "git-checkout"),
+    (REBUILD, 13, "in-place-edit"),
+    (REBUILD, 14, "source-install"),
+    (REBUILD, 17, "metadata-edit"),
+    (REBUILD, 18, "download-over"),
+    (REBUILD, 19, "engine-remove"),
+    (REBUILD, 30, "unresolved-write"),
 }
 
 
@@ -82,7 +92,7 @@ def test_messages_name_the_site_what_is_patched_and_the_waiver_to_write(consumer
     assert "PK401 error: patch site (in-place-edit)" in line
     assert "<sglang>/srt/managers/scheduler.py" in line  # resolved through find_spec
     assert f"add docs/waiver/N.md, N the pull request that introduces it, naming {LAUNCH}" in line
-    assert "5 errors, 1 warning" in run.stderr and "11 patch sites, 5 uncovered" in run.stderr
+    assert "5 errors, 1 warning" in run.stderr and "19 patch sites, 5 uncovered" in run.stderr
     # Every finding starts with file:line (a finding about a whole file points at its line 1).
     for text in run.stdout.splitlines():
         place = text.split(": ", 1)[0]

@@ -63,9 +63,9 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
         "find \"$D\" -name '*.py' -exec sed -i 's/a/b/' {} +\n"
     )
     assert sites("run.sh", text) == [
-        (4, "in-place-edit", "$(dirname \"<sglang>\")/a.py"),
+        (4, "in-place-edit", "<sglang>/a.py"),  # dirname of <sglang>/__init__.py, the spec's origin
         (6, "in-place-edit", "/usr/lib/python3/dist-packages/vllm/config.py"),
-        (7, "in-place-edit", "$(dirname \"<sglang>\")"),
+        (7, "in-place-edit", "<sglang>"),
     ]
 
 
@@ -298,4 +298,134 @@ def test_requirements_files_with_engine_forks() -> None:
     assert [(line, kind) for line, kind, _ in sites("benchmarks/requirements-rocm.txt", text)] == [
         (4, "pip-fork"),
         (5, "pip-fork"),
+    ]
+
+
+# ------------------------------------------------------------------------------------------------ data flow (#24)
+
+
+def reported(path: str, text: str) -> list[tuple[int, str, str | None, str]]:
+    result = scan_files([(path, text.encode())], CONFIG)
+    return [(s.line, s.kind.label, s.engine_path, s.reason) for s in result.sites]
+
+
+def test_a_local_of_one_function_never_names_the_variable_of_another() -> None:
+    text = (
+        'SGL=$(python3 -c "import sglang, os; print(os.path.dirname(sglang.__file__))")\n'
+        'log() {\n  local f="/tmp/run.log"\n  echo "$*" >> "$f"\n}\n'
+        'fix() {\n  local f="$SGL/$1"\n  sed -i "s/a/b/" "$f"\n}\n'
+        "fix srt/managers/scheduler.py\n"
+    )
+    ((line, kind, engine, reason),) = reported("run.sh", text)
+    assert (line, kind, engine) == (8, "in-place-edit", "<sglang>/srt/managers/scheduler.py")
+    assert "engine package sglang" in reason and "$SGL" in reason
+
+
+def test_a_site_packages_root_is_not_shown_as_the_package() -> None:
+    text = (
+        "ROOT=$(python3 -c 'import vllm, os; print(os.path.dirname(vllm.__path__[0]))')\n"
+        'sed -i s/a/b/ "$ROOT/vllm/config.py"\n'
+    )
+    assert [r[:3] for r in reported("run.sh", text)] == [(2, "in-place-edit", "<site-packages>/vllm/config.py")]
+
+
+def test_a_helper_receiving_the_module_and_the_modules_own_file() -> None:
+    text = (
+        "import vllm.benchmarks.serve\nimport vllm.entrypoints.serve\n\n"
+        "def patch(mod, edits, marker):\n    f = mod.__file__\n    src = open(f).read()\n"
+        "    open(f, 'w').write(src + marker)\n\n"
+        "patch(vllm.benchmarks.serve, [], 'M1')\npatch(vllm.entrypoints.serve, [], 'M2')\n"
+    )
+    ((line, kind, engine, reason),) = reported("fix.py", text)
+    assert (line, kind, engine) == (7, "python-write", "<vllm>/benchmarks/serve.py")
+    assert "passed as mod to patch() (line 9); also called with vllm.entrypoints.serve (line 10)" in reason
+
+
+def test_paths_passed_from_the_shell_into_a_python_heredoc() -> None:
+    text = (
+        'python - "$VLLM_ROOT/vllm/v1/attention/x.py" <<\'PY\'\nimport sys\nF = sys.argv[1]\n'
+        'src = open(F).read()\nopen(F, "w").write(src)\nPY\n'
+    )
+    ((line, kind, engine, reason),) = reported("run.sh", text)
+    assert (line, kind, engine) == (5, "python-write", "$VLLM_ROOT/vllm/v1/attention/x.py")
+    assert "sys.argv[1]" in reason
+
+
+def test_import_system_roots_and_a_loop_over_edits() -> None:
+    text = (
+        "import importlib.util\nfrom pathlib import Path\n"
+        "EDITS = {'v1/core.py': ('a', 'b'), 'config.py': ('c', 'd')}\n"
+        "root = Path(importlib.util.find_spec('vllm').origin).parent\n"
+        "for rel, (old, new) in EDITS.items():\n    (root / rel).write_text((root / rel).read_text())\n"
+        "pkg = Path(importlib.util.find_spec('sglang').submodule_search_locations[0])\n"
+        "(pkg / 'x.py').write_text('')\n"
+    )
+    assert [r[:3] for r in reported("fix.py", text)] == [
+        (6, "python-write", "<vllm>/v1/core.py"),
+        (8, "python-write", "<sglang>/x.py"),
+    ]
+
+
+def test_a_clone_of_a_harness_is_not_the_engine_but_a_clone_of_vllm_is() -> None:
+    harness = (
+        "git clone https://github.com/example-org/bench-harness.git\ncd bench-harness\n"
+        "git show 1a2b3c | git apply -\npip install -e .\n"
+    )
+    assert reported("run.sh", harness) == []
+    engine = harness.replace("example-org/bench-harness", "vllm-project/vllm").replace("bench-harness", "vllm")
+    assert [r[:3] for r in reported("run.sh", engine)] == [
+        (3, "git-apply", "vllm"),
+        (4, "source-install", "vllm"),
+    ]
+
+
+def test_every_way_of_replacing_installed_code_has_its_kind() -> None:
+    text = (
+        "SITE=/usr/local/lib/python3.12/dist-packages\n"
+        "pip install https://github.com/someone/vllm/archive/main.zip\n"
+        "pip install vllm --extra-index-url https://wheels.example.com/abc123\n"
+        "pip install git+https://github.com/someone/sglang.git@fix\n"
+        "curl -fsSL -o $SITE/vllm/envs.py https://example.com/envs.py\n"
+        "wget -O $SITE/vllm/config.py https://example.com/config.py\n"
+        "install -m 644 x.py $SITE/vllm/x.py\n"
+        "echo x | tee $SITE/vllm/y.py\n"
+        "mv z.py $SITE/vllm/z.py\n"
+        "rm -f $SITE/vllm/w.py\n"
+        "sed -i /torch/d $SITE/vllm-0.6.3.dist-info/METADATA\n"
+        "pip install vllm==0.6.3\n"
+    )
+    assert [(line, kind) for line, kind, _, _ in reported("run.sh", text)] == [
+        (2, "pip-fork"), (3, "pip-index"), (4, "pip-fork"), (5, "download-over"), (6, "download-over"),
+        (7, "copy-over"), (8, "file-write"), (9, "copy-over"), (10, "engine-remove"), (11, "metadata-edit"),
+    ]
+
+
+def test_an_unresolved_rewrite_in_code_importing_the_engine_is_a_site_a_results_file_is_not() -> None:
+    text = (
+        "import sys\nimport vllm\n\nfor name in sys.argv[1:]:\n    src = open(name).read()\n"
+        "    open(name, 'w').write(src.replace('a', 'b'))\n"
+        "with open(f'results/{vllm.__version__}.json', 'w') as out:\n    out.write('{}')\n"
+    )
+    ((line, kind, engine, reason),) = reported("fix.py", text)
+    assert (line, kind, engine) == (6, "unresolved-write", None)
+    assert "imports vllm" in reason
+
+
+def test_case_arms_and_test_brackets_are_read_as_commands() -> None:
+    text = '[[ -d /opt/ATOM ]] && case "$MODE" in\n  fix) git -C /opt/ATOM apply x.diff ;;\nesac\n'
+    assert [r[:3] for r in reported("run.sh", text)] == [(2, "git-apply", "/opt/ATOM")]
+
+
+def test_helpers_calling_helpers_stay_bounded() -> None:
+    """A hostile file of helpers that call helpers (each value asks for the helper's return value with its
+    own arguments): the scan reads it in bounded work (a call chain deeper than 3 is not followed) and still
+    finds the write through a short one."""
+    lines = ["import vllm", "", "def h0(x):", "    return vllm.__file__", ""]
+    for index in range(1, 40):
+        body = [f"    a{k} = h{index - 1}(x)" for k in range(30)]
+        lines += [f"def h{index}(x):", *body, "    return a0", ""]
+    lines += ["open(h39('x'), 'w').write('')", "open(h2('x'), 'w').write('')"]
+    result = scan_files([("fix.py", "\n".join(lines).encode())], CONFIG)
+    assert [(s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        (len(lines), "python-write", "<vllm>/__init__.py")
     ]

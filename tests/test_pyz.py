@@ -262,3 +262,20 @@ def test_the_slurm_launcher_patches_then_starts_the_engine(tmp_path: Path, pyz: 
     refused = subprocess.run(["bash", str(REPO / "examples" / "slurm-launch.sh"), "echo", "engine started"],
                              capture_output=True, text=True, env=env, cwd=tmp_path, check=False)
     assert refused.returncode == 1 and "engine started" not in refused.stdout
+
+
+def test_lint_from_the_archive_says_the_scan_needs_the_installed_package(tmp_path: Path, pyz: Path) -> None:
+    """The scan's shell parser (tree-sitter, compiled) is not in the archive: lint says what to install and
+    exits 11 (its own code), before reading anything; --no-scan still checks the registry and waivers."""
+    with zipfile.ZipFile(pyz) as archive:
+        assert not [n for n in archive.namelist() if n.startswith("tree_sitter")]
+    repo = tmp_path / "consumer"
+    shutil.copytree(REPO / "fixtures" / "consumer-repo", repo)
+    env = isolated_env(HOME=str(tmp_path / "home"))
+    done = run_pyz(pyz, "lint", env=env, cwd=repo, flags=("-I", "-S"))
+    assert done.returncode == 12, done.stdout + done.stderr
+    assert "pip install 'patchkit-engine[lint]'" in done.stderr and "--no-scan" in done.stderr
+    assert done.stdout == ""
+    done = run_pyz(pyz, "lint", "--no-scan", env=env, cwd=repo, flags=("-I", "-S"))
+    assert done.returncode == 1, done.stdout + done.stderr  # findings (without the scan, 2306.md is an orphan)
+    assert "PK210" in done.stdout and "PK209" in done.stdout

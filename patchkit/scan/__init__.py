@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 
+from patchkit.scan.bash import require_parser
 from patchkit.scan.config import ScanConfig
 from patchkit.scan.rules import SCAN_RULES
 from patchkit.scan.sites import PatchSite, SiteKind, fingerprint_sites
@@ -41,7 +42,9 @@ class ScanResult:
 
 
 def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanResult:
-    """Sites of the given (repository-relative POSIX path, content) pairs; paths are filtered by the globs."""
+    """Sites of the given (repository-relative POSIX path, content) pairs; paths are filtered by the globs.
+    Raises ScanUnavailableError where the shell parser is not installed (the single-file runner)."""
+    require_parser()
     contents = dict(files)
     sites: list[PatchSite] = []
     read: list[str] = []
@@ -57,7 +60,8 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
         read.append(path)
         try:
             view = read_view(path, text, language, config)
-            found = [site for kind, rule in SCAN_RULES.items() if kind not in config.ignore for site in rule(view)]
+            # Filtered by the site's kind: an edit of *.dist-info is found by the edit rules as metadata-edit.
+            found = [site for rule in SCAN_RULES.values() for site in rule(view) if site.kind not in config.ignore]
         except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash
             problems.append(ScanProblem(path, None, "too deeply nested to read"))
             continue

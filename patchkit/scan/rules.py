@@ -7,10 +7,12 @@ each rule tested alone. A rule never reports a call of patchkit itself (managed 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from collections.abc import Callable, Iterator
 
 from patchkit.scan.config import normalise_package
+from patchkit.scan.engine import Resolved
 from patchkit.scan.python import diff_targets, looks_like_diff
 from patchkit.scan.shell import Command, argv_of, program_name
 from patchkit.scan.sites import PatchSite, SiteKind
@@ -21,8 +23,22 @@ ScanRule = Callable[[ScriptView], Iterator[PatchSite]]
 _SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/", "$TMPDIR", "${TMPDIR", "$RUNNER_TEMP", "${RUNNER_TEMP")
 
 
-def _site(view: ScriptView, command: Command, kind: SiteKind, engine: str | None, text: str = "") -> PatchSite:
-    return PatchSite(view.path, command.line, kind, text or command.text, engine)
+def _site(view: ScriptView, command: Command, kind: SiteKind, engine: Resolved | str | None, text: str = "",
+          reason: str = "") -> PatchSite:
+    if isinstance(engine, Resolved):
+        shown: str | None = engine.shown
+        reason = reason or engine.reason
+    else:
+        shown = engine
+    if kind in _RECLASSIFIED and shown is not None and _METADATA.search(shown):
+        kind = SiteKind.METADATA_EDIT
+    return PatchSite(view.path, command.line, kind, text or command.text, shown, reason=reason)
+
+
+# A write, edit or copy onto installed metadata is its own kind (it changes what pip and importlib report).
+_METADATA = re.compile(r"\.(?:dist|egg)-info(?:/|$)")
+_RECLASSIFIED = frozenset({SiteKind.IN_PLACE_EDIT, SiteKind.FILE_WRITE, SiteKind.COPY_OVER, SiteKind.PYTHON_WRITE,
+                           SiteKind.DOWNLOAD_OVER})
 
 
 def _commands(view: ScriptView) -> Iterator[tuple[Command, int, tuple[str, ...]]]:
@@ -30,28 +46,55 @@ def _commands(view: ScriptView) -> Iterator[tuple[Command, int, tuple[str, ...]]
     yield from view.runnable
 
 
-def _engine(view: ScriptView, command: Command, index: int) -> str | None:
-    """The engine path word `index` of the command names, if any."""
-    known = dict(command.known)
-    if index in known:
-        return known[index]
-    return view.resolver.engine_path(command.words[index]) if 0 <= index < len(command.words) else None
+def _engine(view: ScriptView, command: Command, index: int) -> Resolved | None:
+    """The engine path word `index` of the command names, if any: the word itself, or a relative path in an
+    engine folder the script changed into (`cd /sgl-workspace/sglang`, `cd vllm` after cloning vllm)."""
+    for position, shown, reason in command.known:
+        if position == index:
+            return Resolved(shown, reason)
+    if not 0 <= index < len(command.words):
+        return None
+    return _word_engine(view, command, command.words[index])
+
+
+def _word_engine(view: ScriptView, command: Command, word: str) -> Resolved | None:
+    """A word of the command (or its redirection's target) as an engine path, if it is one."""
+    found = view.resolver.resolve(word, command.scope)
+    if found is not None or not word or word.startswith(("/", "$", "~", "-")) or "://" in word:
+        return found
+    folder = _directory_before(view, command)
+    if folder is None:
+        return None
+    inside = view.resolver.resolve(folder, command.scope)
+    if inside is None:
+        return None
+    relative = word[2:] if word.startswith("./") else word
+    shown = inside.shown if relative in ("", ".") else f"{inside.shown.rstrip('/')}/{relative}"
+    return Resolved(shown, f"{inside.reason}; run in {folder}")
 
 
 def _directory_before(view: ScriptView, command: Command) -> str | None:
-    """The folder of the last `cd DIR` / `pushd DIR` before the command in the same file."""
-    folder = None
-    for other in view.commands:
-        if other is command:
-            break
-        _, argv = argv_of(other)
-        if len(argv) >= 2 and argv[0] in ("cd", "pushd") and not argv[1].startswith("-"):
-            folder = argv[1]
-    return folder
+    """The folder the command runs in, as written: the last `cd DIR` / `pushd DIR` before it in the file."""
+    return view.folders.get(id(command))
+
+
+def _in_other_clone(view: ScriptView, folder: str | None) -> bool:
+    """The folder is a clone of a repository that is not a configured engine package (a benchmark harness)."""
+    if folder is None:
+        return False
+    package = view.resolver.clone_of(folder)
+    return package is not None and not view.resolver.config.is_engine_package(package)
+
+
+def _resolve_folder(view: ScriptView, command: Command, folder: str) -> Resolved | None:
+    return view.resolver.resolve(folder, command.scope)
 
 
 def _is_scratch(view: ScriptView, word: str) -> bool:
     """A temporary folder: `$(mktemp -d)` held in a variable, or under /tmp: not the engine's tree."""
+    package = view.resolver.clone_of(word)
+    if package is not None and view.resolver.config.is_engine_package(package):
+        return False  # an engine cloned into /tmp is still the engine that gets installed
     if word.startswith(_SCRATCH_PREFIXES) or "mktemp" in word:
         return True
     return any(word.startswith((f"${name}", f"${{{name}}}")) for name in view.scratch)
@@ -101,11 +144,11 @@ def find_git_apply(view: ScriptView) -> Iterator[PatchSite]:
             continue
         directories = [r.split("=", 1)[1] for r in rest if r.startswith("--directory=")]
         folder = folder or _directory_before(view, command)
-        if folder is not None and _is_scratch(view, folder):
+        if folder is not None and (_is_scratch(view, folder) or _in_other_clone(view, folder)):
             continue
         engine = _engine(view, command, offset + folder_at) if folder_at is not None else None
         for candidate in [folder, *directories]:
-            engine = engine or (view.resolver.engine_path(candidate) if candidate else None)
+            engine = engine or (_resolve_folder(view, command, candidate) if candidate else None)
         yield _site(view, command, SiteKind.GIT_APPLY, engine)
 
 
@@ -135,11 +178,14 @@ def find_git_checkouts(view: ScriptView) -> Iterator[PatchSite]:
         if sub == "clone":
             operands = _operands(argv, index + 1, frozenset({"-b", "--branch", "--depth", "-o", "--origin"}))
             engine = _engine(view, command, offset + operands[1]) if len(operands) >= 2 else None
+            if engine is not None and engine.reason.startswith("a clone of"):
+                continue  # a fresh clone outside the engine's roots changes nothing that runs; its checkout,
+                # edits and install do
         elif folder_at is not None:
             engine = _engine(view, command, offset + folder_at)
         else:
             cwd = _directory_before(view, command)
-            engine = view.resolver.engine_path(cwd) if cwd else None
+            engine = _resolve_folder(view, command, cwd) if cwd else None
         if engine is not None:
             yield _site(view, command, SiteKind.GIT_CHECKOUT, engine)
 
@@ -162,12 +208,12 @@ def find_patch(view: ScriptView) -> Iterator[PatchSite]:
         folder = folder or next((w.split("=", 1)[1] for w in rest if w.startswith("--directory=")), None)
         folder = folder or next((w[2:] for w in rest if w.startswith("-d") and len(w) > 2), None)
         cwd = folder or _directory_before(view, command)
-        if cwd is not None and _is_scratch(view, cwd):
+        if cwd is not None and (_is_scratch(view, cwd) or _in_other_clone(view, cwd)):
             continue
         engine = _engine(view, command, offset + folder_at + 1) if folder_at is not None else None
         for index in _operands(argv, 1, _PATCH_VALUED)[:1]:
             engine = engine or _engine(view, command, offset + index)
-        engine = engine or (view.resolver.engine_path(cwd) if cwd else None)
+        engine = engine or (_resolve_folder(view, command, cwd) if cwd else None)
         yield _site(view, command, SiteKind.PATCH, engine)
 
 
@@ -221,9 +267,23 @@ def find_in_place_edits(view: ScriptView) -> Iterator[PatchSite]:
             if start and argv[0] == "find":
                 targets += [i for i in range(1, len(argv)) if not argv[i].startswith(("-", "(", "!"))][:1]
             engine = next((e for i in targets if (e := _engine(view, command, offset + i)) is not None), None)
+            if engine is None and not targets and _after_xargs(argv, start):
+                engine = _piped_folder(view, command)
             if engine is not None:
                 yield _site(view, command, SiteKind.IN_PLACE_EDIT, engine)
             break
+
+
+def _piped_folder(view: ScriptView, command: Command) -> Resolved | None:
+    """`grep -rl X ENGINE_DIR | xargs sed -i ...`: the engine folder the command piping the names searches."""
+    before = [c for c in view.commands if c.line == command.line and c is not command]
+    for other in before:
+        _, argv = argv_of(other)
+        if argv and program_name(argv[0]) in ("grep", "find", "rg", "ls", "git"):
+            for word in argv[1:]:
+                if not word.startswith("-") and (found := _word_engine(view, other, word)) is not None:
+                    return found
+    return None
 
 
 def _after_xargs(argv: tuple[str, ...], start: int) -> bool:
@@ -275,10 +335,12 @@ _WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>"})
 
 
 def find_file_writes(view: ScriptView) -> Iterator[PatchSite]:
-    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE`."""
+    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE` (a download is download-over)."""
     for command, offset, argv in _commands(view):
+        if program_name(argv[0]) in ("curl", "wget"):
+            continue
         engine = next(
-            (e for r in command.redirects if r.op in _WRITE_OPERATORS and (e := view.resolver.engine_path(r.target))),
+            (e for r in command.redirects if r.op in _WRITE_OPERATORS and (e := _word_engine(view, command, r.target))),
             None,
         )
         if engine is None and program_name(argv[0]) == "tee":
@@ -329,8 +391,18 @@ def _extracts(argv: tuple[str, ...]) -> bool:
 def find_python_writes(view: ScriptView) -> Iterator[PatchSite]:
     """Python (a file or embedded) writing, copying over or removing an engine file."""
     for write in view.writes:
+        if write.target is None:
+            continue
         command = Command((), (), (), (), write.line)
-        yield _site(view, command, SiteKind.PYTHON_WRITE, write.target, write.statement)
+        yield _site(view, command, SiteKind.PYTHON_WRITE, write.target, write.statement, write.reason)
+
+
+def find_unresolved_writes(view: ScriptView) -> Iterator[PatchSite]:
+    """Python that imports an engine package and rewrites a file it has read, whose name cannot be told."""
+    for write in view.writes:
+        if write.target is None:
+            command = Command((), (), (), (), write.line)
+            yield _site(view, command, SiteKind.UNRESOLVED_WRITE, None, write.statement, write.reason)
 
 
 # ---------------------------------------------------------------------------------------- pip
@@ -373,7 +445,9 @@ def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
                 index += 2
             package = _url_package(word)
             if package is not None and view.resolver.config.is_engine_package(package[0]):
-                yield _site(view, command, SiteKind.PIP_FORK, f"{package[0]} from {package[1]}")
+                how = "a VCS URL" if re.match(r"^(?:git|hg|svn|bzr)\+", package[1]) else "a URL"
+                reason = f"engine package {normalise_package(package[0])} from {how}"
+                yield _site(view, command, SiteKind.PIP_FORK, f"{package[0]} from {package[1]}", reason=reason)
                 break
             index += 1
 
@@ -401,6 +475,9 @@ def _url_package(word: str) -> tuple[str, str] | None:
     if egg:
         return egg.group(1), word
     path = re.sub(r"^[a-z+]+://", "", word.split("#", 1)[0]).rstrip("/")
+    archive = re.search(r"/([^/]+)/archive/", path)  # a forge's archive: .../owner/repo/archive/ref.zip
+    if archive:
+        return normalise_package(archive.group(1)), word
     last = path.rsplit("/", 1)[-1]
     last = last.split("@", 1)[0]
     if last.endswith(".whl"):
@@ -408,6 +485,154 @@ def _url_package(word: str) -> tuple[str, str] | None:
     last = re.sub(r"(?:\.git|\.tar\.gz|\.tgz|\.zip|\.tar\.bz2)$", "", last)
     last = re.sub(r"-\d[\w.]*$", "", last)  # sglang-0.4.1 -> sglang
     return (normalise_package(last), word) if last else None
+
+
+_INDEX_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "-f", "--find-links"})
+_DEFAULT_INDEX = re.compile(r"^https?://(?:pypi\.org|pypi\.python\.org|files\.pythonhosted\.org)(?:/|$)")
+_REQUIREMENT_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?(?:[=<>!~;].*)?$")
+
+
+def find_pip_indexes(view: ScriptView) -> Iterator[PatchSite]:
+    """`pip install vllm --extra-index-url URL` (or `-i`, `--find-links`): an engine package from outside the
+    image, at whatever build that index serves."""
+    for command, _offset, argv in _commands(view):
+        start = _pip_install(argv)
+        if start is None:
+            continue
+        words = list(argv[start:])
+        indexes: list[str] = []
+        packages: list[str] = []
+        index = 0
+        while index < len(words):
+            word = words[index]
+            option, eq, value = word.partition("=")
+            if option in _INDEX_OPTIONS:
+                if not eq and index + 1 < len(words):
+                    value = words[index + 1]
+                    index += 1
+                if not _DEFAULT_INDEX.match(value):
+                    indexes.append(value)
+            elif word in _PIP_VALUED:
+                index += 1
+            elif not word.startswith("-"):
+                named = _REQUIREMENT_NAME.match(word)
+                if named and "/" not in word:
+                    packages.append(named.group(1))
+            index += 1
+        engine = next((p for p in packages if view.resolver.config.is_engine_package(p)), None)
+        if indexes and engine is not None:
+            reason = f"engine package {normalise_package(engine)} from the index {indexes[0]}"
+            yield _site(view, command, SiteKind.PIP_INDEX, f"{engine} from {indexes[0]}", reason=reason)
+
+
+_SETUP_INSTALLS = frozenset({"develop", "install", "bdist_wheel", "build_ext"})
+
+
+def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
+    """`pip install -e .`, `pip install .`, `python setup.py develop` of an engine checkout (a clone of an
+    engine package, or an engine root): the engine that runs is then built from that tree, edits included."""
+    for command, _offset, argv in _commands(view):
+        targets: list[int] = []
+        start = _pip_install(argv)
+        if start is not None:
+            index = start
+            while index < len(argv):
+                word = argv[index]
+                editable = word in ("-e", "--editable") and index + 1 < len(argv)
+                if editable:
+                    index += 1
+                    word = argv[index]
+                elif word in _PIP_VALUED:
+                    index += 2
+                    continue
+                elif word.startswith("-"):
+                    index += 1
+                    continue
+                if _is_local_tree(word) or (editable and "://" not in word and "+" not in word.split("/")[0]):
+                    targets.append(index)
+                index += 1
+        elif (
+            len(argv) >= 3 and _PYTHON_PROGRAM.match(program_name(argv[0])) and argv[1].endswith("setup.py")
+            and _SETUP_INSTALLS & set(argv[2:])
+        ):
+            targets.append(1)
+        for index in targets:
+            word = re.sub(r"\[[^\]]*\]$", "", argv[index])  # python[all] -> python
+            folder = posixpath.dirname(word) or "." if word.endswith("setup.py") else word
+            engine = _word_engine(view, command, folder)
+            if engine is None and folder != word:
+                engine = _word_engine(view, command, ".")
+            if engine is not None:
+                yield _site(view, command, SiteKind.SOURCE_INSTALL, engine)
+                break
+
+
+_PYTHON_PROGRAM = re.compile(r"^python[\d.]*$")
+
+
+def _is_local_tree(word: str) -> bool:
+    """A pip operand that is a local folder (not a requirement name, URL, archive or requirements file)."""
+    if "://" in word or word.endswith((".whl", ".zip", ".tar.gz", ".tgz", ".txt")) or "@" in word:
+        return False
+    return word in (".", "..") or word.startswith(("./", "../", "/", "$", "~")) or "/" in word
+
+
+def find_pip_local_wheels(view: ScriptView) -> Iterator[PatchSite]:
+    """`pip install ./dist/vllm-0.6.3+rocm-cp312-...whl`: an engine package built elsewhere (a pip-fork)."""
+    for command, _offset, argv in _commands(view):
+        start = _pip_install(argv)
+        if start is None:
+            continue
+        for word in argv[start:]:
+            if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")) or word.startswith("-"):
+                continue
+            name = re.sub(r"-[\d*].*$", "", word.rsplit("/", 1)[-1])  # vllm-0.6.4+rocm-....whl, x-*.whl
+            if view.resolver.config.is_engine_package(name):
+                reason = f"engine package {normalise_package(name)} from a local archive"
+                yield _site(view, command, SiteKind.PIP_FORK, f"{name} from {word}", reason=reason)
+                break
+
+
+def find_downloads_over(view: ScriptView) -> Iterator[PatchSite]:
+    """`curl -o ENGINE_FILE URL`, `wget -O ENGINE_FILE URL` (or `-P ENGINE_DIR`, or `> ENGINE_FILE`)."""
+    for command, _offset, argv in _commands(view):
+        tool = program_name(argv[0])
+        if tool not in ("curl", "wget"):
+            continue
+        targets: list[str] = []
+        for index, word in enumerate(argv[1:], 1):
+            following = argv[index + 1] if index + 1 < len(argv) else None
+            if tool == "curl":
+                if word in ("-o", "--output", "--output-dir") or re.fullmatch(r"-[a-zA-Z]*o", word):
+                    targets += [following] if following else []
+                elif word.startswith("--output="):
+                    targets.append(word.split("=", 1)[1])
+            else:
+                if word in ("-O", "--output-document", "-P", "--directory-prefix"):
+                    targets += [following] if following else []
+                elif word.startswith(("--output-document=", "--directory-prefix=")):
+                    targets.append(word.split("=", 1)[1])
+                elif re.fullmatch(r"-[a-zA-Z]*O", word) and following:
+                    targets.append(following)
+        targets += [r.target for r in command.redirects if r.op in _WRITE_OPERATORS]
+        engine = next((e for t in targets if t != "-" and (e := _word_engine(view, command, t))), None)
+        if engine is not None:
+            yield _site(view, command, SiteKind.DOWNLOAD_OVER, engine)
+
+
+def find_engine_removes(view: ScriptView) -> Iterator[PatchSite]:
+    """`rm -f ENGINE_FILE`, `rm -rf ENGINE_DIR` (not bytecode caches, which Python rebuilds)."""
+    for command, offset, argv in _commands(view):
+        if program_name(argv[0]) != "rm":
+            continue
+        for index in _operands(argv, 1, frozenset()):
+            word = argv[index]
+            if "__pycache__" in word or word.endswith((".pyc", ".pyo")):
+                continue
+            engine = _engine(view, command, offset + index)
+            if engine is not None:
+                yield _site(view, command, SiteKind.ENGINE_REMOVE, engine)
+                break
 
 
 SCAN_RULES: dict[SiteKind, ScanRule] = {
@@ -419,5 +644,16 @@ SCAN_RULES: dict[SiteKind, ScanRule] = {
     SiteKind.FILE_WRITE: find_file_writes,
     SiteKind.COPY_OVER: find_copies_over,
     SiteKind.PYTHON_WRITE: find_python_writes,
-    SiteKind.PIP_FORK: find_pip_forks,
+    SiteKind.PIP_FORK: lambda view: _chain(find_pip_forks(view), find_pip_local_wheels(view)),
+    SiteKind.PIP_INDEX: find_pip_indexes,
+    SiteKind.SOURCE_INSTALL: find_source_installs,
+    SiteKind.METADATA_EDIT: lambda view: iter(()),  # reclassified from the edit, write and copy rules (_site)
+    SiteKind.DOWNLOAD_OVER: find_downloads_over,
+    SiteKind.ENGINE_REMOVE: find_engine_removes,
+    SiteKind.UNRESOLVED_WRITE: find_unresolved_writes,
 }
+
+
+def _chain(*runs: Iterator[PatchSite]) -> Iterator[PatchSite]:
+    for run in runs:
+        yield from run

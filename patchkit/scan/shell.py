@@ -42,8 +42,10 @@ class Command:
     redirects: tuple[Redirect, ...]
     heredocs: tuple[Heredoc, ...]
     line: int
-    # Engine paths already known for some words (from Python list arguments): index -> shown path.
-    known: tuple[tuple[int, str], ...] = ()
+    # Engine paths already known for some words (from Python list arguments): (index, shown path, reason).
+    known: tuple[tuple[int, str, str], ...] = ()
+    scope: str = ""  # the shell function it runs in ("" at the top level); its `local` names are its own
+    substituted: bool = False  # inside `$(...)` / `<(...)`: a `cd` there does not move the script
 
     @property
     def text(self) -> str:

@@ -11,13 +11,14 @@ import functools
 import json
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
+from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
-from patchkit.scan.engine import EngineResolver
-from patchkit.scan.python import InlineDiff, PythonWrite, read_python
-from patchkit.scan.shell import Command, Heredoc, argv_of, parse_shell, program_name
+from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of, working_folders
+from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
+from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
 
 
 class Language(Enum):
@@ -40,6 +41,11 @@ class ScriptView:  # not slotted: `runnable` is computed once
     resolver: EngineResolver
     scratch: frozenset[str]  # shell variables holding a temporary folder (mktemp)
     problems: tuple[tuple[int | None, str], ...]  # (line, what) of parts that could not be read
+
+    @functools.cached_property
+    def folders(self) -> dict[int, str | None]:
+        """The folder each command (by id) runs in, as written (engine.working_folders)."""
+        return working_folders(self.commands)
 
     @functools.cached_property
     def runnable(self) -> tuple[tuple[Command, int, tuple[str, ...]], ...]:
@@ -146,22 +152,47 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     elif language is Language.REQUIREMENTS:
         commands = _requirement_commands(text)
     else:
-        commands = parse_shell(text)
+        commands = read_shell(text)
     commands = _with_embedded_shell(commands)
-    resolver = EngineResolver.for_commands(config, commands)
+    resolver = _shell_resolver(config, commands)
     writes: list[PythonWrite] = []
     diffs: list[InlineDiff] = []
-    for code, first_line in _embedded_python(commands):
-        reading = read_python(code, resolver, first_line)
+    for code, first_line, argv, scope in _embedded_python(commands, resolver):
+        reading = read_python(code, resolver, first_line, argv, scope)
         if reading.error:
             problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
         diffs += reading.diffs
-        commands += reading.commands
+        commands += [replace(c, scope=scope) for c in reading.commands]
     commands.sort(key=lambda c: c.line)
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
     )
+
+
+def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
+    """The resolver of a shell script, reading each `$(python3 -c '...')` substitution as Python."""
+
+    def evaluate(code: str, scope: str, current: EngineResolver) -> Resolved | None:
+        for command in read_shell(code):
+            _, argv = argv_of(command)
+            program = program_name(argv[0]) if argv else ""
+            if _PYTHON.match(program) and len(argv) >= 3 and argv[1] == "-c":
+                parsed, value = printed_value(argv[2], current, scope)
+                if parsed:
+                    return value
+            operands = [w for w in argv[1:] if not w.startswith("-")]
+            if program == "dirname" and len(operands) == 1:
+                found = current.resolve(operands[0], scope)
+                return None if found is None else parent_of(found)
+            if program in ("realpath", "readlink", "cd", "ls", "echo", "printf") and len(operands) == 1:
+                return current.resolve(operands[0], scope)
+            if program == "find" and operands:  # `$(find DIR -name '*.py')`: files below DIR
+                return current.resolve(operands[0], scope)
+            break
+        return locate_idiom(config, code)
+
+    return EngineResolver.for_commands(config, commands, evaluate)
 
 
 # A Python file can only hold a site if it names an engine path (an idiom, an installed-packages folder, an
@@ -175,7 +206,11 @@ _PYTHON_TRIGGERS = (
 
 def _may_have_sites(text: str, config: ScanConfig) -> bool:
     roots = tuple(root.lstrip("$") for root in config.engine_roots)
-    return any(word in text for word in _PYTHON_TRIGGERS + roots)
+    # Code importing an engine package may rewrite its files through names the scan cannot tell (an
+    # unresolved write), so an import of one is a trigger too.
+    packages = tuple(f"import {name.replace('-', '_')}" for name in config.engine_packages)
+    packages += tuple(f"from {name.replace('-', '_')}" for name in config.engine_packages)
+    return any(word in text for word in _PYTHON_TRIGGERS + roots + packages)
 
 
 def _scratch(commands: Iterable[Command]) -> frozenset[str]:
@@ -203,27 +238,55 @@ def _with_embedded_shell(commands: list[Command]) -> list[Command]:
                 continue
             following = words[index + 1 :]
             if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
-                out += _with_embedded_shell(parse_shell(following[1], command.line))
+                out += _with_embedded_shell(read_shell(following[1], command.line))
             elif not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
                 for heredoc in command.heredocs:
-                    out += _with_embedded_shell(parse_shell(_body(heredoc), heredoc.line))
+                    out += _with_embedded_shell(read_shell(_body(heredoc), heredoc.line))
             break
     return out
 
 
-def _embedded_python(commands: Iterable[Command]) -> Iterable[tuple[str, int]]:
+def _embedded_python(
+    commands: Iterable[Command], resolver: EngineResolver
+) -> Iterable[tuple[str, int, tuple[Resolved | None, ...], str]]:
+    """(code, first line, sys.argv as engine paths, shell scope) of each `python -c CODE ARGS` and each
+    `python [-] ARGS <<EOF` heredoc: sys.argv[1:] are the shell words after `-c CODE` or `-`."""
+    commands = list(commands)
+    piped = _piped_heredocs(commands)
     for command in commands:
         words = command.words
+        heredocs = command.heredocs or piped.get(command.line, ())
         for index, word in enumerate(words):
             if not _PYTHON.match(program_name(word)):
                 continue
             following = words[index + 1 :]
             if len(following) >= 2 and following[0] == "-c":
-                yield following[1], command.line
+                argv = ("-c", *following[2:])
+                yield following[1], command.line, _argv_values(resolver, argv, command.scope), command.scope
             elif not following or following[0] == "-" or (following[0].startswith("-") and "-c" not in following):
-                for heredoc in command.heredocs:
-                    yield _body(heredoc), heredoc.line
+                rest = following[following.index("-") :] if "-" in following else ("-",)
+                argv_values = _argv_values(resolver, tuple(rest), command.scope)
+                for heredoc in heredocs:
+                    yield _body(heredoc), heredoc.line, argv_values, command.scope
             break
+
+
+def _piped_heredocs(commands: list[Command]) -> dict[int, tuple[Heredoc, ...]]:
+    """`cat <<'EOF' | python3 -`: the heredocs of a `cat` by its line, for the command it pipes into."""
+    out: dict[int, tuple[Heredoc, ...]] = {}
+    for command in commands:
+        _, argv = argv_of(command)
+        if command.heredocs and argv[:1] == ("cat",) and len(argv) == 1:
+            out[command.line] = command.heredocs
+    return out
+
+
+def _argv_values(resolver: EngineResolver, argv: tuple[str, ...], scope: str) -> tuple[Resolved | None, ...]:
+    out: list[Resolved | None] = []
+    for position, word in enumerate(argv):
+        found = resolver.resolve(word, scope) if position else None
+        out.append(None if found is None else Resolved(found.shown, f"{found.reason}, given as sys.argv[{position}]"))
+    return tuple(out)
 
 
 def _body(heredoc: Heredoc) -> str:
@@ -234,6 +297,7 @@ def _body(heredoc: Heredoc) -> str:
 
 _INSTRUCTION = re.compile(r"^\s*([A-Za-z]+)(\s+|$)")
 _RUN_FLAG = re.compile(r"^\s*(?:--[a-z-]+(?:=\S*)?\s+)*")
+_BUILDKIT_SCRIPT = re.compile(r"\s*<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?\s*(?:\n|$)")
 _DOCKER_HEREDOC = re.compile(r"<<-?\s*['\"]?([A-Za-z_][A-Za-z0-9_]*)['\"]?")
 
 
@@ -271,18 +335,20 @@ def _dockerfile_commands(text: str) -> list[Command]:
             if exec_form is not None:
                 commands.append(Command(tuple(exec_form), (), (), (), start + 1))
                 continue
-            run = parse_shell(padding + body, start + 1)
-            for command in run:
-                # `RUN <<EOF` runs the heredoc itself as a script.
-                if not command.words and command.heredocs:
-                    for heredoc in command.heredocs:
-                        run += parse_shell(_body(heredoc), heredoc.line)
-            commands += run
+            script = _BUILDKIT_SCRIPT.match(body)
+            if script:  # `RUN <<EOF` runs the heredoc itself as a script
+                lines_of = body.split("\n")[1:]
+                end = next((i for i, x in enumerate(lines_of) if x.strip() == script.group(1)), len(lines_of))
+                commands += read_shell("\n".join(lines_of[:end]) + "\n", start + 2)
+                continue
+            commands += read_shell(padding + body, start + 1)
         elif instruction in ("COPY", "ADD"):
             joined = re.sub(r"\\[ \t]*\n", " ", body)
             words = [w for w in (_exec_form(joined) or joined.split()) if not w.startswith("--")]
             if len(words) >= 2:
                 commands.append(Command((instruction, *words), (), (), (), start + 1))
+        elif instruction == "WORKDIR" and body.strip():
+            commands.append(Command(("cd", body.strip().strip("'\"")), (), (), (), start + 1))
         elif instruction in ("ENV", "ARG"):
             pairs = re.findall(r"([A-Za-z_][A-Za-z0-9_]*)=(\"[^\"]*\"|'[^']*'|\S+)", body)
             if not pairs and len(body.split()) >= 2 and instruction == "ENV":
@@ -331,24 +397,29 @@ def _workflow_commands(text: str) -> list[Command]:
                     break
                 indent = width if indent is None else indent
                 block.append(following[indent:] if width >= indent else following.lstrip())
-            commands += parse_shell("\n".join(block) + "\n", index + 2)
+            commands += read_shell("\n".join(block) + "\n", index + 2)
         elif value and not value.startswith("#"):
             if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
                 value = value[1:-1]
-            commands += parse_shell(value, index + 1)
+            commands += read_shell(value, index + 1)
     return commands
 
 
 def _requirement_commands(text: str) -> list[Command]:
     """Each requirement line as the `pip install LINE` it amounts to (comments and options dropped)."""
     commands = []
-    for number, line in enumerate(text.splitlines(), 1):
-        requirement = re.sub(r"(?:^|\s)#.*$", "", line).strip()
+    lines = [re.sub(r"(?:^|\s)#.*$", "", line).strip() for line in text.splitlines()]
+    # `--extra-index-url URL` (or -i, --find-links) anywhere in the file applies to every requirement in it.
+    indexes = [w for line in lines if line.startswith(_INDEX_LINE) for w in line.replace("=", " ", 1).split()[:2]]
+    for number, requirement in enumerate(lines, 1):
         if requirement.startswith(("-e ", "--editable ")):
             commands.append(Command(("pip", "install", *requirement.split(None, 1)), (), (), (), number))
         elif requirement and not requirement.startswith("-"):
-            commands.append(Command(("pip", "install", requirement), (), (), (), number))
+            commands.append(Command(("pip", "install", *indexes, requirement), (), (), (), number))
     return commands
+
+
+_INDEX_LINE = ("--extra-index-url", "--index-url", "-i ", "--find-links", "-f ")
 
 
 def is_managed(command: Command) -> bool:
