@@ -17,7 +17,6 @@ from patchkit.actions import run
 from patchkit.console import echo, json_option, progress, settings
 from patchkit.errors import ExitCode
 from patchkit.outcome import Action, Options, Outcome, PatchState, Result
-from patchkit.provenance import locate_distribution_root
 from patchkit.registry import find_locations, list_patch_ids, resolve_patch
 from patchkit.report import (
     cause_lines,
@@ -182,6 +181,9 @@ def choose_root(root: str | None, package: str | None, python: str | None = None
             raise click.UsageError(f"{both}; give one of them")
         root, package = (None, package) if root_env else (root, None)
     if package is not None:
+        # deferred, a boundary: only --root-from-package looks at a Python environment (json, subprocess)
+        from patchkit.environment import locate_distribution_root
+
         return str(locate_distribution_root(package, python))
     if root is None:
         raise click.UsageError(
