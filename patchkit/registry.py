@@ -42,7 +42,7 @@ def find_locations(patches: str | None = None, waivers: str | None = None, cwd: 
                 raise RegistryError(
                     f"[tool.patchkit] {key} must be a string path", where=str(config_dir / "pyproject.toml")
                 )
-            return config_dir / value
+            return project_path(project, key, value)
         return here / default
 
     return Locations(
@@ -57,6 +57,29 @@ class ProjectConfig(NamedTuple):  # a NamedTuple, as Locations
     root: Path
     table: Mapping[str, object]
     source: Path | None  # the pyproject.toml, None when there is none
+
+
+def project_path(project: ProjectConfig, key: str, value: str) -> Path:
+    """`[tool.patchkit] key = value` as a path under the project root, refused (exit 2) when it leaves it.
+
+    The repository's own pyproject.toml is input like any other (lint runs on forks' pull requests): an
+    absolute path, a `..` or a link out of the project would make patchkit read or write another folder of
+    the machine. Checked on the path as written and once links are resolved."""
+    path = project.root / value
+    root = project.root.resolve()
+    lexical = Path(os.path.normpath(os.path.abspath(path)))
+    if Path(value).is_absolute() or not lexical.is_relative_to(Path(os.path.abspath(project.root))):
+        why = "is outside"
+    elif not path.resolve().is_relative_to(root):
+        why = f"is a link to {path.resolve()}, outside"
+    else:
+        return path
+    raise RegistryError(
+        f"[tool.patchkit] {key} = {value!r} {why} the project {project.root}; patchkit reads and writes only "
+        "inside it", where=str(project.source or project.root / "pyproject.toml"),
+        hint=f"give {key} as a path relative to the folder of pyproject.toml, inside it, or pass the option "
+        "on the command line",
+    )
 
 
 def find_project_config(start: Path) -> ProjectConfig:
