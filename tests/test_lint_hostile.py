@@ -12,7 +12,6 @@ import json
 import os
 import subprocess
 import tracemalloc
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +29,10 @@ def _isolated(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
+    return make_repo(tmp_path)
+
+
+def make_repo(tmp_path: Path) -> Path:
     """A consuming repository (a clean registry and its waivers) next to the machine's own files."""
     outside = tmp_path / "machine"
     outside.mkdir()
@@ -140,23 +143,20 @@ def test_links_inside_the_repository_still_work(repo: Path) -> None:
 # ------------------------------------------------------------------------------ shape and size
 
 
-@pytest.fixture
-def deep(repo: Path) -> Iterator[Path]:
+def test_1500_nested_folders_are_walked_not_a_crash(repo: Path) -> None:
     folder = repo / "tools"
     folder.mkdir()
     for _ in range(1500):  # one level at a time: Path.mkdir(parents=True) recurses too
         folder = folder / "d"
         folder.mkdir()
     (folder / "fix.sh").write_text("git apply /tmp/fix.diff\n")
-    yield folder
-    subprocess.run(["rm", "-rf", str(repo / "tools")], check=True)  # shutil.rmtree recurses: too deep for it
-
-
-def test_1500_nested_folders_are_walked_not_a_crash(repo: Path, deep: Path) -> None:
-    run = lint_in(repo, "--format", "json")
-    assert run.exit_code == 1, (run.exit_code, run.stderr[-2000:])  # the site found, not a RecursionError
-    sites = [s["path"] for s in run.json()["sites"]]
-    assert sites == [deep.relative_to(repo).joinpath("fix.sh").as_posix()]
+    try:
+        run = lint_in(repo, "--format", "json")
+        assert run.exit_code == 1, (run.exit_code, run.stderr[-2000:])  # the site found, not a RecursionError
+        sites = [s["path"] for s in run.json()["sites"]]
+        assert sites == [folder.relative_to(repo).joinpath("fix.sh").as_posix()]
+    finally:
+        subprocess.run(["rm", "-rf", str(repo / "tools")], check=True)  # shutil.rmtree recurses: too deep
 
 
 def test_a_huge_sparse_script_is_sized_before_it_is_read(repo: Path) -> None:

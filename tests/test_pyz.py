@@ -210,7 +210,7 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     without = seen()
     # As examples/Dockerfile runs it for an engine in a venv: the engine's interpreter runs the archive, and
     # finds the engine's install folder by its distribution name.
-    hook = {"PATCHKIT_CMD": f"{python} -I {pyz}", "PATCHKIT_ROOT_FROM_PACKAGE": "tinyengine",
+    hook = {"PATCHKIT_CMD": f"{python} -I -S {pyz}", "PATCHKIT_ROOT_FROM_PACKAGE": "tinyengine",
             "PATCHKIT_PATCHES": str(patches)}
     started = seen("sh", str(ENTRYPOINT), **hook)
     baseline = seen(**hook)  # the same variables, no hook: the container's own environment

@@ -81,8 +81,12 @@ class World:
 def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     user = unprivileged_user()
     with fast_workdir(tmp_path_factory.mktemp("untrusted-env")) as workdir:
-        os.chmod(workdir, 0o755)  # the unprivileged user must reach its environment
-        yield World(workdir, user)
+        yield make_world(workdir, user)
+
+
+def make_world(workdir: Path, user: tuple[int, int]) -> World:
+    os.chmod(workdir, 0o755)  # the unprivileged user must reach its environment
+    return World(workdir, user)
 
 
 def args(world: World, action: str, *extra: str) -> list[str]:
