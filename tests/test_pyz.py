@@ -228,6 +228,12 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     assert other.returncode == 0 and "tinyengine-pr9" in other.stdout, other.stdout + other.stderr
 
 
+def _after_pyz(line: str) -> str:
+    """The command word of a logged `python -I -S .../patchkit.pyz COMMAND ...` step."""
+    words = line.split()
+    return words[next(i for i, w in enumerate(words) if w.endswith("patchkit.pyz")) + 1]
+
+
 FAKE_SRUN = """#!/bin/sh
 # srun on one machine: drop srun's options, log the step, run it here.
 while [ "$#" -gt 0 ]; do case "$1" in --*) shift ;; *) break ;; esac; done
@@ -255,7 +261,7 @@ def test_the_slurm_launcher_patches_then_starts_the_engine(tmp_path: Path, pyz: 
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "engine started"
     assert {p: d for p, (d, _) in read_tree(root).items()} == PATCHED
-    steps = [line.split()[3] if "patchkit.pyz" in line else line for line in log.read_text().splitlines()]
+    steps = [_after_pyz(line) if "patchkit.pyz" in line else line for line in log.read_text().splitlines()]
     assert steps == (["apply", "status", "echo engine started"] if shared else ["apply", "echo engine started"])
     # A tree that cannot be patched stops the job before the engine starts.
     write_tree(root, {"tinyengine/ops.py": ENGINE["tinyengine/ops.py"].replace(b"x * 2\n", b"x * 5\n")})
