@@ -52,11 +52,17 @@ class World:
                        capture_output=True)
         self.count = 0
 
-    def env(self, owner: str = "user") -> tuple[Path, Path]:
-        """A fresh venv with the engine distribution installed, owned by the user (or root): (venv, site)."""
+    def env(self, owner: str = "user", copies: bool = False) -> tuple[Path, Path]:
+        """A fresh venv with the engine distribution installed, owned by the user (or root): (venv, site).
+        With `copies`, made by `venv --copies`: its bin/python is a file of its own, not a link."""
         self.count += 1
         venv = self.workdir / f"venv-{self.count}"
-        shutil.copytree(self.template, venv, symlinks=True)
+        if copies:
+            base = getattr(sys, "_base_executable", sys.executable)
+            subprocess.run([base, "-m", "venv", "--without-pip", "--copies", str(venv)], check=True,
+                           capture_output=True)
+        else:
+            shutil.copytree(self.template, venv, symlinks=True)
         site = next(venv.glob("lib/python3.*/site-packages"))
         (site / DIST).mkdir()
         (site / DIST / "__init__.py").write_bytes(b"")
@@ -229,9 +235,12 @@ def test_an_editable_install_is_its_source_folder_only_when_that_is_trusted(
 # --------------------------------------------------------------------------- the probe runs no code
 
 
-def test_python_runs_no_pth_file_of_the_environment(world: World) -> None:
-    """`-I` alone still runs `site`, and with it every `.pth` of site-packages: as root."""
-    venv, site = world.env("root")
+@pytest.mark.parametrize("layout", ["symlinks", "copies"])
+def test_python_runs_no_pth_file_of_the_environment(world: World, layout: str) -> None:
+    """`-I` alone still runs `site`, and with it every `.pth` of site-packages: as root. With `--copies` the
+    venv's own bin/python is what runs, and its `site` would read the venv's site-packages."""
+    venv, site = world.env("root", copies=layout == "copies")
+    assert (venv / "bin" / "python").is_symlink() == (layout == "symlinks")
     marker = world.workdir / f"pth-ran-{world.count}"
     plant_pth(site, marker)
     run = run_forked(args(world, "status", "--json", "--python", str(venv / "bin" / "python")))
