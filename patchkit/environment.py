@@ -354,8 +354,8 @@ def _user_name(uid: int) -> str:
 
 def _hint(path: Path) -> str:
     return (
-        "run patchkit as the user who owns the environment, or give it to root first: "
-        f"`chown -R root: {path} && chmod -R go-w {path}`; or pass the tree with --root DIR"
+        "run patchkit as the user who owns the environment; or, if that folder holds only the environment, "
+        f"give it to root first: `chown -R root: {path} && chmod -R go-w {path}`"
     )
 
 

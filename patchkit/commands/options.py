@@ -122,7 +122,8 @@ def _patch_command_options(func: F, all_help: str) -> F:
         click.option(
             "--python", metavar="PATH", envvar="PATCHKIT_PYTHON", show_envvar=True,
             help="With --root-from-package: the engine's interpreter (e.g. /opt/venv/bin/python), whose "
-            "environment is searched (run isolated, reading metadata only; default: patchkit's own).",
+            "environment is searched (run with -I -S only to name its site-packages, and refused if another user "
+            "could replace it; default: patchkit's own).",
         ),
         patches_option,
         json_option,
