@@ -51,6 +51,9 @@ def find_locations(patches: str | None = None, waivers: str | None = None, cwd: 
     )
 
 
+MAX_PROJECT_BYTES = 4 << 20  # a pyproject.toml is a few KiB
+
+
 class ProjectConfig(NamedTuple):  # a NamedTuple, as Locations
     """The nearest pyproject.toml's `[tool.patchkit]` table and the folder it is in (the project root)."""
 
@@ -87,8 +90,18 @@ def find_project_config(start: Path) -> ProjectConfig:
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
         if candidate.is_file():
+            real = candidate.resolve()
+            if not real.is_relative_to(folder.resolve()):  # a repository's file, a link out of it: not read
+                raise RegistryError(
+                    f"pyproject.toml is a link to {real}, outside its folder; patchkit reads nothing through it",
+                    where=str(candidate), hint="replace the link by the file itself",
+                )
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                with real.open("rb") as handle:
+                    raw = handle.read(MAX_PROJECT_BYTES + 1)  # bounded: sized by reading at most this much
+                if len(raw) > MAX_PROJECT_BYTES:
+                    raise ValueError(f"over the limit of {MAX_PROJECT_BYTES >> 20} MiB")
+                data = tomllib.loads(raw.decode("utf-8"))
             except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError, int digit limit, deep nesting
                 raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
             tool = data.get("tool", {})

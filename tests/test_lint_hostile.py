@@ -216,3 +216,22 @@ def test_a_hostile_baseline_file_is_bounded_too(repo: Path) -> None:
         handle.truncate(1 << 30)
     refused(lint_in(repo), ".patchkit-baseline.json", "over the limit")
     os.unlink(baseline)
+
+
+def test_a_pyproject_linked_outside_is_not_read(repo: Path) -> None:
+    (outside(repo) / "pyproject.toml").write_text(f'[tool.patchkit]\npatches = "/{SECRET}"\n')
+    (repo / "pyproject.toml").symlink_to(outside(repo) / "pyproject.toml")
+    refused(lint_in(repo, "--no-scan"), "pyproject.toml", "is a link to")
+
+
+def test_a_huge_pyproject_is_refused_unread(repo: Path) -> None:
+    with (repo / "pyproject.toml").open("wb") as handle:
+        handle.truncate(1 << 30)
+    tracemalloc.start()
+    try:
+        run = lint_in(repo, "--no-scan")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    refused(run, "pyproject.toml", "over the limit")
+    assert peak < 64 << 20, f"lint allocated {peak >> 20} MiB before refusing"
