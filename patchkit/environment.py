@@ -112,7 +112,15 @@ def _locate_in_process(name: str) -> Path:
             hint="name the engine's interpreter with --python PATH (or PATCHKIT_PYTHON), check the name with "
             "`PYTHON -m pip show NAME`, or pass --root DIR",
         )
-    return root_of(name, found, f"patchkit's own interpreter {sys.executable}")
+    try:
+        return root_of(name, found, f"patchkit's own interpreter {sys.executable}")
+    except UntrustedEnvironmentError as exc:
+        if not sys.flags.no_site:  # too late to stop them: say so, and how to start next time
+            exc.message += (
+                "; this interpreter was started without -S, so any .pth file there has already run: run "
+                "patchkit as `python -I -S patchkit.pyz`"
+            )
+        raise
 
 
 def _locate_with(python: str, name: str) -> Path:

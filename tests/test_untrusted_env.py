@@ -170,6 +170,7 @@ def test_the_pyz_under_the_engines_interpreter_follows_the_same_rule(world: Worl
         assert world.outside() == before, f"{flags}: written outside: {done.returncode} {done.stderr}"
         assert done.returncode == 2, (flags, done.stdout, done.stderr)
         assert f"is owned by uid {world.user[0]}" in done.stderr, done.stderr
+        assert ("started without -S" in done.stderr) == (flags == ("-I",)), done.stderr
 
 
 def test_a_root_owned_environment_keeps_the_root_inside_site_packages(
