@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import stat
 import subprocess
 import sys
@@ -125,7 +126,8 @@ def _locate_in_process(name: str) -> Path:
 
 def _locate_with(python: str, name: str) -> Path:
     """Ask another interpreter (resolved, checked, run with -I -S and a timeout) for its site-packages."""
-    given = Path(os.path.abspath(python))
+    on_path = shutil.which(python) if os.sep not in python else None  # `--python python3`: looked up in PATH
+    given = Path(os.path.abspath(on_path or python))
     real = Path(os.path.realpath(given))
     if not real.is_file():
         raise BadInputError(
