@@ -309,7 +309,8 @@ def check_interpreter(real: Path, given: str, *, in_process: bool) -> None:
             f"{os.geteuid()}); it was not run"
         )
     raise UntrustedEnvironmentError(
-        f"the Python interpreter {real} (from {given}) cannot be trusted: {path} {owner_text}; {meaning}",
+        f"the Python interpreter {real}{'' if str(real) == given else f' (from {given})'} cannot be trusted: "
+        f"{path} {owner_text}; {meaning}",
         where=given,
         hint=_hint(path),
     )
