@@ -5,7 +5,7 @@
 #
 # Configuration (environment; see docs/hook.md and docs/containers.md):
 #   PATCHKIT_CMD                how to run patchkit (default `patchkit`). The single-file runner:
-#                               PATCHKIT_CMD="python3 -I /opt/patchkit/patchkit.pyz" (split on spaces, so
+#                               PATCHKIT_CMD="python3 -I -S /opt/patchkit/patchkit.pyz" (split on spaces, so
 #                               no spaces in these paths)
 #   PATCHKIT_ROOT               the engine tree, or
 #   PATCHKIT_ROOT_FROM_PACKAGE  the Python distribution whose install folder is the engine tree, looked up

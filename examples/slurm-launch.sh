@@ -21,7 +21,7 @@ set -euo pipefail
 : "${PATCHKIT_PATCHES:=/opt/patchkit/patches}"
 : "${ENGINE_PYTHON:=python3}"                           # the nodes' interpreter (3.10+)
 export PATCHKIT_PATCHES PATCHKIT_TARGET="${PATCHKIT_TARGET:-ATOM}"
-patchkit=("$ENGINE_PYTHON" -I "$PATCHKIT_PYZ")
+patchkit=("$ENGINE_PYTHON" -I -S "$PATCHKIT_PYZ")
 
 if [ "${PATCHKIT_SHARED_TREE:-0}" = 1 ]; then
     # One writer for the shared tree, then every node checks it reads `applied` (status writes nothing).

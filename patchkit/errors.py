@@ -79,6 +79,11 @@ class UntrustedStateError(BadInputError):
     """Something under <root>/.patchkit could have been written by another user; nothing was read or written."""
 
 
+class UntrustedEnvironmentError(BadInputError):
+    """The engine's Python environment (its interpreter, metadata or the folders they name) could have been
+    written by another user; nothing was run, read or written."""
+
+
 class PendingPatchError(BadInputError):
     """The patch entry has no vendored diff yet."""
 

@@ -44,7 +44,7 @@ def find_locations(patches: str | None = None, waivers: str | None = None, cwd: 
                 raise RegistryError(
                     f"[tool.patchkit] {key} must be a string path", where=str(config_dir / "pyproject.toml")
                 )
-            return config_dir / value
+            return project_path(project, key, value)
         return here / default
 
     return Locations(
@@ -53,12 +53,38 @@ def find_locations(patches: str | None = None, waivers: str | None = None, cwd: 
     )
 
 
+MAX_PROJECT_BYTES = 4 << 20  # a pyproject.toml is a few KiB
+
+
 class ProjectConfig(NamedTuple):  # a NamedTuple, as Locations
     """The nearest pyproject.toml's `[tool.patchkit]` table and the folder it is in (the project root)."""
 
     root: Path
     table: Mapping[str, object]
     source: Path | None  # the pyproject.toml, None when there is none
+
+
+def project_path(project: ProjectConfig, key: str, value: str) -> Path:
+    """`[tool.patchkit] key = value` as a path under the project root, refused (exit 2) when it leaves it.
+
+    The repository's own pyproject.toml is input like any other (lint runs on forks' pull requests): an
+    absolute path, a `..` or a link out of the project would make patchkit read or write another folder of
+    the machine. Checked on the path as written and once links are resolved."""
+    path = project.root / value
+    root = project.root.resolve()
+    lexical = Path(os.path.normpath(os.path.abspath(path)))
+    if Path(value).is_absolute() or not lexical.is_relative_to(Path(os.path.abspath(project.root))):
+        why = "is outside"
+    elif not path.resolve().is_relative_to(root):
+        why = f"is a link to {path.resolve()}, outside"
+    else:
+        return path
+    raise RegistryError(
+        f"[tool.patchkit] {key} = {value!r} {why} the project {project.root}; patchkit reads and writes only "
+        "inside it", where=str(project.source or project.root / "pyproject.toml"),
+        hint=f"give {key} as a path relative to the folder of pyproject.toml, inside it, or pass the option "
+        "on the command line",
+    )
 
 
 def find_project_config(start: Path) -> ProjectConfig:
@@ -70,8 +96,18 @@ def find_project_config(start: Path) -> ProjectConfig:
         except OSError as exc:  # a folder on the way this user cannot search (a private 0700 home)
             raise RegistryError(f"cannot read pyproject.toml: {exc.strerror}", where=str(candidate)) from None
         if found:
+            real = candidate.resolve()
+            if not real.is_relative_to(folder.resolve()):  # a repository's file, a link out of it: not read
+                raise RegistryError(
+                    f"pyproject.toml is a link to {real}, outside its folder; patchkit reads nothing through it",
+                    where=str(candidate), hint="replace the link by the file itself",
+                )
             try:
-                data = tomllib.loads(candidate.read_text(encoding="utf-8"))
+                with real.open("rb") as handle:
+                    raw = handle.read(MAX_PROJECT_BYTES + 1)  # bounded: sized by reading at most this much
+                if len(raw) > MAX_PROJECT_BYTES:
+                    raise ValueError(f"over the limit of {MAX_PROJECT_BYTES >> 20} MiB")
+                data = tomllib.loads(raw.decode("utf-8"))
             except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError, int digit limit, deep nesting
                 raise RegistryError(f"cannot read pyproject.toml: {exc}", where=str(candidate)) from None
             tool = data.get("tool", {})

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/build_pyz.py                 # -> dist/patchkit.pyz
     .venv/bin/python scripts/build_pyz.py -o /tmp/pk.pyz  # elsewhere
 
-    python3 -I dist/patchkit.pyz apply --all              # in the engine image, with the image's interpreter
+    python3 -I -S dist/patchkit.pyz apply --all           # in the engine image, with the image's interpreter
 
 The archive is a stdlib zipapp (a `#!/usr/bin/env python3` line, then a zip whose `__main__.py` starts the
 CLI), holding this checkout's `patchkit/` package (with its demo data) and the pure-Python dependencies as they

@@ -24,6 +24,9 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   patched path, just over the bound, the total of one command's reads), stale bytecode caches (a 512 MiB
   sparse cache killed at every operation and recovered, hard-linked caches applied and rolled back), and
   placed paths and patch ids over the path bounds (as root with an unprivileged owner of the tree).
+- the engine environment and a hostile consuming repository: every test of tests/test_untrusted_env.py (as
+  root, real venvs owned by an unprivileged user, a sentinel folder outside them) and of
+  tests/test_lint_hostile.py (lint on a repository whose pyproject.toml, links, layout and waivers attack it).
 
 Exit status 1 if any run ended in a mixed tree, a write outside the root, or an unexplained failure.
 """
@@ -45,7 +48,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import test_bounds, test_fuzz, test_hostile, test_hostile_fs, test_moved_folders, test_untrusted_state
+from tests import (
+    test_bounds,
+    test_fuzz,
+    test_hostile,
+    test_hostile_fs,
+    test_lint_hostile,
+    test_moved_folders,
+    test_untrusted_env,
+    test_untrusted_state,
+)
 from tests.conftest import Registry
 from tests.safety_helpers import (
     PATCH_ID,
@@ -211,6 +223,28 @@ def main(argv: list[str] | None = None) -> int:
                  "or restored exactly", passed),
                 ("  skipped (not root)", skipped),
             ]
+        # ------------------------------------------ the engine's environment, a hostile consuming repository
+        worlds: list[test_untrusted_env.World] = []
+
+        def world(scratch: Path) -> test_untrusted_env.World:  # one venv template for every check
+            if not worlds:
+                worlds.append(test_untrusted_env.make_world(workdir / "engine-env", _user()))
+            return worlds[0]
+
+        (workdir / "engine-env").mkdir()
+        for title, module, test_file, factories in (
+            ("engine environment", test_untrusted_env, "test_untrusted_env",
+             {"world": world}),
+            ("hostile consuming repository (lint on a fork's pull request)", test_lint_hostile, "test_lint_hostile",
+             {"repo": test_lint_hostile.make_repo}),
+        ):
+            tried, passed, skipped, failed = _run_checks(module, case, workdir / test_file, factories)
+            problems += [f"{title}: {f}" for f in failed]
+            figures += [
+                (f"{title}: attacks tried (every test of tests/{test_file}.py)", tried),
+                ("  refused or contained as documented, nothing read or written outside", passed),
+                ("  skipped (not root)", skipped),
+            ]
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
         figures += [
@@ -238,17 +272,23 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
+def _user() -> tuple[int, int]:
+    return unprivileged_user() if os.geteuid() == 0 else (65534, 65534)
+
+
 def _run_checks(
-    module: object, case: Case, scratch: Path, select: Callable[[str], bool] = lambda name: True
+    module: object, case: Case, scratch: Path, factories: dict[str, Callable[[Path], object]] | None = None,
+    select: Callable[[str], bool] = lambda name: True,
 ) -> tuple[int, int, int, list[str]]:
     """Run every (selected) test function of a test module (with its parameters) once: (tried, passed, skipped,
-    failed). The fixtures offered: case, user, tmp_path, monkeypatch, and a fresh workdir, registry and engine."""
+    failed). The fixtures offered: case, user, tmp_path, monkeypatch, a fresh workdir, registry and engine, and
+    what `factories` make of the run's scratch folder (the module's own fixtures)."""
     import inspect
 
     import pytest
 
     scratch.mkdir(parents=True, exist_ok=True)
-    user = unprivileged_user() if os.geteuid() == 0 else (65534, 65534)
+    user = _user()
     tried = passed = skipped = 0
     failed: list[str] = []
     for name, func in sorted(vars(module).items()):
@@ -281,6 +321,9 @@ def _run_checks(
                          "workdir": run_dir, "registry": Registry(run_dir / "patches"), "engine": run_dir / "engine",
                          **params}
                 try:
+                    for fixture, make in (factories or {}).items():
+                        if fixture in wanted:
+                            given[fixture] = make(run_dir)
                     func(**{k: given[k] for k in wanted})
                     passed += 1
                 except pytest.skip.Exception:

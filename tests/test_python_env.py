@@ -133,3 +133,14 @@ def test_a_force_reinstall_undoing_the_patch_reads_unapplied(
     assert cli("revert", "p", *args).code == 0
     assert (site / "tinyeng/core.py").read_bytes() == MODULE
     assert not marker.exists()
+
+
+def test_a_python_named_without_a_folder_is_looked_up_in_path(
+    registry: Registry, venv: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    python, site, _ = venv
+    registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    monkeypatch.setenv("PATH", f"{python.parent}{os.pathsep}{os.environ['PATH']}")
+    result = cli("status", "p", "--root-from-package", "tinyeng", "--python", "python", "--patches", registry.path,
+                 "--json")
+    assert result.code == 3 and result.json()["root"] == str(site.resolve()), result.err

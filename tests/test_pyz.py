@@ -210,7 +210,7 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     without = seen()
     # As examples/Dockerfile runs it for an engine in a venv: the engine's interpreter runs the archive, and
     # finds the engine's install folder by its distribution name.
-    hook = {"PATCHKIT_CMD": f"{python} -I {pyz}", "PATCHKIT_ROOT_FROM_PACKAGE": "tinyengine",
+    hook = {"PATCHKIT_CMD": f"{python} -I -S {pyz}", "PATCHKIT_ROOT_FROM_PACKAGE": "tinyengine",
             "PATCHKIT_PATCHES": str(patches)}
     started = seen("sh", str(ENTRYPOINT), **hook)
     baseline = seen(**hook)  # the same variables, no hook: the container's own environment
@@ -226,6 +226,12 @@ def test_the_engines_environment_is_untouched_by_a_pyz_start(tmp_path: Path, pyz
     other = run_pyz(pyz, "status", "--all", "--root-from-package", "tinyengine", "--python", str(python),
                     "--patches", str(patches), env=env, cwd=tmp_path, flags=("-I", "-S"))
     assert other.returncode == 0 and "tinyengine-pr9" in other.stdout, other.stdout + other.stderr
+
+
+def _after_pyz(line: str) -> str:
+    """The command word of a logged `python -I -S .../patchkit.pyz COMMAND ...` step."""
+    words = line.split()
+    return words[next(i for i, w in enumerate(words) if w.endswith("patchkit.pyz")) + 1]
 
 
 FAKE_SRUN = """#!/bin/sh
@@ -255,7 +261,7 @@ def test_the_slurm_launcher_patches_then_starts_the_engine(tmp_path: Path, pyz: 
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines()[-1] == "engine started"
     assert {p: d for p, (d, _) in read_tree(root).items()} == PATCHED
-    steps = [line.split()[3] if "patchkit.pyz" in line else line for line in log.read_text().splitlines()]
+    steps = [_after_pyz(line) if "patchkit.pyz" in line else line for line in log.read_text().splitlines()]
     assert steps == (["apply", "status", "echo engine started"] if shared else ["apply", "echo engine started"])
     # A tree that cannot be patched stops the job before the engine starts.
     write_tree(root, {"tinyengine/ops.py": ENGINE["tinyengine/ops.py"].replace(b"x * 2\n", b"x * 5\n")})

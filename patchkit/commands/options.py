@@ -17,7 +17,6 @@ from patchkit.actions import run
 from patchkit.console import echo, json_option, progress, settings, warn
 from patchkit.errors import ExitCode, PatchkitError
 from patchkit.outcome import Action, Invocation, Options, Outcome, PatchState, Result
-from patchkit.provenance import locate_distribution_root
 from patchkit.registry import check_registry_folder, find_locations, list_patch_ids, resolve_patch, stray_folders
 from patchkit.report import (
     cause_lines,
@@ -124,7 +123,8 @@ def _patch_command_options(func: F, all_help: str) -> F:
         click.option(
             "--python", metavar="PATH", envvar="PATCHKIT_PYTHON", show_envvar=True,
             help="With --root-from-package: the engine's interpreter (e.g. /opt/venv/bin/python), whose "
-            "environment is searched (run isolated, reading metadata only; default: patchkit's own).",
+            "environment is searched (run with -I -S only to name its site-packages, and refused if another user "
+            "could replace it; default: patchkit's own).",
         ),
         patches_option,
         json_option,
@@ -223,6 +223,9 @@ def choose_root(root: str | None, package: str | None, python: str | None = None
             raise click.UsageError(f"{both}; give one of them")
         root, package = (None, package) if root_env else (root, None)
     if package is not None:
+        # deferred, a boundary: only --root-from-package looks at a Python environment (json, subprocess)
+        from patchkit.environment import locate_distribution_root
+
         return str(locate_distribution_root(package, python))
     if root is None:
         raise click.UsageError(

@@ -19,7 +19,7 @@ from patchkit.lint.baseline import read_baseline, write_baseline
 from patchkit.lint.ci import PullRequest, find_pull_request
 from patchkit.lint.coverage import Cover, SiteCover, cover_site
 from patchkit.lint.findings import Finding, Rule, Severity
-from patchkit.lint.inputs import LintInput, read_lint_input
+from patchkit.lint.inputs import Confinement, LintInput, read_lint_input
 from patchkit.lint.rules import RULES
 from patchkit.registry import find_locations, find_project_config
 from patchkit.scan import ScanConfig, scan_tree
@@ -115,8 +115,16 @@ def _read_input(request: LintRequest, here: Path) -> tuple[LintInput, ScanConfig
     locations = find_locations(request.patches, request.waivers, here)
     # Asked for by name (option, environment or pyproject): then a missing folder is a typo, not "no patches".
     patches_required = bool(request.patches or os.environ.get("PATCHKIT_PATCHES") or "patches" in project.table)
+    # The repository is input (lint runs on forks' pull requests): nothing outside it is read, except the
+    # folders the person running lint named themselves.
+    named_patches = request.patches or os.environ.get("PATCHKIT_PATCHES")
+    named_waivers = request.waivers or os.environ.get("PATCHKIT_WAIVERS")
+    confinement = Confinement.of(
+        project.root, locations.patches if named_patches else None, locations.waivers if named_waivers else None
+    )
     lint_input = read_lint_input(
-        _near(locations.patches, here), _near(locations.waivers, here), patches_required=patches_required
+        _near(locations.patches, here), _near(locations.waivers, here), patches_required=patches_required,
+        confinement=confinement,
     )
     config = read_scan_config(project)
     root = _near(project.root, here)

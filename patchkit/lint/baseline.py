@@ -20,8 +20,10 @@ from pathlib import Path
 
 from patchkit.errors import BadInputError
 from patchkit.scan import PatchSite
+from patchkit.scan.sources import read_capped
 
 BASELINE_VERSION = 1
+MAX_BASELINE_BYTES = 64 << 20  # ~300 000 accepted sites
 
 
 @dataclass(frozen=True)
@@ -39,7 +41,10 @@ class BaselineEntry:
 def read_baseline(path: Path) -> tuple[BaselineEntry, ...]:
     """The entries of the baseline file; none when it does not exist. A malformed file is bad input."""
     try:
-        text = path.read_text(encoding="utf-8")
+        data = read_capped(path.resolve(), MAX_BASELINE_BYTES)  # sized before it is read
+        if data is None:
+            raise BadInputError(f"the baseline is over the limit of {MAX_BASELINE_BYTES >> 20} MiB", where=str(path))
+        text = data.decode("utf-8")
     except FileNotFoundError:
         return ()
     except (OSError, UnicodeDecodeError) as exc:
@@ -74,7 +79,8 @@ def write_baseline(path: Path, sites: Iterable[PatchSite]) -> int:
     folder = path.parent if str(path.parent) else Path(".")
     temporary: str | None = None
     try:
-        mode = path.stat().st_mode & 0o777 if path.is_file() else 0o644  # a committed file: readable
+        kept = path.is_file() and not path.is_symlink()  # a link is replaced, never written through
+        mode = path.lstat().st_mode & 0o777 if kept else 0o644  # a committed file: readable
         descriptor, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=folder)
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
             handle.write(text)

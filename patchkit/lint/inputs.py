@@ -8,12 +8,16 @@ from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
 
-from patchkit.errors import ManifestError, RegistryError
+from patchkit.errors import ManifestError, RegistryError, UnsafePathError
+from patchkit.limits import MAX_MANIFEST_BYTES
 from patchkit.lint.findings import split_where
 from patchkit.lint.waivers import WaiverDoc, parse_waiver
 from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
 from patchkit.scan import PatchSite, ScanProblem
+from patchkit.scan.sources import read_capped
 from patchkit.tomlcompat import tomllib
+
+MAX_WAIVER_BYTES = 4 << 20  # a waiver is a page of markdown; the scan reads scripts up to the same size
 
 # A waiver is `<PR number>.md`; no leading zero, so one PR maps to exactly one file name.
 WAIVER_NAME = re.compile(r"^([1-9][0-9]*)\.md$")
@@ -108,11 +112,44 @@ class LintInput:
         return self.root / site.path
 
 
-def read_lint_input(patches_dir: Path, waivers_dir: Path, patches_required: bool = True) -> LintInput:
+@dataclass(frozen=True)
+class Confinement:
+    """The folders lint may read: the repository (the project root) and any folder the person running lint
+    named (an option or environment variable). A pull request controls every file of the repository, links
+    included: a link out of these folders is refused (exit 2) before anything behind it is read."""
+
+    roots: tuple[Path, ...]  # resolved; the first is the repository
+
+    @classmethod
+    def of(cls, repository: Path, *named: Path | None) -> Confinement:
+        return cls(tuple(dict.fromkeys(p.resolve() for p in (repository, *named) if p is not None)))
+
+    def check(self, path: Path, what: str) -> Path:
+        """`path` resolved, refused when it lies outside every root."""
+        real = path.resolve()
+        if not any(real.is_relative_to(root) for root in self.roots):
+            raise UnsafePathError(
+                f"{what} is a link to {real}, outside the repository {self.roots[0]}; lint reads nothing outside "
+                "it, nothing was read", where=str(path),
+                hint="replace the link by the file itself, or remove it",
+            )
+        return real
+
+
+UNCONFINED = Confinement((Path("/"),))
+
+
+def read_lint_input(
+    patches_dir: Path, waivers_dir: Path, patches_required: bool = True, confinement: Confinement = UNCONFINED
+) -> LintInput:
     """The registry and waivers. Without a patches folder (a waiver-only repository) there are no manifests;
-    that is an error only when the folder was asked for (`patches_required`): a typo must not pass silently."""
+    that is an error only when the folder was asked for (`patches_required`): a typo must not pass silently.
+    Nothing outside `confinement` is read (links out of it are refused)."""
+    for folder, what in ((patches_dir, "the patches folder"), (waivers_dir, "the waivers folder")):
+        if folder.exists() or folder.is_symlink():
+            confinement.check(folder, what)
     if not patches_dir.exists() and not patches_required:
-        return LintInput(patches_dir, waivers_dir, (), (), (), tuple(_read_waivers(waivers_dir)))
+        return LintInput(patches_dir, waivers_dir, (), (), (), tuple(_read_waivers(waivers_dir, confinement)))
     if not patches_dir.is_dir():
         raise RegistryError(
             "the patches folder does not exist",
@@ -126,7 +163,10 @@ def read_lint_input(patches_dir: Path, waivers_dir: Path, patches_required: bool
     claims: list[WaiverClaim] = []
     # Every visible sub-folder is a patch: one without manifest.toml is reported rather than skipped.
     for folder in sorted(p for p in patches_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        confinement.check(folder, "the patch folder")
         manifest = folder / MANIFEST_NAME
+        if manifest.exists() or manifest.is_symlink():
+            confinement.check(manifest, "the manifest")
         if not manifest.is_file():
             broken.append(
                 BrokenManifest(folder, None, f"patch folder has no {MANIFEST_NAME}", "add one or remove the folder")
@@ -145,13 +185,17 @@ def read_lint_input(patches_dir: Path, waivers_dir: Path, patches_required: bool
                 line = int(found.group(1)) if found else None
             broken.append(BrokenManifest(path, line, exc.message, exc.hint))
     return LintInput(
-        patches_dir, waivers_dir, tuple(specs), tuple(broken), tuple(claims), tuple(_read_waivers(waivers_dir))
+        patches_dir, waivers_dir, tuple(specs), tuple(broken), tuple(claims),
+        tuple(_read_waivers(waivers_dir, confinement)),
     )
 
 
 def _read_claim(manifest: Path) -> WaiverClaim | None:
     try:
-        data = tomllib.loads(manifest.read_text(encoding="utf-8"))
+        raw = read_capped(manifest.resolve(), MAX_MANIFEST_BYTES)  # resolved: checked inside the repository
+        if raw is None:
+            return None  # PK101 reports the size
+        data = tomllib.loads(raw.decode("utf-8").replace("\r\n", "\n"))
     except (OSError, ValueError, RecursionError):  # TOMLDecodeError, int digit limit, deep nesting
         return None  # PK101 reports it
     waiver = data.get("waiver")
@@ -195,15 +239,25 @@ def _upstream_prs(upstream: dict[str, object]) -> tuple[tuple[str, int], ...]:
     return tuple(found)
 
 
-def _read_waivers(waivers_dir: Path) -> list[WaiverFile]:
+def _read_waivers(waivers_dir: Path, confinement: Confinement) -> list[WaiverFile]:
     if not waivers_dir.is_dir():
         return []
     waivers = []
     for path in sorted(p for p in waivers_dir.iterdir() if not p.name.startswith(".")):
         doc = None
+        real = confinement.check(path, "the waiver")
         if path.is_file() and path.suffix.lower() == ".md":
+            try:
+                data = read_capped(real, MAX_WAIVER_BYTES)  # sized before it is read
+            except OSError as exc:
+                raise RegistryError(f"cannot read the waiver: {exc.strerror or exc}", where=str(path)) from None
+            if data is None:
+                raise RegistryError(
+                    f"the waiver is over the limit of {MAX_WAIVER_BYTES >> 20} MiB", where=str(path),
+                    hint="a waiver is a page of markdown; is this the right file?",
+                )
             # A stray byte must not hide the rest of the waiver from the checks.
-            doc = parse_waiver(path.read_bytes().decode("utf-8", errors="replace"))
+            doc = parse_waiver(data.decode("utf-8", errors="replace"))
         waivers.append(classify_waiver(path, doc))
     return waivers
 

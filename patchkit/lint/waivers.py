@@ -11,13 +11,19 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})[ \t]+(.*?)(?:[ \t]+#+)?[ \t]*$")
+# Every pattern here is linear in the line it reads (a fork's pull request writes the waivers): anchored, no
+# nested or adjacent quantifiers over the same characters; what a backtracking regex would make quadratic (an
+# ATX heading's closing hashes, placeholder lines, unclosed comments) is done with string methods instead.
+# benchmarks/waiver_growth.py measures the growth.
+_ATX_OPEN = re.compile(r" {0,3}(#{1,6})[ \t]+")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _NOT_PARAGRAPH = re.compile(r"^ {0,3}(?:[-*+>|]|\d+[.)]\s|#)")
-_HTML_COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
-# Template leftovers that mean "not written yet": a section holding only these is empty.
-_PLACEHOLDER = re.compile(r"^\W*(?:todo|tbd|tba|fixme|xxx|n\s*/?\s*a|none|\.\.\.|…)?\W*$", re.IGNORECASE)
+_WORD = re.compile(r"\w+")
+# Template leftovers that mean "not written yet": a section holding only these (between non-word characters)
+# is empty. `n/a` is the two words n and a with at most a slash and spaces between them.
+_PLACEHOLDER_WORDS = frozenset({"todo", "tbd", "tba", "fixme", "xxx", "none", "na"})
+_N_A_GAP = re.compile(r"\s*/?\s*")
 
 
 class Topic(Enum):
@@ -100,14 +106,26 @@ def parse_waiver(text: str) -> WaiverDoc:
     title = None
     if headings and headings[0].level == 1 and sum(h.level == 1 for h in headings) == 1 and len(headings) > 1:
         title = headings[0]
+    ends = _section_ends(headings, len(lines) + 1)
     sections = []
-    for index, heading in enumerate(headings):
+    for heading, end in zip(headings, ends, strict=True):
         if heading is title:
             continue
-        end = next((h.line for h in headings[index + 1 :] if h.level <= heading.level), len(lines) + 1)
         body_numbers = [n for n in range(heading.line + 1, end) if n not in heading_lines]
         sections.append(Section(heading, _content([lines[n - 1] for n in body_numbers])))
     return WaiverDoc(text, title, tuple(sections))
+
+
+def _section_ends(headings: list[Heading], last: int) -> list[int]:
+    """For each heading, the line of the next heading of the same or a higher level (`last` if none): one pass
+    with a stack of open headings, each closed once."""
+    ends = [last] * len(headings)
+    open_headings: list[int] = []
+    for index, heading in enumerate(headings):
+        while open_headings and headings[open_headings[-1]].level >= heading.level:
+            ends[open_headings.pop()] = heading.line
+        open_headings.append(index)
+    return ends
 
 
 def _find_headings(lines: list[str]) -> tuple[list[Heading], set[int]]:
@@ -124,9 +142,9 @@ def _find_headings(lines: list[str]) -> tuple[list[Heading], set[int]]:
         if opening:
             fence = opening.group(1)
             continue
-        atx = _ATX.match(line)
-        if atx:
-            headings.append(Heading(atx.group(2).strip(), len(atx.group(1)), number))
+        atx = _atx_heading(line)
+        if atx is not None:
+            headings.append(Heading(atx[1], atx[0], number))
             taken.add(number)
             continue
         underline = _SETEXT.match(line)
@@ -143,9 +161,48 @@ def _find_headings(lines: list[str]) -> tuple[list[Heading], set[int]]:
     return headings, taken
 
 
+def _atx_heading(line: str) -> tuple[int, str] | None:
+    """(level, text) of an ATX heading (`## Why`, closing hashes dropped), None for any other line."""
+    opening = _ATX_OPEN.match(line)
+    if opening is None:
+        return None
+    rest = line[opening.end() :].rstrip(" \t")
+    unclosed = rest.rstrip("#")
+    if unclosed != rest and unclosed.endswith((" ", "\t")):
+        rest = unclosed  # the closing sequence: hashes after a space
+    return len(opening.group(1)), rest.strip()
+
+
 def _content(body: list[str]) -> tuple[str, ...]:
-    text = _HTML_COMMENT.sub("", "\n".join(body))
-    return tuple(line.strip() for line in text.splitlines() if not _PLACEHOLDER.match(line))
+    text = _strip_comments("\n".join(body))
+    return tuple(line.strip() for line in text.splitlines() if not is_placeholder(line))
+
+
+def _strip_comments(text: str) -> str:
+    """`text` without its `<!-- ... -->` comments (an unclosed one stays, as a regex would leave it)."""
+    out = []
+    start = 0
+    while (opening := text.find("<!--", start)) != -1:
+        closing = text.find("-->", opening + 4)
+        if closing == -1:
+            break  # no comment closes after this one, nor after any later opening
+        out.append(text[start:opening])
+        start = closing + 3
+    out.append(text[start:])
+    return "".join(out)
+
+
+def is_placeholder(line: str) -> bool:
+    """A template leftover: only non-word characters around at most one placeholder word (todo, tbd, tba,
+    fixme, xxx, none, n/a), case-insensitive."""
+    words = list(_WORD.finditer(line))
+    if not words:
+        return True
+    if len(words) == 1:
+        return words[0].group().lower() in _PLACEHOLDER_WORDS
+    if len(words) == 2 and (words[0].group().lower(), words[1].group().lower()) == ("n", "a"):
+        return _N_A_GAP.fullmatch(line, words[0].end(), words[1].start()) is not None
+    return False
 
 
 def _normalise(heading: str) -> str:

@@ -8,16 +8,15 @@ prints, exits or writes.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 
 from patchkit.scan.bash import require_parser
 from patchkit.scan.config import ScanConfig
 from patchkit.scan.rules import SCAN_RULES
 from patchkit.scan.sites import PatchSite, SiteKind, fingerprint_sites
-from patchkit.scan.sources import language_of, read_view, select_paths
+from patchkit.scan.sources import language_of, read_capped, read_view, select_paths, walk_files
 
 __all__ = ["PatchSite", "ScanConfig", "ScanProblem", "ScanResult", "SiteKind", "scan_files", "scan_tree"]
 
@@ -76,17 +75,14 @@ def scan_tree(root: Path, config: ScanConfig) -> ScanResult:
 
 
 def _tree_files(root: Path, config: ScanConfig) -> Iterable[tuple[str, bytes]]:
-    candidates = []
-    for folder, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if d not in _PRUNE)
-        for name in filenames:
-            path = Path(folder) / name
-            candidates.append((PurePosixPath(path.relative_to(root).as_posix()).as_posix(), path))
+    candidates = walk_files(root, _PRUNE)
     wanted = set(select_paths((rel for rel, _ in candidates), config))
     for rel, path in candidates:
-        if rel not in wanted or path.is_symlink() or not path.is_file():
+        if rel not in wanted:
             continue
         try:
-            yield rel, path.read_bytes()
+            data = read_capped(path, _MAX_BYTES)  # sized before it is read: a 1 GiB sparse file costs nothing
         except OSError:
-            continue
+            continue  # replaced by a link or a non-file since the walk, or unreadable
+        if data is not None:
+            yield rel, data

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from patchkit.errors import RegistryError
-from patchkit.registry import ProjectConfig
+from patchkit.registry import ProjectConfig, project_path
 from patchkit.scan.sites import SiteKind
 
 DEFAULT_INCLUDE = (
@@ -110,6 +110,8 @@ def read_scan_config(project: ProjectConfig) -> ScanConfig:
     baseline = table.get("baseline", DEFAULT_BASELINE)
     if not isinstance(baseline, str) or not baseline:
         raise RegistryError("[tool.patchkit] baseline must be a file path", where=str(project.source))
+    # Refused when it leaves the project, the default too (a link planted under its name).
+    project_path(project, "baseline" if "baseline" in table else "baseline (the default)", baseline)
     return ScanConfig(
         include=strings("scan", DEFAULT_INCLUDE),
         # Extra excludes add to the defaults: a repository rarely wants its tests scanned.

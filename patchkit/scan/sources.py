@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import functools
 import json
+import os
 import re
+import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from enum import Enum
+from pathlib import Path
 
 from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
@@ -92,6 +95,58 @@ def select_paths(paths: Iterable[str], config: ScanConfig) -> list[str]:
         for p in paths
         if any(matches_glob(g, p) for g in config.include) and not any(matches_glob(g, p) for g in config.exclude)
     )
+
+
+# ---------------------------------------------------------------------------------------- the work tree
+
+
+def walk_files(root: Path, prune: frozenset[str]) -> list[tuple[str, Path]]:
+    """(root-relative POSIX path, path) of every regular file below `root`, links never followed, folders
+    named in `prune` skipped. Iterative: a tree thousands of folders deep is walked, not a RecursionError (as
+    os.walk is before Python 3.12); a folder that cannot be listed (a path past PATH_MAX) is skipped."""
+    found: list[tuple[str, Path]] = []
+    stack: list[tuple[Path, str]] = [(root, "")]
+    while stack:
+        folder, prefix = stack.pop()
+        try:
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError:
+            continue
+        below = []
+        for entry in entries:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    if entry.name not in prune:
+                        below.append((Path(entry.path), f"{prefix}{entry.name}/"))
+                elif entry.is_file(follow_symlinks=False):
+                    found.append((prefix + entry.name, Path(entry.path)))
+            except OSError:
+                continue
+        stack.extend(reversed(below))
+    return found
+
+
+def read_capped(path: Path, limit: int) -> bytes | None:
+    """A regular file's bytes, never through a final link; None when it holds more than `limit` bytes, known
+    from fstat before a byte is read (and checked while reading: the file may grow). OSError for a link (ELOOP),
+    a file that is not regular, or an I/O error."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO never blocks
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(f"{path} is not a regular file")
+        if st.st_size > limit:
+            return None
+        chunks = []
+        left = limit + 1
+        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+            chunks.append(chunk)
+            left -= len(chunk)
+    finally:
+        os.close(fd)
+    data = b"".join(chunks)
+    return None if len(data) > limit else data
 
 
 _SHELLS = frozenset({"sh", "bash", "dash", "zsh", "ksh", "ash"})

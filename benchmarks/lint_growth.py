@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""Growth check for `patchkit lint` on hostile inputs: the waiver parser and the scan's walk must stay linear.
+
+A pull request from a fork writes the waivers and the folders lint reads. This times, for inputs of growing
+size (n, 2n, 4n, 8n, each the best of --runs runs), the waiver parser on the shapes that made the old regexes
+quadratic (`"> " * n` and other placeholder-like lines, an ATX heading with n spaces, n unclosed `<!--`, n
+headings, n nested headings) and the scan's walk of a tree n folders deep, and asserts near-linear growth:
+the time for 8n is at most SLACK x 8 times the time for n (a quadratic algorithm gives 64x). Sizes are chosen
+so the smallest run takes at least FLOOR (20 ms; at most 64x the base size, else growth is judged against
+the floor: clock and allocation noise).
+
+Usage: python benchmarks/lint_growth.py [--runs 5] [--scale 1.0]     # exit 1 when a shape grows too fast
+
+This is a benchmark, not a unit test: it is run by hand or in a benchmark job, never in the timed test suite.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from patchkit.lint.waivers import parse_waiver  # noqa: E402
+from patchkit.scan import ScanConfig, scan_tree  # noqa: E402
+
+STEPS = (1, 2, 4, 8)
+SLACK = 2.5  # allowed factor over linear growth across the 8x range (load, caches, GC)
+DEEPEST = 1990  # folders `d/` below a temp folder: the path stays under PATH_MAX (4096)
+WALK_BUDGET = 5.0  # seconds
+GIVE_UP = 10.0  # seconds for one run: far past linear (the old parser took 31 s on 20 000 quote markers)
+FLOOR = 0.02  # seconds: a smallest run faster than this is scaled up until it is not (clock and cache noise)
+
+
+def _waiver_shapes() -> dict[str, Callable[[int], str]]:
+    return {
+        "quote markers ('> ' * n, then text)": lambda n: "# What\n" + "> " * n + "x\n",
+        "placeholder-like line ('- ' * n)": lambda n: "## Removal\n" + "- " * n + "done\n",
+        "ATX heading with n spaces": lambda n: "# What" + " " * n + "x #\n",
+        "n unclosed comments": lambda n: "# What\n" + "<!--" * n + "\n",
+        "n headings": lambda n: "".join(f"## Section {i}\ntext\n" for i in range(n // 8)),
+        "n nested headings": lambda n: "".join("#" * (1 + i % 6) + " h\nx\n" for i in range(n // 8)),
+        "n lines of '> '": lambda n: "# Why\n" + "> \n" * (n // 2),
+    }
+
+
+def _parse(text: str) -> Callable[[], object]:
+    return lambda: parse_waiver(text)  # the input is made before the clock starts
+
+
+def _time(action: Callable[[], object], runs: int) -> float:
+    best = float("inf")
+    for _ in range(runs):
+        start = time.perf_counter()
+        action()
+        best = min(best, time.perf_counter() - start)
+    return best
+
+
+def _deep_tree(parent: Path, depth: int) -> Path:
+    root = Path(tempfile.mkdtemp(prefix=f"deep-{depth}-", dir=parent))
+    folder = root
+    for _ in range(depth):
+        folder = folder / "d"
+        folder.mkdir()
+    (folder / "run.sh").write_text("git apply /tmp/fix.diff\n")
+    return root
+
+
+def measure(
+    name: str, make: Callable[[int], Callable[[], object]], base: int, runs: int, grow: bool = True
+) -> tuple[bool, str]:
+    size = base
+    while grow and _time(make(size), 1) < FLOOR and size < base * 64:
+        size *= 2
+    times = []
+    for step in STEPS:
+        times.append(_time(make(size * step), runs))
+        print(f"  {name}: n={size * step}: {times[-1] * 1000:.1f} ms", flush=True)
+        if times[-1] > GIVE_UP:
+            return False, f"FAIL {name}: {times[-1]:.1f} s for n={size * step}, stopped (limit {GIVE_UP:.0f} s a run)"
+    # A shape still under the floor at 64x its base size is fast enough to be judged against the floor.
+    growth = times[-1] / max(times[0], FLOOR)
+    limit = SLACK * STEPS[-1]
+    ok = growth <= limit
+    return ok, f"{'ok  ' if ok else 'FAIL'} {name}: x{growth:.1f} for x{STEPS[-1]} input (limit x{limit:.0f})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--runs", type=int, default=5, help="runs per size; the best is kept")
+    parser.add_argument("--scale", type=float, default=1.0, help="multiply the base sizes")
+    args = parser.parse_args(argv)
+    results = []
+    for name, shape in _waiver_shapes().items():
+        results.append(measure(name, lambda n, shape=shape: _parse(shape(n)), int(20_000 * args.scale), args.runs))
+    workdir = Path(tempfile.mkdtemp(prefix="lint-growth-"))
+    try:
+        # The walk is iterative (no RecursionError) and path-based: each folder costs a lookup of its whole
+        # path, so a tree n folders deep costs O(n^2) component lookups, bounded by PATH_MAX (a checkout
+        # cannot hold a longer path): judged on the deepest tree there can be, against a fixed budget.
+        root = _deep_tree(workdir, DEEPEST)
+        config = ScanConfig()
+        result = scan_tree(root, config)
+        assert len(result.sites) == 1, "the script at the bottom of the deep tree was not scanned"
+        took = _time(lambda: scan_tree(root, config), args.runs)
+        ok = took <= WALK_BUDGET
+        results.append((ok, f"{'ok  ' if ok else 'FAIL'} scan of a tree {DEEPEST} folders deep (PATH_MAX): "
+                            f"{took * 1000:.0f} ms (budget {WALK_BUDGET:.0f} s), its one script found"))
+    finally:
+        subprocess.run(["rm", "-rf", str(workdir)], check=False)  # shutil.rmtree recurses: too deep for it
+    print()
+    for _, line in results:
+        print(line)
+    failed = [line for ok, line in results if not ok]
+    print(f"\n{len(results) - len(failed)} of {len(results)} shapes grow near-linearly")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
