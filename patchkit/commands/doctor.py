@@ -31,6 +31,7 @@ from patchkit.errors import ExitCode, PatchkitError
 from patchkit.outcome import Action, Options
 from patchkit.registry import check_registry_folder, find_locations, load_registry, stray_folders
 from patchkit.report import render_json, series_lines, summary_line, versioned
+from patchkit.series import load_series, run_series
 from patchkit.tree import STATE_DIR, check_root, open_root
 from patchkit.workspace.lock import needs_recovery, pending_label
 from patchkit.workspace.trust import open_state_dir
@@ -197,8 +198,6 @@ def _no_parse_cache() -> Iterator[None]:
 
 def check_hook(root: Path, patches_dir: str | None, target: tuple[str, ...], shown_root: str) -> Check:
     """What `apply --all` would do on the root now: its dry run's answer."""
-    from patchkit.series import load_series, run_series  # deferred, as in the patch commands: only --all
-
     patches = find_locations(patches=patches_dir).patches
     commands = invocation(shown_root, patches, Selection(None, target or None))
     try:
