@@ -25,7 +25,7 @@ from patchkit.errors import ExitCode, OutputError, PatchkitError
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
 # than click, and a command does not pay for the others' imports.
-COMMAND_MODULES = ("status", "apply", "revert", "list_", "demo", "lint", "vendor", "new")
+COMMAND_MODULES = ("status", "apply", "revert", "show", "list_", "demo", "lint", "vendor", "new", "doctor")
 TABLE_COMMANDS = ("status", "apply", "revert")  # the commands whose -v prints the per-hunk table
 
 
@@ -242,12 +242,21 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     return code
 
 
+def version_message() -> str:
+    """What --version prints: the version (first line, as before), the interpreter, and the install folder
+    (a checkout, site-packages or patchkit.pyz), so a bug report says which patchkit ran under which Python."""
+    where = os.path.dirname(os.path.abspath(__file__))
+    python = f"Python {sys.version.split()[0]} ({sys.executable or 'unknown interpreter'})"
+    return "%(prog)s, version %(version)s\n" + f"{python}\ninstalled in {where}".replace("%", "%%")
+
+
 GC_FIRST_GENERATION = 200_000  # see entry()
 REPORT_HINT = "this is a bug in patchkit: please report it with the traceback (rerun with PATCHKIT_TRACEBACK=1)"
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, params=output_params())
-@click.version_option(__version__, prog_name="patchkit")
+@click.version_option(__version__, "-V", "--version", prog_name="patchkit", message=version_message(),
+                      help="Show patchkit's version, the Python running it and where it is installed, and exit.")
 def main() -> None:
     """Idempotent engine-patch manager.
 

@@ -366,8 +366,8 @@ def test_no_stray_colour_reset_after_an_uncoloured_word(
 
 
 @pytest.mark.parametrize(("args", "message"), [
-    (["--json", "list"], "no such option --json before the command name; --json is an option of apply, list, "
-     "new, revert, status, vendor: give it after the command, e.g. `patchkit list --json`"),
+    (["--json", "list"], "no such option --json before the command name; --json is an option of apply, doctor, "
+     "list, new, revert, show, status, vendor: give it after the command, e.g. `patchkit list --json`"),
     (["status", "--dryrun", "p"], "no such option --dryrun for status; --dry-run is an option of apply, revert, "
      "vendor, not of status"),
     (["apply", "--dryrun", "p"], "no such option --dryrun; did you mean --dry-run?"),

@@ -47,7 +47,12 @@ def test_the_wheel_holds_the_package_its_data_and_complete_metadata(dist: Path) 
     for version in ("3.10", "3.11", "3.12", "3.13"):
         assert f"Programming Language :: Python :: {version}" in classifiers
     assert "Typing :: Typed" in classifiers and "patchkit/py.typed" in names
-    assert {u.split(",")[0] for u in meta.get_all("Project-URL") or []} >= {"Homepage", "Source", "Issues"}
+    # No placeholder host in the metadata (there were `OWNER` URLs): none until patchkit has a public home.
+    assert not [u for u in meta.get_all("Project-URL") or [] if "OWNER" in u or "example" in u]
+    requires = meta.get_all("Requires-Dist") or []
+    assert "unidiff<1.1,>=1.0.1" in requires, requires  # not exact: the range tests/test_unidiff_agreement.py holds
+    assert {r.split(";")[0].split(">")[0] for r in requires if 'extra == "dev"' in r} == {"ruff", "mypy"}
+    assert not [r for r in requires if 'extra == "test"' in r and r.startswith(("ruff", "mypy"))]
     assert "patchkit = patchkit.cli:entry" in entry_points
     shipped = {p.relative_to(REPO).as_posix() for p in (REPO / "patchkit").rglob("*")
                if p.is_file() and "__pycache__" not in p.parts}

@@ -95,7 +95,8 @@ def test_the_demo_runs_from_the_archive_alone_without_site_packages(tmp_path: Pa
 def test_its_own_copies_win_over_site_packages_and_version_stays_lazy(tmp_path: Path, pyz: Path) -> None:
     # This interpreter's site-packages holds click, unidiff and gitpython too: -v shows where each came from.
     done = run_pyz(pyz, "--version", env=isolated_env(HOME=str(tmp_path)), cwd=tmp_path, flags=("-I", "-v"))
-    assert done.returncode == 0 and done.stdout.strip().endswith(patchkit.__version__), done.stderr[-2000:]
+    assert done.returncode == 0 and done.stdout.splitlines()[0].endswith(patchkit.__version__), done.stderr[-2000:]
+    assert done.stdout.splitlines()[2] == f"installed in {pyz}/patchkit"  # --version says which patchkit ran
     imported = dict(re.findall(r"^import '([\w.]+)' # (.*)$", done.stderr, re.MULTILINE))
     ours = {m: where for m, where in imported.items() if m.split(".")[0] in ("patchkit", "click")}
     assert "patchkit.cli" in ours and "click.core" in ours

@@ -3,13 +3,18 @@ findings (errors)."""
 
 from __future__ import annotations
 
+import textwrap
+
 import click
 
+from patchkit.commands.lint_rules import RULE_TEXT
 from patchkit.commands.options import FolderPath, patches_option
 from patchkit.console import echo, json_format, settings
-from patchkit.errors import ExitCode
+from patchkit.display import closest
+from patchkit.errors import BadInputError, ExitCode
 from patchkit.lint import LintRequest, run_lint, write_lint_baseline
 from patchkit.lint.coverage import Cover
+from patchkit.lint.findings import Rule, Severity
 from patchkit.lint.report import OutputFormat, format_report, summarise
 
 
@@ -63,9 +68,16 @@ from patchkit.lint.report import OutputFormat, format_report, summarise
     help="text: file:line: RULE severity: message; json: findings, every site and the verdict "
     "(patches_engine, change_patches_engine); github: workflow annotations.",
 )
+@click.option(
+    "--explain",
+    "rule",
+    metavar="RULE",
+    help="Print what rule RULE (e.g. PK204) checks, its severity and how to fix it, and exit; lints nothing.",
+)
 @click.pass_context
 def command(
     ctx: click.Context,
+    rule: str | None,
     patches_dir: str | None,
     waivers_dir: str | None,
     strict: bool,
@@ -88,7 +100,12 @@ def command(
       patchkit lint --base origin/main --format github
       patchkit lint --base origin/main --pr 2816
       patchkit lint --write-baseline    # accept today's uncovered sites
+      patchkit lint --explain PK204     # what a rule checks
     """
+    if rule is not None:
+        for line in explain_rule(rule):
+            echo(line)
+        ctx.exit(int(ExitCode.OK))
     request = LintRequest(
         patches=patches_dir, waivers=waivers_dir, strict=strict, base=base, pr=pr, scan=scan, baseline=baseline
     )
@@ -111,3 +128,33 @@ def command(
             err=True,
         )
     ctx.exit(int(ExitCode.REFUSED if report.failed else ExitCode.OK))
+
+
+_SEVERITY_TEXT = {
+    Severity.ERROR: "error: fails `patchkit lint` (exit 1)",
+    Severity.WARNING: "warning: reported; fails only under `patchkit lint --strict`",
+}
+
+
+def explain_rule(code: str) -> list[str]:
+    """`lint --explain`: the rule's code, summary, severity and the rules table's text (as `ruff rule`)."""
+    rules = {r.code: r for r in Rule}
+    found = rules.get(code.strip().upper())
+    if found is None:
+        close = closest(code.strip().upper(), sorted(rules))
+        families: dict[str, list[str]] = {}
+        for known in sorted(rules):
+            families.setdefault(known[:3], []).append(known)
+        ranges = ", ".join(f"{f[0]}..{f[-1]}" if len(f) > 1 else f[0] for f in families.values())
+        raise BadInputError(
+            f"no lint rule {code!r}" + (f"; did you mean {close}?" if close else ""),
+            hint=f"`patchkit lint --explain {close or sorted(rules)[0]}`; the rules are {ranges}",
+        )
+    return [
+        *textwrap.wrap(f"{found.code}: {found.summary}", 78, subsequent_indent="  "),
+        f"severity: {_SEVERITY_TEXT[found.severity]}",
+        "",
+        *textwrap.wrap(RULE_TEXT[found.code], 78),
+        "",
+        "All rules, waivers and the baseline: docs/lint.md (\"Rules\").",
+    ]
