@@ -1,0 +1,168 @@
+"""Issue 26: `patchkit port PATCH --root NEW_TREE` on trees whose context drifted, through the real CLI.
+
+The oracle is real git: the ported diff must `git apply --check` and `git apply` on a copy of the new tree,
+and the result must equal the new tree with the old patch's changed lines made by hand in the test (never by
+patchkit). A hunk that fits nowhere, or in two places neither of which is expected, is listed with its
+candidates, exit 1, and nothing is written; an existing output file is never written over.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+from tests.conftest import Registry, cli, git, git_diff, read_tree, write_tree
+
+
+def func(name: str, var: str = "cfg", indent: str = "    ", body: int = 6) -> bytes:
+    rows = [f"def {name}({var}):\n"]
+    rows += [f"{indent}{name}_step_{i} = {var}.get('{name}{i}')\n" for i in range(body)]
+    rows += [f"{indent}return {name}_step_0\n", "\n", "\n"]
+    return "".join(rows).encode()
+
+
+def module(*names: str, **kwargs: str) -> bytes:
+    return b"# engine module\n\n" + b"".join(func(n, **kwargs) for n in names)
+
+
+NAMES = ("load", "plan", "run", "save")
+OLD = {"eng/core.py": module(*NAMES)}
+
+
+def change(data: bytes) -> bytes:
+    """The patch's intent, made by hand: one line in `plan` and one in `save` changed, a line added in `run`."""
+    out = data.replace(b"plan_step_3 = cfg.get('plan3')", b"plan_step_3 = cfg.get('plan3', 0)")
+    out = out.replace(b"save_step_2 = cfg.get('save2')\n", b"save_step_2 = cfg.get('save2')\n    flush(cfg)\n")
+    return out.replace(b"run_step_5 = cfg.get('run5')", b"run_step_5 = None")
+
+
+def setup(tmp_path: Path, registry: Registry) -> Path:
+    diff = git_diff(tmp_path, OLD, {"eng/core.py": change(OLD["eng/core.py"])})
+    assert diff.count(b"\n@@ ") == 3
+    registry.add("p", diff)
+    return registry.path / "p" / "change.diff"
+
+
+def port(registry: Registry, new: Path, *extra: str | Path) -> tuple[int, str, str]:
+    run = cli("port", "p", "--root", new, "--patches", registry.path, *extra)
+    return run.code, run.out, run.err
+
+
+def git_apply_result(tmp_path: Path, new: Path, ported: Path) -> dict[str, tuple[bytes, bool]]:
+    """`git apply` of the ported diff on a git copy of the new tree (the oracle); the tree after it."""
+    copy = tmp_path / "git-copy"
+    shutil.copytree(new, copy)
+    git(copy, "init", "-q")
+    git(copy, "add", "-A")
+    git(copy, "commit", "-qm", "new")
+    check = git(copy, "apply", "--check", str(ported), check=False)
+    assert check.returncode == 0, check.stderr.decode()
+    git(copy, "apply", str(ported))
+    return read_tree(copy)
+
+
+def test_a_renamed_identifier_in_context_is_fuzzed_and_listed(tmp_path: Path, registry: Registry) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    drifted = module(*NAMES).replace(b"plan_step_2 = cfg.get", b"plan_step_2 = settings.get")
+    drifted = b"import os\nimport sys\n\n" + drifted  # and everything moved down 3 lines
+    write_tree(new, {"eng/core.py": drifted})
+    before = read_tree(new)
+    code, out, err = port(registry, new)
+    assert code == 0, out + err
+    assert re.search(r"fuzzed +eng/core.py hunk 1 .*: at line \d+ \(moved \+3 lines, 1 context line changed\)", out)
+    assert "plan_step_2 = cfg.get('plan2')" in out and "plan_step_2 = settings.get('plan2')" in out
+    assert read_tree(new) == before  # port never applies
+    ported = registry.path / "p" / "change.diff.ported"
+    assert f"wrote {ported}" in out
+    assert git_apply_result(tmp_path, new, ported)["eng/core.py"][0] == change(drifted)
+
+
+def test_moved_functions_far_away_and_reordered_are_found(tmp_path: Path, registry: Registry) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    filler = tuple(f"helper{i}" for i in range(30))
+    moved = module("save", *filler, "run", "load", "plan")  # save first, plan last: large offsets both ways
+    write_tree(new, {"eng/core.py": moved})
+    code, out, err = port(registry, new)
+    assert code == 0, out + err
+    offsets = [int(m) for m in re.findall(r"moved ([+-]\d+) lines", out)]
+    assert len(offsets) == 3 and max(offsets) > 200 and min(offsets) < 0, out
+    assert "context line" not in out  # exact, only moved
+    ported = registry.path / "p" / "change.diff.ported"
+    assert git_apply_result(tmp_path, new, ported)["eng/core.py"][0] == change(moved)
+
+
+def test_whitespace_only_changes_in_context_and_removed_lines(tmp_path: Path, registry: Registry) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    spaced = module(*NAMES)
+    spaced = spaced.replace(b"plan_step_2 = cfg.get('plan2')", b"plan_step_2 = cfg.get( 'plan2' )  ")  # context
+    spaced = spaced.replace(b"run_step_5 = cfg.get('run5')", b"run_step_5 = cfg.get('run5')\t")  # a removed line
+    write_tree(new, {"eng/core.py": spaced})
+    code, out, err = port(registry, new, "--fuzz", "0")  # whitespace is not fuzz
+    assert code == 0, out + err
+    assert out.count("differ in whitespace only") == 2, out
+    ported = registry.path / "p" / "change.diff.ported"
+    text = ported.read_bytes()
+    assert b"-    run_step_5 = cfg.get('run5')\t\n" in text  # the new tree's own bytes
+    want = spaced.replace(b"plan_step_3 = cfg.get('plan3')", b"plan_step_3 = cfg.get('plan3', 0)")
+    want = want.replace(b"save_step_2 = cfg.get('save2')\n", b"save_step_2 = cfg.get('save2')\n    flush(cfg)\n")
+    want = want.replace(b"run_step_5 = cfg.get('run5')\t", b"run_step_5 = None")
+    assert git_apply_result(tmp_path, new, ported)["eng/core.py"][0] == want
+
+
+def test_a_hunk_that_fits_nowhere_is_listed_with_candidates_and_nothing_is_written(
+    tmp_path: Path, registry: Registry
+) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    gone = module(*NAMES).replace(b"plan_step_3 = cfg.get('plan3')", b"plan_step_3 = compute_plan(cfg)")
+    write_tree(new, {"eng/core.py": gone})
+    code, out, err = port(registry, new)
+    assert code == 1, out + err
+    assert "1 of 3 hunks could not be placed" in out and "nothing written" in out
+    assert re.search(r"not placed +eng/core.py hunk 1 @@ [^:]+: no place in the file has its 1 removed lines", out)
+    nearest = re.search(r"nearest: line (\d+) \((\d+)% alike\)", out)
+    assert nearest is not None, out
+    assert int(nearest[2]) >= 80 and abs(int(nearest[1]) - 11) <= 3  # the plan function, where it was
+    assert not (registry.path / "p" / "change.diff.ported").exists()
+    # more fuzz does not make a removed line that changed fit
+    assert port(registry, new, "--fuzz", "10")[0] == 1
+
+
+def test_two_equally_good_places_neither_expected_are_not_guessed(tmp_path: Path, registry: Registry) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    twice = module("load", "run", "save", "helper", "plan", "other", "plan")  # plan twice, both moved
+    write_tree(new, {"eng/core.py": twice})
+    code, out, _ = port(registry, new)
+    assert code == 1
+    line = next(row for row in out.splitlines() if "not placed" in row)
+    assert "hunk 1" in line and "2 places fit equally well" in line and "not guessed" in line
+    assert len(re.findall(r"line \d+ \(100% alike\)", out)) == 2
+    assert not (registry.path / "p" / "change.diff.ported").exists()
+
+
+def test_port_never_writes_over_a_file_and_vendor_pins_the_result(tmp_path: Path, registry: Registry) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    drifted = b"# new header\n" + module(*NAMES).replace(b"# engine module", b"# engine module v2")
+    write_tree(new, {"eng/core.py": drifted})
+    mine = registry.path / "p" / "change.diff.ported"
+    mine.write_bytes(b"my own notes\n")
+    code, out, err = port(registry, new)
+    assert code == 2 and "port never writes over a file" in err and "--output" in err
+    assert mine.read_bytes() == b"my own notes\n"
+    elsewhere = tmp_path / "review" / "core.ported"
+    elsewhere.parent.mkdir()
+    code, out, err = port(registry, new, "--output", elsewhere)
+    assert code == 0, out + err
+    hint = re.findall(r"`(patchkit vendor [^`]+)`", out)
+    assert hint == [f"patchkit vendor p --patches {registry.path} --from {elsewhere} --base-tree {new}"]
+    vendored = cli(*hint[0].split()[1:])
+    assert vendored.code == 0, vendored.err
+    assert cli("status", "p", "--root", new, "--patches", registry.path).code == 3
+    assert cli("apply", "p", "--root", new, "--patches", registry.path).code == 0
+    assert read_tree(new)["eng/core.py"][0] == change(drifted)
