@@ -221,7 +221,9 @@ def _report(path: str, hunk: Hunk, ops: Sequence[_Op], where: _Placed, content: 
 
 
 def _norm(line: bytes) -> bytes:
-    return b"".join(line.split())
+    """The line without its blanks, but with its line ending's kind: CRLF against LF is not whitespace (an
+    added line would then bring the other ending into the file)."""
+    return b"".join(line.split()) + (b"\r" if line.endswith(b"\r\n") else b"")
 
 
 def _locate(

@@ -166,3 +166,31 @@ def test_port_never_writes_over_a_file_and_vendor_pins_the_result(tmp_path: Path
     assert cli("status", "p", "--root", new, "--patches", registry.path).code == 3
     assert cli("apply", "p", "--root", new, "--patches", registry.path).code == 0
     assert read_tree(new)["eng/core.py"][0] == change(drifted)
+
+
+def test_excluded_files_are_carried_over_and_line_endings_are_never_mixed(
+    tmp_path: Path, registry: Registry
+) -> None:
+    other = {"eng/gone.py": b"x = 1\ny = 2\nz = 3\n"}
+    diff = git_diff(tmp_path, {**OLD, **other},
+                    {"eng/core.py": change(OLD["eng/core.py"]), "eng/gone.py": b"x = 1\ny = 20\nz = 3\n"})
+    registry.add("p", diff, exclude={"eng/gone.py": "not in this engine"})
+    new = tmp_path / "new"
+    write_tree(new, {"eng/core.py": b"# moved\n" + OLD["eng/core.py"]})
+    code, out, err = port(registry, new)
+    assert code == 0, out + err
+    assert "eng/gone.py: excluded by the manifest, carried over unchanged" in out
+    ported = registry.path / "p" / "change.diff.ported"
+    assert diff[diff.index(b"diff --git a/eng/gone.py"):] in ported.read_bytes()
+    copy = tmp_path / "git-copy"
+    shutil.copytree(new, copy)
+    git(copy, "init", "-q")
+    assert git(copy, "apply", "--exclude=eng/gone.py", str(ported), check=False).returncode == 0
+    assert (copy / "eng/core.py").read_bytes() == change(b"# moved\n" + OLD["eng/core.py"])
+    # vendor keeps the manifest's exclude: it still names a file of the ported diff
+    assert cli("vendor", "p", "--patches", registry.path, "--from", ported, "--base-tree", new).code == 0
+    # The new tree converted to CRLF: not a whitespace change (the added lines would bring LF in).
+    crlf = tmp_path / "crlf"
+    write_tree(crlf, {"eng/core.py": OLD["eng/core.py"].replace(b"\n", b"\r\n")})
+    code, out, _ = port(registry, crlf, "--output", tmp_path / "c.diff")
+    assert code == 1 and "not placed" in out and not (tmp_path / "c.diff").exists()
