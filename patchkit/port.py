@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import os
 import re
 from collections.abc import Sequence
@@ -37,7 +38,9 @@ from patchkit.cache import parse_diff_cached
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, InternalError
 from patchkit.filtering import filter_diff, load_hunk_set
-from patchkit.hunks import FileOp, FilePatch, Hunk
+from patchkit.display import show_path
+from patchkit.forge import repeated_paths
+from patchkit.hunks import Diff, FileOp, FilePatch, Hunk
 from patchkit.manifest import PatchSpec
 from patchkit.outcome import PatchState
 from patchkit.state import scan_tree
@@ -121,6 +124,14 @@ def port_patch(spec: PatchSpec, root: Root, *, fuzz: int = DEFAULT_FUZZ) -> Port
     diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
     lines = io.BytesIO(data).readlines()
     placed_sections = {f.diff_line: f for f in hunk_set.files}
+    twice = repeated_paths(Diff(hunk_set.source, hunk_set.files))
+    if twice:
+        raise BadInputError(
+            f"{show_path(twice[0])}: several sections of the diff touch this file; port locates each file's hunks "
+            "on the file as the new tree has it, once",
+            where=str(spec.diff_path),
+            hint="vendor the diff as one section per file (`git diff` of the whole change), then port it",
+        )
     kept = {h.diff_line for f in hunk_set.files for h in f.hunks}
     starts = [f.diff_line for f in diff.files] + [len(lines) + 1]
     out: list[bytes] = []
@@ -183,7 +194,7 @@ def _port_section(
             reports.append(PortedHunk(placed.path, hunk.index, hunk.header, hunk.old_index + 1, None,
                                       candidates=where[1], reason=where[0]))
     found.sort(key=lambda item: item[1].pos)
-    for (first, a), (second, b) in zip(found, found[1:], strict=False):
+    for (first, a), (second, b) in itertools.pairwise(found):
         if b.pos < a.pos + _old_count(a.ops):
             i = next(i for i, r in enumerate(reports) if r.index == second.index)
             reports[i] = PortedHunk(
@@ -320,11 +331,11 @@ def _rebuild(content: Sequence[bytes], placed: Sequence[_Placed]) -> tuple[list[
     merged: list[_Core] = []
     for core in cores:
         if merged:
-            last = merged[-1]
-            last_end = last.start + _old_count(last.ops)
-            if core.start - core.context <= last_end + last.context:
-                between = [_Op(32, line) for line in content[last_end:core.start]]
-                merged[-1] = _Core(last.start, last.ops + between + core.ops, max(last.context, core.context))
+            prev = merged[-1]
+            prev_end = prev.start + _old_count(prev.ops)
+            if core.start - core.context <= prev_end + prev.context:
+                between = [_Op(32, line) for line in content[prev_end:core.start]]
+                merged[-1] = _Core(prev.start, prev.ops + between + core.ops, max(prev.context, core.context))
                 continue
         merged.append(core)
     rows: list[bytes] = []
