@@ -36,9 +36,9 @@ from typing import NamedTuple
 
 from patchkit.cache import parse_diff_cached
 from patchkit.diffs import parse_diff
+from patchkit.display import show_path
 from patchkit.errors import BadInputError, InternalError
 from patchkit.filtering import filter_diff, load_hunk_set
-from patchkit.display import show_path
 from patchkit.forge import repeated_paths
 from patchkit.hunks import Diff, FileOp, FilePatch, Hunk
 from patchkit.manifest import PatchSpec
