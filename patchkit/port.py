@@ -118,7 +118,7 @@ class _Placed(NamedTuple):
 
 def port_patch(spec: PatchSpec, root: Root, *, fuzz: int = DEFAULT_FUZZ) -> PortResult:
     """Locate every hunk of `spec`'s filtered hunk set on the tree at `root` and build the ported diff."""
-    hunk_set = load_hunk_set(spec, base_tree=root.path)
+    hunk_set = load_hunk_set(spec)  # the new tree is not the base a refused commit chain's net diff needs
     data = spec.read_diff()
     assert spec.sha256 is not None
     diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
