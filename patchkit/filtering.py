@@ -217,8 +217,8 @@ def refuse_commit_chain(spec: PatchSpec, data: bytes, diff: Diff, base_tree: Pat
         tree = "this run's tree, if it is still pristine; else name the pristine one"
         command = f"`{shlex.join([*words, str(base_tree.absolute())])}`"
     else:
-        tree = "give the pristine pinned tree as --base-tree"
-        command = f"`{shlex.join(words)}` followed by that tree"
+        tree = "DIR"
+        command = f"{shlex.join(words)} DIR"
     raise DiffError(
         f"{spec.diff_name} is an mbox of {chain.commits} commits (a forge's .patch, git format-patch --stdout) "
         f"and several of them change {shown}: patchkit applies the net diff of such a range, not the chain of "

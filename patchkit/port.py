@@ -185,7 +185,7 @@ def _port_section(
         if hunk.diff_line not in kept:
             continue
         ops = _ops(lines, hunk)
-        where = _locate(content, ops, hunk.old_index + offset, fuzz)
+        where = _locate(content, ops, hunk.old_index + offset, hunk.old_index, fuzz)
         if isinstance(where, _Placed):
             offset = where.pos - hunk.old_index
             found.append((hunk, where))
@@ -238,9 +238,13 @@ def _norm(line: bytes) -> bytes:
 
 
 def _locate(
-    content: Sequence[bytes], ops: Sequence[_Op], expected: int, fuzz: int
+    content: Sequence[bytes], ops: Sequence[_Op], expected: int, header: int, fuzz: int
 ) -> _Placed | tuple[str, tuple[Candidate, ...]]:
-    """The best position of the hunk's pre-image in `content`, or why there is none, with the candidates."""
+    """The best position of the hunk's pre-image in `content`, or why there is none, with the candidates.
+
+    `expected` is where the hunks before it put it, `header` the line its header names. Among equally good
+    places, the one at `expected` is taken only if it is also the nearest to `header` (where git looks):
+    otherwise a look-alike is near one of them, and the hunk is not guessed."""
     image = [op for op in ops if op.kind != 43]
     m, n = len(image), len(content)
     if m == 0:
@@ -279,11 +283,13 @@ def _locate(
         scored.sort()
         best = scored[0]
         rivals = [s for s in scored if s[:2] == best[:2]]
-        if len(rivals) == 1 or best[2] == 0:
+        nearest_header = min(rivals, key=lambda s: (abs(s[3] - header), s[3] < header))
+        if len(rivals) == 1 or (best[2] == 0 and nearest_header[3] == best[3]):
             return _Placed(best[3], _rebase(ops, content, best[3]))
         shown = tuple(Candidate(s[3] + 1, (m - s[0]) / m) for s in rivals[:CANDIDATES])
-        return (f"{len(rivals)} places fit equally well and none is where the hunk is expected "
-                f"(line {expected + 1}): not guessed"), shown
+        return (f"{len(rivals)} places fit equally well, and none is both where the hunks before it put it "
+                f"(line {expected + 1}) and nearest to the line its header names (line {header + 1}): "
+                "not guessed"), shown
     near = sorted(votes.items(), key=lambda item: (-item[1], abs(item[0] - expected)))[:CANDIDATES]
     shown = tuple(Candidate(p + 1, count / m) for p, count in near)
     why = (f"no place in the file has its {sum(op.kind == 45 for op in image)} removed lines and all but at most "

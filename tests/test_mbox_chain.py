@@ -99,7 +99,7 @@ def test_a_pinned_mbox_chain_is_refused_at_load_with_the_vendor_command_that_mak
     assert want != pristine and "pkg/renamed.py" in want and "pkg/old.py" not in want
 
     for args in (("status", "p"), ("status", "p", "-v"), ("apply", "p"), ("apply", "p", "--complete"),
-                 ("revert", "p"), ("apply", "p", "--dry-run"), ("status", "--all"), ("apply", "--all")):
+                 ("revert", "p"), ("apply", "p", "--dry-run"), ("status", "--all"), ("apply", "--all"), ("port", "p")):
         run = cli(*args, "--root", engine, "--patches", registry.path)
         assert run.code == 2, (args, run.out, run.err)
         assert "by hand" not in run.out + run.err and "ambiguous" not in run.out + run.err
