@@ -219,8 +219,10 @@ def test_port_agrees_with_git_apply_on_drifted_trees(tmp_path: Path, registry: R
             print(f"port differential: {case}/{cases} cases, {agreed} agreed with git, {refused} not placed")
         old = _random_file(rng, rng.randrange(20, 90))
         fixed = list(old)
+        spots = []
         for _ in range(rng.randrange(1, 4)):
             at = rng.randrange(len(fixed))
+            spots.append(at)
             if rng.random() < 0.5:
                 fixed[at] = b"changed %d\n" % rng.randrange(10**6)
             else:
@@ -230,8 +232,15 @@ def test_port_agrees_with_git_apply_on_drifted_trees(tmp_path: Path, registry: R
         new = list(old)
         for _ in range(rng.randrange(1, 4)):
             at = rng.randrange(len(new) + 1)
-            block = old[at:at + rng.randrange(2, 8)] if rng.random() < 0.3 else _random_file(rng, rng.randrange(1, 30))
-            new[at:at] = block  # sometimes a copy of nearby lines: a planted look-alike
+            spot = rng.choice(spots)
+            pick = rng.random()
+            if pick < 0.4:  # a planted copy of a hunk's whole pre-image (and more): a look-alike
+                block = old[max(0, spot - 5):spot + 6]
+            elif pick < 0.55:
+                block = old[at:at + rng.randrange(2, 8)]
+            else:
+                block = _random_file(rng, rng.randrange(1, 30))
+            new[at:at] = block
         work = tmp_path / f"case{case}"
         work.mkdir()
         diff = git_diff(work, {"f.py": b"".join(old)}, {"f.py": b"".join(fixed)})
@@ -254,6 +263,7 @@ def test_port_agrees_with_git_apply_on_drifted_trees(tmp_path: Path, registry: R
         mine = work / "mine"
         shutil.copytree(tree, mine)
         git(mine, "init", "-q")
+        _check_headers(out.read_bytes())
         applied = git(mine, "apply", str(out), check=False)
         assert applied.returncode == 0, (case, applied.stderr, out.read_text())
         if by_git:
@@ -261,3 +271,28 @@ def test_port_agrees_with_git_apply_on_drifted_trees(tmp_path: Path, registry: R
             agreed += 1
     print(f"port differential: {cases} cases, {agreed} agreed with git, {refused} not placed")
     assert agreed >= cases // 3, (agreed, refused)
+
+
+def _check_headers(diff: bytes) -> None:
+    """Each hunk header's counts match its body, and its new start is its old start moved by the lines the
+    hunks before it (in its file) add: an oracle of its own, not patchkit's parser."""
+    delta = 0
+    rows = diff.split(b"\n")
+    for i, row in enumerate(rows):
+        if row.startswith(b"diff --git "):
+            delta = 0
+        match = re.match(rb"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", row)
+        if match is None:
+            continue
+        old_start, old_count, new_start, new_count = (int(g) for g in match.groups())
+        assert new_start - old_start == delta or (old_count == 0 or new_count == 0), row
+        body = rows[i + 1:i + 1 + old_count + new_count + 10]
+        olds = news = 0
+        for line in body:
+            if olds == old_count and news == new_count:
+                break
+            kind = line[:1]
+            olds += kind in (b" ", b"-")
+            news += kind in (b" ", b"+")
+        assert (olds, news) == (old_count, new_count), row
+        delta += new_count - old_count
