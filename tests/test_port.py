@@ -296,3 +296,22 @@ def _check_headers(diff: bytes) -> None:
             news += kind in (b" ", b"+")
         assert (olds, news) == (old_count, new_count), row
         delta += new_count - old_count
+
+
+def test_a_look_alike_where_git_would_look_is_not_guessed_against(tmp_path: Path, registry: Registry) -> None:
+    """Hunk 2's pre-image is where the hunk before it puts it (+10, like hunk 1) and a copy of it is at the line
+    its header names, where `git apply` of the old diff puts it: two readings, so port names both."""
+    lines = [b"u%d\n" % i for i in range(1, 61)]
+    fixed = [b"U10\n" if x == b"u10\n" else b"U40\n" if x == b"u40\n" else x for x in lines]
+    registry.add("p", git_diff(tmp_path, {"f.py": b"".join(lines)}, {"f.py": b"".join(fixed)}))
+    top = [b"new %d\n" % i for i in range(10)]
+    new = top + lines[0:19] + lines[26:33] + lines[36:43] + lines[33:]
+    assert new[36:43] == lines[36:43] == new[46:53]  # the copy at the header's line, the real one at +10
+    tree = tmp_path / "new"
+    write_tree(tree, {"f.py": b"".join(new)})
+    code, out, _ = port(registry, tree, "--fuzz", "0")
+    assert code == 1, out
+    row = next(r for r in out.splitlines() if "not placed" in r)
+    assert "hunk 2" in row and "(line 47)" in row and "(line 37)" in row and "not guessed" in row
+    assert "line 47 (100% alike)" in out and "line 37 (100% alike)" in out
+    assert re.search(r"moved +f.py hunk 1 .*moved \+10 lines", out)
