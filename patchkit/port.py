@@ -191,8 +191,13 @@ def _port_section(
             found.append((hunk, where))
             reports.append(_report(placed.path, hunk, ops, where, content))
         else:
+            reason = where[0]
+            there = _find_exact(content, hunk.new_lines)
+            if there is not None and hunk.new_lines != hunk.old_lines:
+                reason = (f"the new tree already has this hunk's change (its post-image is at line {there + 1}): "
+                          "the engine may ship it; drop the hunk, or retire the patch")
             reports.append(PortedHunk(placed.path, hunk.index, hunk.header, hunk.old_index + 1, None,
-                                      candidates=where[1], reason=where[0]))
+                                      candidates=where[1], reason=reason))
     found.sort(key=lambda item: item[1].pos)
     for (first, a), (second, b) in itertools.pairwise(found):
         if b.pos < a.pos + _old_count(a.ops):
@@ -295,6 +300,15 @@ def _locate(
     why = (f"no place in the file has its {sum(op.kind == 45 for op in image)} removed lines and all but at most "
            f"{fuzz} of its {m - sum(op.kind == 45 for op in image)} context lines")
     return why, shown
+
+
+def _find_exact(content: Sequence[bytes], image: Sequence[bytes]) -> int | None:
+    m = len(image)
+    if m == 0:
+        return None
+    first = image[0]
+    return next((p for p in range(len(content) - m + 1)
+                 if content[p] == first and tuple(content[p:p + m]) == tuple(image)), None)
 
 
 def _rebase(ops: Sequence[_Op], content: Sequence[bytes], pos: int) -> tuple[_Op, ...]:

@@ -315,3 +315,14 @@ def test_a_look_alike_where_git_would_look_is_not_guessed_against(tmp_path: Path
     assert "hunk 2" in row and "(line 47)" in row and "(line 37)" in row and "not guessed" in row
     assert "line 47 (100% alike)" in out and "line 37 (100% alike)" in out
     assert re.search(r"moved +f.py hunk 1 .*moved \+10 lines", out)
+
+
+def test_a_hunk_the_new_tree_already_has_says_so(tmp_path: Path, registry: Registry) -> None:
+    setup(tmp_path, registry)
+    new = tmp_path / "new"
+    shipped = module(*NAMES).replace(b"plan_step_3 = cfg.get('plan3')", b"plan_step_3 = cfg.get('plan3', 0)")
+    write_tree(new, {"eng/core.py": shipped})
+    code, out, _ = port(registry, new)
+    assert code == 1
+    row = next(r for r in out.splitlines() if "not placed" in r)
+    assert "hunk 1" in row and "already has this hunk's change (its post-image is at line 14)" in row, row
