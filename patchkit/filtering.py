@@ -7,7 +7,6 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -210,6 +209,8 @@ def refuse_commit_chain(spec: PatchSpec, data: bytes, diff: Diff, base_tree: Pat
     chain = find_commit_chain(data, diff)
     if chain is None:
         return
+    import shlex  # deferred, as in manifest.vendor_command: only this refusal spells a command (status never)
+
     shown = ", ".join(show_path(p) for p in chain.paths[:3]) + (", ..." if len(chain.paths) > 3 else "")
     words = ["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
              "--from", str(spec.diff_path.absolute()), "--base-tree"]
