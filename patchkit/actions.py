@@ -66,7 +66,7 @@ def run(
     from patchkit.filtering import load_hunk_set  # deferred: the parse stage (see the module doc)
     from patchkit.state import scan_tree  # deferred: the judgement, which a restart the records answer skips
 
-    hunk_set = load_hunk_set(spec)
+    hunk_set = load_hunk_set(spec, base_tree=root.path)
     check_hunkset_pin(spec, hunk_set)
     shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} of {spec.id}"

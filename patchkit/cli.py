@@ -25,7 +25,7 @@ from patchkit.errors import ExitCode, OutputError, PatchkitError
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
 # than click, and a command does not pay for the others' imports.
-COMMAND_MODULES = ("status", "apply", "revert", "show", "list_", "demo", "lint", "vendor", "new", "doctor")
+COMMAND_MODULES = ("status", "apply", "revert", "show", "list_", "demo", "lint", "vendor", "new", "doctor", "port")
 TABLE_COMMANDS = ("status", "apply", "revert")  # the commands whose -v prints the per-hunk table
 
 

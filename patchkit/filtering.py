@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.cache import parse_diff_cached
 from patchkit.display import closest, show_path
 from patchkit.errors import DiffError, ManifestError
+from patchkit.forge import find_commit_chain
 from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, paths_of
 from patchkit.hunkset import HunkSet
@@ -174,20 +176,58 @@ def match_exclude(pattern: str, path: str) -> bool:
     return match_glob(pattern, path)
 
 
-def load_hunk_set(spec: PatchSpec) -> HunkSet:
-    """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
+def load_hunk_set(spec: PatchSpec, *, base_tree: Path | None = None) -> HunkSet:
+    """manifest -> verified diff bytes -> parsed diff -> filtered hunk set.
+
+    `base_tree` is the tree the run was given, for the one command a refused commit chain suggests."""
     if spec.sha256 is None:
         # No pin yet: check the file as vendor does (a diff, with context, every exclude in it) before read_diff
         # asks to pin its sha256: a saved HTML page, an empty or CRLF file is reported as what it is, first.
         from patchkit.diffs import parse_diff  # deferred, as in the cache: the parser loads only to parse
 
-        diff = parse_diff(spec.read_diff(pinned=False), spec.strip, str(spec.diff_path))
+        data = spec.read_diff(pinned=False)
+        diff = parse_diff(data, spec.strip, str(spec.diff_path))
+        refuse_commit_chain(spec, data, diff, base_tree)
         refuse_zero_context(diff)
         _filter(spec, diff)
         spec.read_diff()  # refuses: no sha256 recorded, with the sha256 to pin
     data = spec.read_diff()
     assert spec.sha256 is not None
-    return _filter(spec, parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path)))
+    diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
+    refuse_commit_chain(spec, data, diff, base_tree)
+    return _filter(spec, diff)
+
+
+def refuse_commit_chain(spec: PatchSpec, data: bytes, diff: Diff, base_tree: Path | None) -> None:
+    """Refuse, at load, a multi-commit mbox in which a file is changed by more than one commit (a forge's
+    `pull/N.patch`, `git format-patch --stdout A..B`), with the `vendor` command that turns it into its net diff.
+
+    Such a chain is not judged: commits that change a file and change it back leave it as it was, so content
+    alone cannot tell the chain applied from unapplied, and every later verdict would rest on a guess. Its net
+    diff says the same change once, which is what vendor pins (docs/provenance.md, "Forge formats").
+    """
+    chain = find_commit_chain(data, diff)
+    if chain is None:
+        return
+    import shlex  # deferred, as in manifest.vendor_command: only this refusal spells a command (status never)
+
+    shown = ", ".join(show_path(p) for p in chain.paths[:3]) + (", ..." if len(chain.paths) > 3 else "")
+    words = ["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
+             "--from", str(spec.diff_path.absolute()), "--base-tree"]
+    if base_tree is not None:
+        tree = "this run's tree, if it is still pristine; else name the pristine one"
+        command = f"`{shlex.join([*words, str(base_tree.absolute())])}`"
+    else:
+        tree = "DIR"
+        command = f"{shlex.join(words)} DIR"
+    raise DiffError(
+        f"{spec.diff_name} is an mbox of {chain.commits} commits (a forge's .patch, git format-patch --stdout) "
+        f"and several of them change {shown}: patchkit applies the net diff of such a range, not the chain of "
+        "commits (a commit that changes a file back leaves nothing to tell applied from unapplied)",
+        where=f"{spec.diff_path}:{chain.line}",
+        hint=f"vendor its net diff, computed on the pristine pinned tree ({tree}): {command}; "
+        f"the mbox is kept next to it as {spec.diff_name}.mbox",
+    )
 
 
 def _filter(spec: PatchSpec, diff: Diff) -> HunkSet:

@@ -209,7 +209,7 @@ def run_series(
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
         if progress is not None:
             progress.phase(Phase.PARSE, spec.id)
-        hunk_set = load_hunk_set(spec)
+        hunk_set = load_hunk_set(spec, base_tree=root.path)
         check_hunkset_pin(spec, hunk_set)
         hunk_sets.append(hunk_set)
     shared = action is Action.STATUS or options.dry_run

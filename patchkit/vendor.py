@@ -82,6 +82,7 @@ class VendorResult:
     base_tree: Path | None  # the tree the fingerprint was just taken from
     changed: bool  # the diff or the manifest differs from what this run pins
     written: tuple[Path, ...]  # empty for an identical rerun and for --dry-run
+    kept: Path | None = None  # the patch's own mbox, kept beside the net diff that replaced it
 
     @property
     def hunkset_changed(self) -> bool:
@@ -257,8 +258,10 @@ def vendor_patch(
     """Check the diff against the manifest, then write it and pin it (unless nothing would change)."""
     diff = parse_diff(fetched.data, spec.strip, fetched.label)
     commits = count_mbox_commits(fetched.data)
+    kept: tuple[Path, bytes] | None = None  # the patch's own mbox, kept beside the net diff that replaces it
     if commits > 1 and repeated_paths(diff):
-        fetched = _net_of_mbox(spec, fetched, diff, commits, base_tree)
+        kept = _own_mbox(spec, fetched)
+        fetched = _net_of_mbox(spec, fetched, diff, commits, base_tree, kept[0] if kept else None)
         diff = parse_diff(fetched.data, spec.strip, fetched.label)
     refuse_zero_context(diff)
     try:
@@ -282,9 +285,13 @@ def vendor_patch(
 
     pending = [(spec.diff_path, fetched.data, old_diff), (spec.manifest_path, new_manifest, old_manifest)]
     changes = [(path, data) for path, data, old in pending if data != old]
+    if kept is not None and not dry_run:
+        _keep_file(*kept)  # first: the mbox is never lost, whatever fails after
+    if kept is not None:
+        changes.insert(0, kept)
     if not dry_run:
-        for path, data in changes:  # the diff first: a failure in between leaves a sha256 mismatch, not a lie
-            _replace_file(path, data)
+        for path, data in changes[1 if kept else 0:]:  # the diff first: a failure in between leaves a sha256
+            _replace_file(path, data)  # mismatch, not a lie
     recorded = base if base is not None else dict(spec.base_files)
     return VendorResult(
         patch=spec.id,
@@ -300,6 +307,7 @@ def vendor_patch(
         base_tree=base_tree,
         changed=bool(changes),
         written=() if dry_run else tuple(path for path, _ in changes),
+        kept=kept[0] if kept else None,
     )
 
 
@@ -369,8 +377,56 @@ def _tree_as_left(root: Root, read: Callable[[str], Snapshot], hunk_set: HunkSet
     return TreeState(root.path, hunk_set, tuple(judge_sections(hunk_set.files, mine)), mine)
 
 
-def _net_of_mbox(spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, base_tree: Path | None) -> Fetched:
-    """A multi-commit mbox whose commits touch a file more than once becomes the net diff of the range."""
+def _own_mbox(spec: PatchSpec, fetched: Fetched) -> tuple[Path, bytes] | None:
+    """(where to keep it, its bytes) when the mbox being replaced by its net diff is the patch's own diff file
+    (`vendor ID --from <its diff>`, as a refused chain suggests); None for an mbox from elsewhere."""
+    if fetched.kind is not SourceKind.FILE:
+        return None
+    try:
+        same = Path(fetched.label).samefile(spec.diff_path)
+    except OSError:
+        return None
+    if not same:
+        return None
+    keep = spec.diff_path.with_name(spec.diff_path.name + ".mbox")
+    try:
+        there = keep.read_bytes() if keep.exists() or keep.is_symlink() else None
+    except OSError as exc:
+        raise BadInputError(f"cannot read {keep.name}: {exc.strerror}", where=str(keep)) from None
+    if there is not None and (keep.is_symlink() or there != fetched.data):
+        raise BadInputError(
+            f"{keep.name} is already there and is not this mbox: vendor keeps the mbox it replaces under that name",
+            where=str(keep), hint=f"move {keep.name} away (or delete it if it is an old copy), then run vendor again",
+        )
+    return keep, fetched.data
+
+
+def _keep_file(path: Path, data: bytes) -> None:
+    """Write `path` if it is not there yet (exclusive: never over a file), complete or not at all."""
+    if path.exists():
+        return  # _own_mbox checked it holds these bytes
+    tmp = path.with_name(f".patchkit-{os.urandom(8).hex()}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.link(tmp, path)  # fails if a file appeared there meanwhile: nothing is overwritten
+    except OSError as exc:
+        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
+    finally:
+        tmp.unlink(missing_ok=True)  # ours: created exclusively above
+
+
+def _net_of_mbox(
+    spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, base_tree: Path | None, kept: Path | None = None
+) -> Fetched:
+    """A multi-commit mbox whose commits touch a file more than once becomes the net diff of the range.
+    `kept`: where the patch's own mbox is kept, which [source] then names."""
     repeated = repeated_paths(diff)
     shown = ", ".join(repeated[:3])
     if base_tree is None:
@@ -394,7 +450,9 @@ def _net_of_mbox(spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, ba
             f"the {commits} commits of {fetched.label} cancel out: their net diff is empty",
             where=fetched.label, hint="nothing to vendor; check the range the mbox was made from",
         )
-    details = (*fetched.details, ("net_of_commits", commits))
+    details = tuple(("path", str(kept)) if kept is not None and key == "path" else (key, value)
+                    for key, value in fetched.details)
+    details = (*details, ("net_of_commits", commits))
     return Fetched(SourceKind.MBOX, f"net diff of {commits} commits of {fetched.label}", data, details)
 
 

@@ -129,8 +129,10 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
     ]
     if r.hunkset_changed:
         lines.append("  the hunk set changed: review the diff; trees holding the old version will read as stale")
-    elif r.previous_sha256 not in (None, r.sha256):
+    elif r.previous_sha256 not in (None, r.sha256) and r.previous_hunkset_sha256 is not None:
         lines.append("  the hunk set is unchanged: only header noise (index lines, headings) differs")
+    if r.kept is not None:
+        lines.append(f"  the mbox it replaces is kept as {r.kept.name} ([source] names it)")
     if r.hunk_set.excluded:
         lines.append("  excluded by the manifest: " + ", ".join(show_path(p) for p in r.hunk_set.excluded))
     lines.append("  source recorded: " + ", ".join(f"{k} {v}" for k, v in r.source.source_table.items()))
