@@ -15,26 +15,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from patchkit.errors import PatchkitError
+from patchkit.errors import ExitCode, PatchkitError
 from patchkit.hunkset import HunkSet
-from patchkit.outcome import (
-    Action,
-    BaseState,
-    Options,
-    Origin,
-    Outcome,
-    PatchState,
-    Provenance,
-    RecordCheck,
-    RecordState,
-    Result,
-    TreeState,
-)
+from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
+    Provenance,
+    RecordCheck,
     assess,
     check_base,
     check_hunkset_pin,
@@ -44,12 +35,57 @@ from patchkit.provenance import (
 )
 from patchkit.records import record_files, record_names, record_removal
 from patchkit.tree import STATE_DIR, Snapshot, check_root
-from patchkit.workspace.lock import locked
+from patchkit.treestate import TreeState
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
 if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
     from patchkit.plan import FileChange, Plan
     from patchkit.workspace.recovery import Recovery
+
+
+@dataclass(frozen=True)
+class Options:
+    """How an action runs, as the command's flags set it."""
+
+    dry_run: bool = False
+    complete: bool = False
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
+    force: bool = False  # revert a change patchkit did not apply (upstream-contains)
+    on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
+    adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
+    # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
+    # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
+    fast_restart: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action found and did on one patch: everything the report says, and the exit code."""
+
+    spec: PatchSpec
+    action: Action
+    tree: TreeState  # as found, before the action
+    result: Result | None  # None for status
+    plan: Plan | None  # what was (or, with --dry-run, would be) written
+    reason: str | None  # why the action was refused
+    recovered: Recovery | None = None  # an interrupted transaction this run rolled back first
+    provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
+    strict_base: bool = False
+    fast_path: bool = False  # answered from the applied record (patchkit.fastpath): `tree` holds no verdicts
+
+    @property
+    def hunk_set(self) -> HunkSet:
+        return self.tree.hunk_set
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.strict_base and self.provenance is not None and self.provenance.base.state is not BaseState.PINNED:
+            return ExitCode.BASE_MISMATCH
+        if self.action is Action.STATUS:
+            return STATUS_EXIT[self.tree.state]
+        return ExitCode.REFUSED if self.result in (Result.REFUSED, Result.SKIPPED) else ExitCode.OK
 
 
 _DEFAULTS = Options()  # frozen: one shared default

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
-from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, Provenance, RecordCheck, RecordState, Relation
+from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
 from patchkit.records import AppliedRecord, parse_record, record_names
 from patchkit.tree import STATE_DIR
 from patchkit.workspace.trust import read_state
@@ -30,8 +30,31 @@ from patchkit.workspace.trust import read_state
 if TYPE_CHECKING:
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
-    from patchkit.outcome import TreeState
+    from patchkit.treestate import TreeState
     from patchkit.verdicts import FileVerdict
+
+
+class RecordCheck(NamedTuple):
+    """The applied record as found, against the hunk set the manifest names now."""
+
+    state: RecordState
+    path: str  # relative to the root
+    record: AppliedRecord | None
+    stored: HunkSet | None  # the stored copy, rebuilt and verified: only for a stale record
+    detail: str | None  # why the record (or its stored copy) cannot be used
+
+
+class Provenance(NamedTuple):
+    """What provenance found for one patch on one tree: base, applied record and origin (see provenance.py)."""
+
+    base: BaseCheck
+    record: RecordCheck
+    origin: Origin | None  # None: the change is not (recognisably) in the tree
+    used_stored_copy: bool  # the action judged the tree with the stored copy, not the manifest's diff
+
+    @property
+    def can_retire(self) -> bool:
+        return self.origin is Origin.UPSTREAM
 
 
 # ------------------------------------------------------------------------------------------------------ base

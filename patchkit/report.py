@@ -17,18 +17,19 @@ from patchkit.outcome import (
     Action,
     BaseCheck,
     BaseState,
+    HunkState,
     Origin,
-    Outcome,
     PatchState,
-    Provenance,
     RecordState,
     Relation,
     Result,
 )
 
 if TYPE_CHECKING:
+    from patchkit.actions import Outcome
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
+    from patchkit.provenance import Provenance
     from patchkit.series import SeriesOutcome  # the series runs only with --all: see series_lines
     from patchkit.verdicts import FileVerdict
 
@@ -252,8 +253,6 @@ def strict_base_lines(outcome: Outcome) -> list[str]:
 
 def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
     """On a refusal: the failing files and hunks with the reason, first and short; -v shows the whole table."""
-    from patchkit.matching import HunkState  # deferred: loaded by the judgement that made the verdicts
-
     tree, lines = outcome.tree, []
     if tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
         bad = [(v, hv) for v in tree.files for hv in v.hunks if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS)]
@@ -301,7 +300,6 @@ def table_hint(outcome: Outcome) -> str:
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
     from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made the verdicts
-    from patchkit.matching import HunkState
 
     rows: list[str] = []
     for v in outcome.tree.files:

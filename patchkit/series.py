@@ -19,14 +19,24 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.actions import Decision, commit, decide_patch, plan_writes, record_changes, restart_outcomes
+from patchkit.actions import (
+    Decision,
+    Options,
+    Outcome,
+    commit,
+    decide_patch,
+    plan_writes,
+    record_changes,
+    restart_outcomes,
+)
 from patchkit.errors import ExitCode, ManifestError, RegistryError
 from patchkit.manifest import PatchSpec, line_of_key
-from patchkit.outcome import STATUS_EXIT, Action, Options, Outcome, PatchState, RecordCheck, Result, TreeState
+from patchkit.outcome import STATUS_EXIT, Action, PatchState, Result
 from patchkit.progress import Phase, Progress
-from patchkit.provenance import check_hunkset_pin, read_record
+from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
 from patchkit.registry import load_registry
 from patchkit.tree import Snapshot, check_root, read_all
+from patchkit.treestate import TreeState
 from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:

@@ -28,11 +28,12 @@ from patchkit.forge import GIT_DIFF_OPTIONS, count_mbox_commits, net_diff, repea
 from patchkit.hunks import Diff, paths_of
 from patchkit.hunkset import HunkSet
 from patchkit.manifest import PatchSpec
-from patchkit.outcome import PatchState, Relation, TreeState
+from patchkit.outcome import PatchState, Relation
 from patchkit.plan import plan_changes
 from patchkit.provenance import compare_head, fingerprint_tree, read_paths
 from patchkit.state import judge_sections, scan_tree
 from patchkit.tree import Snapshot, check_root, read_snapshot
+from patchkit.treestate import TreeState
 
 MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
 FETCH_TIMEOUT = 30.0

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.matching import HunkState
-from patchkit.outcome import PatchState, combine
+from patchkit.outcome import HunkState, PatchState, combine
 from tests.conftest import CliResult, Registry, cli, git, git_diff, read_tree, write_tree
 
 A, U, C, X = HunkState.APPLIED, HunkState.UNAPPLIED, HunkState.CONFLICT, HunkState.AMBIGUOUS

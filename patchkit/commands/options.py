@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import click
 from click.core import ParameterSource
 
-from patchkit.actions import run
+from patchkit.actions import Options, Outcome, run
 from patchkit.console import echo, json_option, progress, settings
 from patchkit.errors import ExitCode
-from patchkit.outcome import Action, Options, Outcome, PatchState, Result
+from patchkit.outcome import Action, PatchState, Result
 from patchkit.provenance import locate_distribution_root
 from patchkit.registry import find_locations, list_patch_ids, resolve_patch
 from patchkit.report import (
