@@ -13,8 +13,9 @@ neither the parse stage nor the write stage.
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -99,16 +100,12 @@ def run(
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
-    from patchkit.filtering import load_hunk_set  # deferred: the parse stage (see the module doc)
-    from patchkit.state import scan_tree  # deferred: the judgement, which a restart the records answer skips
+    from patchkit.state import scan_tree  # the judgement: a restart the records answer skips it (see the doc)
 
-    hunk_set = load_hunk_set(spec)
-    check_hunkset_pin(spec, hunk_set)
+    hunk_set = load_checked(spec)
     real_root = check_root(root)
-    shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} of {spec.id}"
-    with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
-        recovered = recovered or earlier
+    with action_lock(real_root, action, options, earlier) as recovered:
         if progress is not None:
             progress.phase(Phase.JUDGE, spec.id)
         record = read_record(real_root, spec.id, hunk_set)
@@ -136,6 +133,24 @@ def run(
         state_files = record_changes(spec, hunk_set, decision, after=after)
         commit(real_root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
+
+
+def load_checked(spec: PatchSpec) -> HunkSet:
+    """The manifest's filtered hunk set, checked against its pin: done for every patch before the lock is taken."""
+    from patchkit.filtering import load_hunk_set  # the parser: a restart the records answer parses nothing
+
+    hunk_set = load_hunk_set(spec)
+    check_hunkset_pin(spec, hunk_set)
+    return hunk_set
+
+
+@contextlib.contextmanager
+def action_lock(root: Path, action: Action, options: Options, earlier: Recovery | None) -> Iterator[Recovery | None]:
+    """The root's lock as an action takes it: shared for status and --dry-run, exclusive for a write. Yields the
+    interrupted transaction rolled back first, by this lock or by the fast path's (`earlier`), if any."""
+    shared = action is Action.STATUS or options.dry_run
+    with locked(root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+        yield recovered or earlier
 
 
 def restart_outcomes(

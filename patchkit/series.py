@@ -23,8 +23,10 @@ from patchkit.actions import (
     Decision,
     Options,
     Outcome,
+    action_lock,
     commit,
     decide_patch,
+    load_checked,
     plan_writes,
     record_changes,
     restart_outcomes,
@@ -33,11 +35,10 @@ from patchkit.errors import ExitCode, ManifestError, RegistryError
 from patchkit.manifest import PatchSpec, line_of_key
 from patchkit.outcome import STATUS_EXIT, Action, PatchState, Result
 from patchkit.progress import Phase, Progress
-from patchkit.provenance import RecordCheck, check_hunkset_pin, read_record
+from patchkit.provenance import RecordCheck, read_record
 from patchkit.registry import load_registry
 from patchkit.tree import Snapshot, check_root, read_all
 from patchkit.treestate import TreeState
-from patchkit.workspace.lock import locked
 
 if TYPE_CHECKING:
     from patchkit.hunks import FilePatch
@@ -212,21 +213,16 @@ def run_series(
     quick, earlier = restart_outcomes(specs, root, action, options)
     if quick is not None:
         return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
-    from patchkit.filtering import load_hunk_set  # deferred: the parse stage, as in actions.run
     from patchkit.hunks import paths_of  # deferred: the judgement, which a restart the records answer skips
 
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
         if progress is not None:
             progress.phase(Phase.PARSE, spec.id)
-        hunk_set = load_hunk_set(spec)
-        check_hunkset_pin(spec, hunk_set)
-        hunk_sets.append(hunk_set)
+        hunk_sets.append(load_checked(spec))
     real_root = check_root(root)
-    shared = action is Action.STATUS or options.dry_run
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
-    with locked(real_root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
-        recovered = recovered or earlier
+    with action_lock(real_root, action, options, earlier) as recovered:
         if progress is not None:
             progress.phase(Phase.JUDGE, "the series")
         patches = [
