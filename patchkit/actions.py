@@ -3,12 +3,11 @@
 Everything that can be refused is refused before the lock is taken or the first byte is written: the manifest,
 the diff hash, the parse, the filter, and then the state of every file under the lock.
 
-What only some runs reach is imported where they reach it, so a command loads what it uses: the restart fast
-path (patchkit.fastpath) only for apply, the parse stage (patchkit.filtering and the parse cache) only once the
-fast path declined, and the write stage (the planner, the bytecode scan, the records' fast-path block, the
-transaction: `plan_writes`, `record_changes`, `commit` at the end of this module) only when there is something
-to plan or write. status never loads the fast path or the write stage; a restart the records answer loads
-neither the parse stage nor the write stage.
+Imports are lazy at two boundaries only (`# lazy:` comments): the parser (patchkit.filtering and the parse
+cache, once the restart fast path declined) and the write stage (the planner, the bytecode scan, the transaction:
+`plan_writes` and `commit` at the end of this module), with the judgement (patchkit.state), which a restart the
+records answer skips. status never loads the write stage; a restart the records answer loads neither the parser,
+the judgement nor the write stage.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import ExitCode, PatchkitError
+from patchkit.fastpath import add_block, check_restart, fast_block, series_entry
 from patchkit.hunkset import HunkSet
 from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result
 from patchkit.progress import Phase, Progress
@@ -100,7 +100,7 @@ def run(
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
-    from patchkit.state import scan_tree  # the judgement: a restart the records answer skips it (see the doc)
+    from patchkit.state import scan_tree  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_set = load_checked(spec)
     real_root = check_root(root)
@@ -137,7 +137,7 @@ def run(
 
 def load_checked(spec: PatchSpec) -> HunkSet:
     """The manifest's filtered hunk set, checked against its pin: done for every patch before the lock is taken."""
-    from patchkit.filtering import load_hunk_set  # the parser: a restart the records answer parses nothing
+    from patchkit.filtering import load_hunk_set  # lazy: the parser (a restart the records answer skips it)
 
     hunk_set = load_hunk_set(spec)
     check_hunkset_pin(spec, hunk_set)
@@ -167,7 +167,6 @@ def restart_outcomes(
         # No record, no fast answer (a first apply, a tree applied by hand): decline before reading any diff or
         # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
         return None, None
-    from patchkit.fastpath import check_restart  # deferred: only apply's restart reads the records' block
 
     try:
         for spec in specs:
@@ -308,7 +307,7 @@ def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, 
 def plan_writes(root: Path, tree: TreeState, *, forward: bool) -> Plan:
     """Every change the action makes to the tree (plan.plan_changes), with the cached bytecode of each Python
     source it changes planned for removal too (patchkit.bytecode)."""
-    from patchkit.bytecode import with_bytecode_removals  # deferred: the write stage
+    from patchkit.bytecode import with_bytecode_removals  # lazy: the write stage
     from patchkit.plan import plan_changes
 
     return with_bytecode_removals(root, plan_changes(tree, forward=forward))
@@ -328,8 +327,7 @@ def record_changes(
     judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
     """
     if decision.forward or decision.result is Result.ADOPTED:
-        from patchkit.fastpath import add_block, fast_block, series_entry  # deferred: the write stage
-        from patchkit.hunks import paths_of
+        from patchkit.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
 
         files = record_files(spec, hunk_set)
         if after is not None:
@@ -346,6 +344,6 @@ def record_changes(
 
 def commit(root: Path, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
     """One transaction: the tree changes, then the state files (workspace.commit.commit_changes)."""
-    from patchkit.workspace.commit import commit_changes  # deferred: the write stage
+    from patchkit.workspace.commit import commit_changes  # lazy: the write stage
 
     commit_changes(root, changes, state_files=state_files, label=label)

@@ -75,7 +75,7 @@ def parse_diff_cached(data: bytes, sha256: str, strip: int, source: str) -> Diff
 
 
 def _parse(data: bytes, strip: int, source: str) -> Diff:
-    from patchkit.diffs import parse_diff  # deferred: a hit parses nothing, so the parser loads on a miss only
+    from patchkit.diffs import parse_diff  # lazy: the parser (a hit parses nothing)
 
     return parse_diff(data, strip, source)
 

@@ -7,6 +7,7 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -118,7 +119,6 @@ def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[F
 
 
 def _exclude_hint(f: FilePatch) -> str:
-    import json  # deferred: only an error message quotes the path
 
     return f'exclude it in the manifest: [exclude] {json.dumps(f.path)} = "why", and ship that file another way'
 
@@ -151,7 +151,7 @@ def load_hunk_set(spec: PatchSpec) -> HunkSet:
     """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
     data = spec.read_diff()
     if spec.sha256 is None:  # read_diff refuses this; no verified hash, no cache
-        from patchkit.diffs import parse_diff  # deferred, as in the cache: the parser loads only to parse
+        from patchkit.diffs import parse_diff  # lazy: the parser (a parse-cache hit parses nothing)
 
         diff = parse_diff(data, spec.strip, str(spec.diff_path))
     else:

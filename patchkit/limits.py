@@ -43,5 +43,6 @@ def check_diff_size(size: int, source: str) -> None:
     if size > MAX_DIFF_BYTES:
         raise DiffError(
             f"the diff is {size} bytes, over the limit of {MAX_DIFF_BYTES} ({MAX_DIFF_BYTES >> 20} MiB)",
-            where=source, hint="split the change into several patches (see patchkit.limits for why the bound is there)",
+            where=source,
+            hint="split the change into several patches (see patchkit.limits for why the bound is there)",
         )

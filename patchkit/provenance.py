@@ -17,9 +17,12 @@ with a known pinned commit, so status on a plain tree stays cheap.
 from __future__ import annotations
 
 import hashlib
+import json
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
+from urllib.parse import unquote, urlparse
 
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
 from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
@@ -117,7 +120,7 @@ def _unknown_why(state: BaseState, spec: PatchSpec) -> str | None:
 def compare_head(root: Path, pinned: str) -> HeadCheck:
     """HEAD of the git checkout at root against `pinned` (a full commit id, validated by the manifest)."""
     try:
-        import git  # deferred: ~140 ms, and only git checkouts with a pinned commit need it
+        import git  # lazy: gitpython (~140 ms; only a git checkout with a pinned commit)
     except ImportError as exc:  # gitpython refuses to import when no git executable is found
         return HeadCheck(None, None, f"cannot run git: {exc}")
     try:
@@ -174,7 +177,7 @@ def missing_files(tree: TreeState) -> tuple[str, ...]:
 
     That is a wrong --root or prefix / [paths], not drift: no advice about drift or retiring applies.
     """
-    from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made `tree`
+    from patchkit.hunks import FileOp  # lazy: the judgement (loaded by what made `tree`)
 
     missing = []
     for verdict in tree.files:
@@ -219,7 +222,7 @@ def _judge_base_file(path: str, digest: str, tree: TreeState, sections: Sequence
 
 def _pre_image(verdict: FileVerdict, path: str) -> bytes | None:
     """The file's content with this section's applied hunks taken back out."""
-    from patchkit.rewrite import rewrite_section  # deferred: loaded by the judgement that made `verdict`
+    from patchkit.rewrite import rewrite_section  # lazy: the judgement (loaded by what made `verdict`)
 
     snap = rewrite_section(verdict, forward=False).get(path)
     return snap.data if snap is not None else None
@@ -259,7 +262,7 @@ def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
         raise BadInputError(f"{rel} is missing")
     if _sha256(data) != record.diff_sha256:
         raise BadInputError(f"{rel} does not have the sha256 its record names")
-    from patchkit.diffs import parse_diff  # deferred: only a stale record's stored copy is parsed here
+    from patchkit.diffs import parse_diff  # lazy: the parser (only a stale record's stored copy)
     from patchkit.filtering import filter_diff
 
     hunk_set = filter_diff(parse_diff(data, record.strip, rel), record.excludes)
@@ -343,12 +346,11 @@ def locate_distribution_root(name: str, python: str | None = None) -> Path:
     """
     if python is not None:
         return _locate_with(python, name)
-    from importlib import metadata  # deferred: only --root-from-package needs it
+    from importlib import metadata  # lazy: --root-from-package (importlib.metadata: ~15 ms)
 
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
-        import sys
 
         searched = ", ".join(p for p in sys.path if p)
         raise BadInputError(
@@ -372,7 +374,7 @@ def locate_distribution_root(name: str, python: str | None = None) -> Path:
 
 def _locate_with(python: str, name: str) -> Path:
     """Ask another interpreter (run isolated, with a timeout) where distribution `name` is installed."""
-    import subprocess
+    import subprocess  # lazy: --root-from-package (runs the engine's interpreter)
 
     try:
         done = subprocess.run(
@@ -384,7 +386,6 @@ def _locate_with(python: str, name: str) -> Path:
             f"cannot run the Python interpreter {python}: {exc}", where=python,
             hint="--python / PATCHKIT_PYTHON names the engine's interpreter, e.g. /opt/venv/bin/python",
         ) from None
-    import json  # deferred: only --root-from-package runs the engine's interpreter
 
     try:
         info = json.loads(done.stdout)
@@ -421,8 +422,6 @@ def _locate_with(python: str, name: str) -> Path:
 def _editable_source(direct_url: str | None) -> Path | None:
     if not direct_url:
         return None
-    import json  # deferred: only --root-from-package reads a direct_url.json
-    from urllib.parse import unquote, urlparse
 
     try:
         info = json.loads(direct_url)

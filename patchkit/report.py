@@ -8,6 +8,7 @@ always a list of `{path, reason}` objects.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -24,13 +25,14 @@ from patchkit.outcome import (
     Relation,
     Result,
 )
+from patchkit.provenance import missing_files
+from patchkit.series import SeriesOutcome, SeriesResult
 
 if TYPE_CHECKING:
     from patchkit.actions import Outcome
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.provenance import Provenance
-    from patchkit.series import SeriesOutcome  # the series runs only with --all: see series_lines
     from patchkit.verdicts import FileVerdict
 
 _COLOURS = {
@@ -71,7 +73,7 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
-    from patchkit.filtering import match_exclude  # deferred: only JSON lists them, and a restart parses nothing
+    from patchkit.filtering import match_exclude  # lazy: the parser (a restart's report parses nothing)
 
     def reason(path: str) -> str:
         return next((e.reason for e in spec.excludes if match_exclude(e.pattern, path)), "")
@@ -132,7 +134,6 @@ def _file_json(v: FileVerdict) -> dict[str, Any]:
 
 
 def render_json(data: Any) -> str:
-    import json  # deferred: only --json prints JSON
 
     return json.dumps(data, indent=2, ensure_ascii=False)
 
@@ -299,7 +300,7 @@ def table_hint(outcome: Outcome) -> str:
 
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
-    from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made the verdicts
+    from patchkit.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
 
     rows: list[str] = []
     for v in outcome.tree.files:
@@ -542,7 +543,6 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
 
 def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
-    from patchkit.series import SeriesResult  # loaded already: it made `series`
 
     lines: list[str] = []
     in_order = series.outcomes if series.action is Action.APPLY else series.outcomes[::-1]  # as they were acted on
@@ -614,7 +614,6 @@ def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[
 
 def _refusal_advice(outcome: Outcome) -> list[str]:
     """Which patch, which file, and what to do: the lines a stopped container start ends with."""
-    from patchkit.provenance import missing_files  # deferred: only a refusal gives advice
 
     pid, tree, facts = outcome.spec.id, outcome.tree, outcome.provenance
     stale = facts is not None and facts.record.state is RecordState.STALE

@@ -32,6 +32,8 @@ from patchkit.actions import (
     restart_outcomes,
 )
 from patchkit.errors import ExitCode, ManifestError, RegistryError
+from patchkit.fastpath import series_entry
+from patchkit.hunkset import HunkSet
 from patchkit.manifest import PatchSpec, line_of_key
 from patchkit.outcome import STATUS_EXIT, Action, PatchState, Result
 from patchkit.progress import Phase, Progress
@@ -42,7 +44,6 @@ from patchkit.treestate import TreeState
 
 if TYPE_CHECKING:
     from patchkit.hunks import FilePatch
-    from patchkit.hunkset import HunkSet
     from patchkit.plan import Plan
     from patchkit.verdicts import FileVerdict
     from patchkit.workspace.recovery import Recovery
@@ -213,7 +214,7 @@ def run_series(
     quick, earlier = restart_outcomes(specs, root, action, options)
     if quick is not None:
         return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
-    from patchkit.hunks import paths_of  # deferred: the judgement, which a restart the records answer skips
+    from patchkit.hunks import paths_of  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
@@ -259,7 +260,6 @@ def run_series(
                 result = Result.DRY_RUN if options.dry_run else outcomes[i].result
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
-            from patchkit.fastpath import series_entry  # deferred: the write stage, as in actions
 
             state_files: dict[str, bytes | None] = {}
             after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
@@ -292,7 +292,7 @@ def _settle(
     keep_going: bool,
 ) -> _Settled:
     """Judge and decide every patch; with keep_going, leave the refused ones and re-judge the rest until none is."""
-    from patchkit.hunks import paths_of  # deferred: the judgement (see run_series)
+    from patchkit.hunks import paths_of  # lazy: the judgement (see run_series)
     from patchkit.state import judge_sections
 
     outcomes: dict[int, Outcome] = {}
@@ -366,7 +366,6 @@ def _tied_to(patches: Sequence[_Patch], refused: Sequence[int], active: Sequence
 
 def _joined(hunk_sets: Iterable[HunkSet]) -> HunkSet:
     """The sections of several hunk sets, in order, as one: judged together, they stack."""
-    from patchkit.hunkset import HunkSet  # deferred: the judgement (see run_series)
 
     files: list[FilePatch] = []
     for hunk_set in hunk_sets:

@@ -203,3 +203,48 @@ def test_the_graph_reader_sees_type_only_relative_and_in_function_imports(tmp_pa
     assert graph["patchkit.judge.matching"] == {"patchkit.outcome"}
     assert cycles_of(graph) == [["patchkit.judge.matching", "patchkit.judge.state", "patchkit.outcome"]]
     assert stage_of("patchkit.outcome") == "vocabulary" and stage_of("patchkit.judge.state") == "judge"
+
+
+# The only places an import may wait inside a function, each for a reason measured (docs/performance.md): the line
+# says which, `# lazy: <boundary>` (the first line of a group of such imports says it for the group).
+BOUNDARIES = (
+    "the parser",  # unidiff and patchkit's parse: a parse-cache hit and a restart the records answer parse nothing
+    "the judgement",  # state, matching, rewrite, hunks: a restart the records answer judges nothing
+    "the write stage",  # planner, bytecode scan, transaction, recovery: status writes nothing
+    "gitpython",  # ~140 ms: only a git checkout with a pinned commit, vendoring from git, lint's history mode
+    "the CLI",  # a command's modules load when it runs: `--version` loads cli, console, display and errors
+    "--root-from-package",  # importlib.metadata (~15 ms) and running the engine's interpreter
+    "vendor's fetch",  # urllib.request (~20 ms): only a URL is fetched
+    "vendor's manifest edit",  # tomlkit (~40 ms)
+)
+
+
+def lazy_imports(modules: dict[str, Path]) -> list[tuple[str, int, str]]:
+    """(file, line, its text) of every import inside a function, outside an `if TYPE_CHECKING:` block."""
+    found = []
+    for path in modules.values():
+        source = path.read_text(encoding="utf-8")
+        lines = source.splitlines()
+        for func in ast.walk(ast.parse(source)):
+            if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(func):
+                if isinstance(node, ast.Import | ast.ImportFrom):
+                    found.append((str(path.relative_to(PACKAGE.parent)), node.lineno, lines[node.lineno - 1]))
+    return sorted(set(found))
+
+
+def test_lazy_imports_sit_at_the_named_boundaries_only() -> None:
+    imports = lazy_imports(modules_of(PACKAGE))
+    unnamed, covered = [], set()
+    for file, line, text in imports:  # in file and line order
+        if "# lazy: " in text:
+            if text.split("# lazy: ", 1)[1].startswith(BOUNDARIES):
+                covered.add((file, line))
+            else:
+                unnamed.append(f"{file}:{line}: {text.strip()} (not one of BOUNDARIES)")
+        elif (file, line - 1) in covered:  # the next line of a group whose first line names the boundary
+            covered.add((file, line))
+        else:
+            unnamed.append(f"{file}:{line}: {text.strip()}")
+    assert not unnamed, "imports inside functions without `# lazy: <boundary>`:\n" + "\n".join(unnamed)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 import stat
@@ -93,7 +94,7 @@ def locked(
             if needs_recovery(root):
                 if shared:  # flock converts the shared lock in place
                     _acquire(fd, path, timeout, False, on_wait)
-                from patchkit.workspace.recovery import recover  # deferred: only a journal needs it
+                from patchkit.workspace.recovery import recover  # lazy: the write stage (only a journal needs it)
 
                 recovery = recover(root)  # first: a refused journal means nothing at all is written
             if not shared:
@@ -133,7 +134,6 @@ def recover_pending(root: Path, timeout: float, on_wait: WaitHook | None = None)
 
 def pending_label(root: Path) -> str:
     """What the interrupted transaction on root was doing, for a message ("transaction" if unknown)."""
-    import json
 
     try:
         data = read_state(root, JOURNAL_NAME).data or b""
@@ -207,7 +207,7 @@ def _ensure_gitignore(root: Path) -> None:
         if state_fd is not None:
             try:
                 if not _present(state_fd, GITIGNORE_NAME):  # every write but the first: nothing to do
-                    from patchkit.workspace.commit import ensure_gitignore  # deferred: the writing code
+                    from patchkit.workspace.commit import ensure_gitignore  # lazy: the write stage
                     from patchkit.workspace.folders import Roots
 
                     ensure_gitignore(Roots(root, root_fd, state_fd))

@@ -21,7 +21,7 @@ import stat
 from pathlib import Path
 
 from patchkit.errors import UntrustedStateError
-from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, read_entry, split_relative
+from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, open_root, read_entry, split_relative
 
 STATE_DIR_MODE = 0o755
 STATE_FILE_MODE = 0o644
@@ -121,7 +121,6 @@ def read_state_at(state_fd: int, state_path: Path, rel: str) -> Snapshot:
 
 def read_state(root: Path, rel: str) -> Snapshot:
     """`<root>/.patchkit/<rel>` if patchkit may trust it (see module doc); absent if there is none."""
-    from patchkit.tree import open_root
 
     root_fd = open_root(root)
     try:
