@@ -13,7 +13,6 @@ import importlib
 import itertools
 import os
 import sys
-import traceback
 from typing import Any
 
 import click
@@ -172,6 +171,7 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     if settings().json if as_json is None else as_json:
         echo(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
     if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
+        import traceback  # lazy: the CLI (only a bug's report shows one)
 
         echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
     echo(f"patchkit: internal error, please report: {summary} "

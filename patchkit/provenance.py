@@ -351,7 +351,6 @@ def locate_distribution_root(name: str, python: str | None = None) -> Path:
     try:
         dist = metadata.distribution(name)
     except metadata.PackageNotFoundError:
-
         searched = ", ".join(p for p in sys.path if p)
         raise BadInputError(
             f"no installed Python distribution named {name!r} for patchkit's own interpreter {sys.executable}; "

@@ -26,13 +26,13 @@ from patchkit.outcome import (
     Result,
 )
 from patchkit.provenance import missing_files
-from patchkit.series import SeriesOutcome, SeriesResult
 
 if TYPE_CHECKING:
     from patchkit.actions import Outcome
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
     from patchkit.provenance import Provenance
+    from patchkit.series import SeriesOutcome  # the series loads with --all only (the CLI)
     from patchkit.verdicts import FileVerdict
 
 _COLOURS = {
@@ -543,6 +543,7 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
 
 def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
+    from patchkit.series import SeriesResult  # lazy: the CLI (loaded already: --all made `series`)
 
     lines: list[str] = []
     in_order = series.outcomes if series.action is Action.APPLY else series.outcomes[::-1]  # as they were acted on

@@ -260,7 +260,6 @@ def run_series(
                 result = Result.DRY_RUN if options.dry_run else outcomes[i].result
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
-
             state_files: dict[str, bytes | None] = {}
             after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
             together = [series_entry(patches[i].spec) for i in active]

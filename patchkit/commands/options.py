@@ -34,10 +34,10 @@ from patchkit.report import (
     table_hint,
     versioned,
 )
-from patchkit.series import SeriesOutcome, load_series, run_series
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
 
 if TYPE_CHECKING:
+    from patchkit.series import SeriesOutcome
     from patchkit.workspace.recovery import Recovery
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -241,6 +241,7 @@ def _run_patch_command(
         emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
         patches = find_locations(patches=patches_dir).patches
         if selection.patch is None:
+            from patchkit.series import load_series, run_series  # lazy: the CLI (only --all runs a series)
 
             specs = load_series(patches, selection.target)
             series = run_series(specs, Path(root), action, options, keep_going=keep_going, progress=shown)
