@@ -31,7 +31,8 @@ def with_packages(modules: tuple[str, ...]) -> list[str]:
 def test_version_imports_only_the_cli() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.splitlines()[-1])
-    assert loaded == with_packages(("patchkit.cli", "patchkit.console", "patchkit.display", "patchkit.errors"))
+    only = ("patchkit.cli", "patchkit.console", "patchkit.display", "patchkit.errors")
+    assert loaded == with_packages(only)
 
 
 def test_every_registered_module_gives_its_command() -> None:
