@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +36,7 @@ from patchkit.provenance import (
     read_record,
 )
 from patchkit.records import record_files, record_names, record_removal
-from patchkit.tree import STATE_DIR, Snapshot, check_root
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.treestate import TreeState
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
@@ -43,6 +44,30 @@ if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
     from patchkit.plan import FileChange, Plan
     from patchkit.workspace.recovery import Recovery
+
+
+class Invocation(NamedTuple):  # a NamedTuple, as BaseCheck
+    """How this run named the engine tree and the registry, so that every command a message suggests runs as
+    printed, from any folder: the same options, absolute paths, shell-quoted (the CLI builds it from its options:
+    commands/options.py; `at(root)` for a caller without one)."""
+
+    root: tuple[str, ...]  # ("--root", "/abs/dir") or ("--root-from-package", NAME[, "--python", PATH])
+    patches: str | None = None  # the registry folder, absolute: for a command on --all
+    target: tuple[str, ...] = ()  # the --target values of an --all run
+
+    @classmethod
+    def at(cls, root: Path) -> Invocation:
+        return cls(("--root", str(Path(root).absolute())))
+
+    def patch_command(self, verb: str, spec: PatchSpec, *flags: str) -> str:
+        """`patchkit VERB ID --patches REGISTRY <root> FLAGS`: the registry is the folder the patch was found in."""
+        return shlex.join(["patchkit", verb, spec.id, "--patches", str(spec.folder.parent), *self.root, *flags])
+
+    def series_command(self, verb: str, *flags: str) -> str:
+        """`patchkit VERB --all [--target T] [--patches REGISTRY] <root> FLAGS`."""
+        words = ["patchkit", verb, "--all", *(word for name in self.target for word in ("--target", name))]
+        words += ["--patches", self.patches] if self.patches else []
+        return shlex.join([*words, *self.root, *flags])
 
 
 @dataclass(frozen=True)
@@ -59,6 +84,11 @@ class Options:
     # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
     # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
     fast_restart: bool = False
+    invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
+
+    def commands(self, root: Path) -> Invocation:
+        """The invocation to spell suggested commands with: the CLI's, else `--root ROOT`."""
+        return self.invocation if self.invocation is not None else Invocation.at(root)
 
 
 @dataclass(frozen=True)
@@ -93,7 +123,7 @@ _DEFAULTS = Options()  # frozen: one shared default
 
 
 def run(
-    spec: PatchSpec, root: Path, action: Action, options: Options = _DEFAULTS, *, progress: Progress | None = None
+    spec: PatchSpec, root: Root, action: Action, options: Options = _DEFAULTS, *, progress: Progress | None = None
 ) -> Outcome:
     if progress is not None:
         progress.phase(Phase.PARSE, spec.id)
@@ -103,15 +133,14 @@ def run(
     from patchkit.state import scan_tree  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_set = load_checked(spec)
-    real_root = check_root(root)
     label = f"{action.value} of {spec.id}"
-    with action_lock(real_root, action, options, earlier) as recovered:
+    with action_lock(root, action, options, earlier) as recovered:
         if progress is not None:
             progress.phase(Phase.JUDGE, spec.id)
-        record = read_record(real_root, spec.id, hunk_set)
+        record = read_record(root, spec.id, hunk_set)
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
-        tree = scan_tree(real_root, stored or hunk_set)
+        tree = scan_tree(root, stored or hunk_set)
         decision = decide_patch(spec, action, tree, record, options, used_stored_copy=stored is not None)
 
         def outcome(result: Result | None, plan: Plan | None) -> Outcome:
@@ -122,16 +151,16 @@ def run(
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
                 state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
-                commit(real_root, (), state_files, label)
+                commit(root, (), state_files, label)
             return outcome(decision.result, None)
-        plan = plan_writes(real_root, tree, forward=decision.forward)
+        plan = plan_writes(root, tree, forward=decision.forward)
         if options.dry_run:
             return outcome(Result.DRY_RUN, plan)
         if progress is not None:
             progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
         state_files = record_changes(spec, hunk_set, decision, after=after)
-        commit(real_root, plan.changes, state_files, label)
+        commit(root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
 
 
@@ -145,7 +174,7 @@ def load_checked(spec: PatchSpec) -> HunkSet:
 
 
 @contextlib.contextmanager
-def action_lock(root: Path, action: Action, options: Options, earlier: Recovery | None) -> Iterator[Recovery | None]:
+def action_lock(root: Root, action: Action, options: Options, earlier: Recovery | None) -> Iterator[Recovery | None]:
     """The root's lock as an action takes it: shared for status and --dry-run, exclusive for a write. Yields the
     interrupted transaction rolled back first, by this lock or by the fast path's (`earlier`), if any."""
     shared = action is Action.STATUS or options.dry_run
@@ -154,7 +183,7 @@ def action_lock(root: Path, action: Action, options: Options, earlier: Recovery 
 
 
 def restart_outcomes(
-    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options
+    specs: Sequence[PatchSpec], root: Root, action: Action, options: Options
 ) -> tuple[list[Outcome] | None, Recovery | None]:
     """The restart fast path: "already applied" for every patch, from their records (patchkit.fastpath).
 
@@ -163,7 +192,7 @@ def restart_outcomes(
     """
     if action is not Action.APPLY or not options.fast_restart or options.dry_run:
         return None, None
-    if not all(os.path.lexists(root / STATE_DIR / record_names(spec.id)[0]) for spec in specs):
+    if not _records_present(root, [record_names(spec.id)[0] for spec in specs]):
         # No record, no fast answer (a first apply, a tree applied by hand): decline before reading any diff or
         # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
         return None, None
@@ -171,17 +200,16 @@ def restart_outcomes(
     try:
         for spec in specs:
             spec.read_diff()  # the diff must still be the one its manifest names
-        real_root = check_root(root)
     except PatchkitError:
         return None, None
     try:
-        with locked(real_root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
-            restart = check_restart(specs, real_root)
+        with locked(root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
+            restart = check_restart(specs, root)
             if restart is None:
                 return None, recovered
             outcomes = []
             for spec, record in zip(specs, restart, strict=True):
-                tree = TreeState(real_root, HunkSet(str(spec.diff_path), (), ()), (), {})
+                tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
@@ -193,6 +221,24 @@ def restart_outcomes(
             return outcomes, recovered
     except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
         return None, None
+
+
+def _records_present(root: Root, names: Sequence[str]) -> bool:
+    """Whether every applied record is there at all (a look by name under the root's descriptor, no trust)."""
+    try:
+        state = open_child_dir(root.fd, STATE_DIR, STATE_DIR, str(root.state_path))
+    except (OSError, PatchkitError):
+        return False
+    if state is None:
+        return False
+    try:
+        for name in names:
+            os.stat(name, dir_fd=state, follow_symlinks=False)
+    except OSError:
+        return False
+    finally:
+        os.close(state)
+    return True
 
 
 class Decision(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
@@ -217,45 +263,38 @@ def decide_patch(
     missing = missing_files(tree) if tree.state is PatchState.CONFLICT else ()
     if action is Action.STATUS:
         return Decision(facts, None, missing_reason(missing, tree.root) if missing else None, None)
-    refusal = _refuse_provenance(spec, action, facts, options)
+    refusal = _refuse_provenance(spec, action, facts, options, tree.root)
     if refusal is not None:
         return Decision(facts, Result.REFUSED, refusal, None)
-    result, reason, forward = _decide(action, tree.state, options.complete)
+    result, reason, forward = _decide(spec, action, tree.state, options, tree.root)
     adoptable = result is Result.ALREADY_APPLIED and facts.record.state is not RecordState.CURRENT
     if options.adopt and adoptable and not options.dry_run:
         return Decision(facts, Result.ADOPTED, None, None)
     if missing and result is Result.REFUSED:
         reason = missing_reason(missing, tree.root)
     elif reason is not None and tree.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
-        reason += f" ({_first_undecided(tree)})"
+        reason += f" ({tree.first_undecided()})"
     return Decision(facts, result, reason, forward)
 
 
-def _first_undecided(tree: TreeState) -> str:
-    """The first hunk (or file) that keeps the tree from a clean state, with why: refusals name it."""
-    for verdict in tree.files:
-        for hv in verdict.hunks:
-            if hv.state.value in ("ambiguous", "conflict"):
-                return f"{verdict.section.path} hunk {hv.hunk.index} {hv.hunk.header}: {hv.located.detail}"
-        if verdict.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
-            return f"{verdict.section.path}: {verdict.detail}"
-    return "no single hunk is at fault"
-
-
-def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, options: Options) -> str | None:
+def _refuse_provenance(
+    spec: PatchSpec, action: Action, facts: Provenance, options: Options, root: Path
+) -> str | None:
     """Why provenance forbids the action (before any hunk-level decision), or None."""
     base = facts.base
+    commands = options.commands(root)
     if action is Action.REVERT and facts.origin is Origin.UPSTREAM and not options.force:
         # patchkit did not put this change there: taking it out would edit the engine image itself.
         return (
             "the tree had this change before patchkit applied anything (no applied record): the engine "
-            "image probably ships it, and the patch can be retired; `revert --force` takes it out anyway"
+            "image probably ships it, and the patch can be retired; "
+            f"`{commands.patch_command('revert', spec, '--force')}` takes it out anyway"
         )
     if action is Action.REVERT and facts.origin is Origin.OUTSIDE and not options.force:
         return (
             "the tree has this change but patchkit has no record of applying it (applied outside patchkit, e.g. "
-            f"by a script): `patchkit apply {spec.id} --adopt` records it, then revert; `revert --force` takes it "
-            "out anyway"
+            f"by a script): `{commands.patch_command('apply', spec, '--adopt')}` records it, then revert; "
+            f"`{commands.patch_command('revert', spec, '--force')}` takes it out anyway"
         )
     if options.strict_base and base.state is not BaseState.PINNED:
         what = f"drifted ({', '.join(base.drifted)})" if base.drifted else base.state.value
@@ -274,12 +313,18 @@ def _refuse_provenance(spec: PatchSpec, action: Action, facts: Provenance, optio
             f"{record.path} and apply again"
         )
     if action is Action.APPLY:
-        return f"{holds}; `patchkit revert {spec.id}` takes it out with its stored copy, then apply again"
+        return (
+            f"{holds}; `{commands.patch_command('revert', spec)}` takes it out with its stored copy, then apply "
+            "again"
+        )
     return None
 
 
-def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, str | None, bool | None]:
+def _decide(
+    spec: PatchSpec, action: Action, state: PatchState, options: Options, root: Path
+) -> tuple[Result, str | None, bool | None]:
     """(result, refusal reason, direction to plan in, or None for nothing to write)."""
+    complete = options.complete
     forward = action is Action.APPLY
     done_state = PatchState.APPLIED if forward else PatchState.UNAPPLIED
     start_state = PatchState.UNAPPLIED if forward else PatchState.APPLIED
@@ -290,9 +335,10 @@ def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, 
         return done_result, None, forward
     if state is PatchState.PARTIAL:
         verb, other = ("apply", "revert") if forward else ("revert", "apply")
+        commands = options.commands(root)
         return Result.REFUSED, (
-            f"the tree is partially patched; `{verb} --complete` finishes the job, "
-            f"`{other} --complete` goes back the other way"
+            f"the tree is partially patched; `{commands.patch_command(verb, spec, '--complete')}` finishes the job, "
+            f"`{commands.patch_command(other, spec, '--complete')}` goes back the other way"
         ), None
     if state is PatchState.AMBIGUOUS:
         return Result.REFUSED, "content alone cannot tell whether some hunks are applied; fix them by hand", None
@@ -304,7 +350,7 @@ def _decide(action: Action, state: PatchState, complete: bool) -> tuple[Result, 
 # nothing here loads for status; every import is done before the transaction it feeds starts.
 
 
-def plan_writes(root: Path, tree: TreeState, *, forward: bool) -> Plan:
+def plan_writes(root: Root, tree: TreeState, *, forward: bool) -> Plan:
     """Every change the action makes to the tree (plan.plan_changes), with the cached bytecode of each Python
     source it changes planned for removal too (patchkit.bytecode)."""
     from patchkit.bytecode import with_bytecode_removals  # lazy: the write stage
@@ -342,7 +388,7 @@ def record_changes(
     return {}
 
 
-def commit(root: Path, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
+def commit(root: Root, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
     """One transaction: the tree changes, then the state files (workspace.commit.commit_changes)."""
     from patchkit.workspace.commit import commit_changes  # lazy: the write stage
 

@@ -8,6 +8,7 @@ closed stdout pipe does not change the exit code. Nothing below here prints or e
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import importlib
 import itertools
@@ -18,14 +19,15 @@ from typing import Any
 import click
 
 from patchkit import __version__
-from patchkit.console import echo, output_params, reset_streams, settings, silence
+from patchkit.console import VERBOSE_HELP, echo, output_params, reset_streams, settings, silence
 from patchkit.display import closest
-from patchkit.errors import ExitCode, PatchkitError
+from patchkit.errors import ExitCode, OutputError, PatchkitError
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
 # than click, and a command does not pay for the others' imports.
 COMMAND_MODULES = ("status", "apply", "revert", "list_", "demo", "lint", "vendor", "new")
+TABLE_COMMANDS = ("status", "apply", "revert")  # the commands whose -v prints the per-hunk table
 
 
 def command_name(module: str) -> str:
@@ -48,6 +50,17 @@ class _Group(click.Group):
             self.list_commands(ctx)
         return super().get_command(ctx, cmd_name)
 
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """Each command's first sentence in full, wrapped to the width (click cuts it with "..." at ~45)."""
+        rows = []
+        for name in self.list_commands(ctx):
+            command = self.get_command(ctx, name)
+            if command is not None and not command.hidden:
+                rows.append((name, command.short_help or first_sentence(command.help or "")))
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
     def resolve_command(
         self, ctx: click.Context, args: list[str]
     ) -> tuple[str | None, click.Command | None, list[str]]:
@@ -65,7 +78,8 @@ class _Group(click.Group):
     def add_command(self, cmd: click.Command, name: str | None = None) -> None:
         """Every command, however it is added, takes -q, -v and --color (unless it defines them itself)."""
         taken = {opt for p in cmd.params for opt in p.opts}
-        cmd.params.extend(p for p in output_params() if not taken & set(p.opts))
+        verbose = VERBOSE_HELP["table" if cmd.name in TABLE_COMMANDS else "other"]
+        cmd.params.extend(p for p in output_params(verbose) if not taken & set(p.opts))
         super().add_command(cmd, name)
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -101,12 +115,19 @@ class _Group(click.Group):
         except click.exceptions.Abort:
             code = int(ExitCode.INTERRUPTED)
         except click.ClickException as exc:
-            code = emit_usage_error(exc, wants_json(argv))
+            code = emit_usage_error(exc, wants_json(argv), argv)
         except Exception as exc:  # the one place a bug becomes exit 10, not "refused" (see invoke)
             code = emit_internal(exc, wants_json(argv))
         if standalone_mode:
             sys.exit(code)
         return code
+
+
+def first_sentence(text: str) -> str:
+    """A help text's first sentence, on one line: what `patchkit --help` lists for a command."""
+    paragraph = " ".join(text.strip().split("\n\n")[0].split())
+    head, dot, _ = paragraph.partition(". ")
+    return head + "." if dot else paragraph
 
 
 PIPE_CLOSED = 141  # as a shell reports a process that SIGPIPE ended
@@ -130,9 +151,16 @@ def emit_error(exc: PatchkitError) -> int:
 
     code = int(exc.exit_code)
     if settings().json:
-        echo(render_json(error_json(exc.message, code, exc.where, exc.hint)))
-    echo(f"patchkit: error: {exc}", err=True)
+        tell(render_json(error_json(exc.message, code, exc.where, exc.hint)))
+    tell(f"patchkit: error: {exc}", err=True)
     return code
+
+
+def tell(message: str, *, err: bool = False) -> None:
+    """echo for the error boundary: a report that cannot be written is lost, and the exit code still says
+    what happened (the error's own code, not the output's)."""
+    with contextlib.suppress(OutputError):
+        echo(message, err=err)
 
 
 def emit_interrupt(exc: KeyboardInterrupt) -> int:
@@ -143,23 +171,58 @@ def emit_interrupt(exc: KeyboardInterrupt) -> int:
     terminated = isinstance(exc, Terminated)
     what = "terminated (SIGTERM)" if terminated else "interrupted"
     code = int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
+    # The write stage says what became of a write it was in (workspace.commit); before it, nothing was written.
+    happened = str(exc) or "stopped before the write phase: nothing was written"
     if settings().json:
-        echo(render_json(error_json(what, code, None, "rerun the command; it is safe to repeat")))
-    echo(f"patchkit: {what}; {exc or 'nothing was left half written'}", err=True)
+        tell(render_json(error_json(f"{what}; {happened}", code, None, "rerun the command; it is safe to repeat")))
+    tell(f"patchkit: {what}; {happened}", err=True)
     return code
 
 
-def emit_usage_error(exc: click.ClickException, as_json: bool) -> int:
+def emit_usage_error(exc: click.ClickException, as_json: bool, argv: list[str] | None = None) -> int:
     from patchkit.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
 
     code = int(ExitCode.BAD_INPUT)
+    ctx = getattr(exc, "ctx", None)
+    ctx = ctx if isinstance(ctx, click.Context) else None
+    words = ctx.command_path.split()[1:] if ctx is not None else []
+    message = usage_message(exc, ctx, argv or [])
+    hint = f"see `{' '.join(['patchkit', *words, '--help'])}`"
     if as_json:
-        ctx = getattr(exc, "ctx", None)
-        words = ctx.command_path.split()[1:] if isinstance(ctx, click.Context) else []
-        hint = f"see `{' '.join(['patchkit', *words, '--help'])}`"
-        echo(render_json(error_json(exc.format_message(), code, None, hint)))
-    exc.show()
+        tell(render_json(error_json(message, code, None, hint)))
+    usage = ctx.get_usage().replace("Usage: ", "usage: ", 1) if ctx is not None else None
+    tell("\n".join([f"patchkit: error: {message}", *([f"  {usage}"] if usage else []), f"  hint: {hint}"]), err=True)
     return code
+
+
+def usage_message(exc: click.ClickException, ctx: click.Context | None, argv: list[str]) -> str:
+    """A usage error in patchkit's words: an unknown option gets the did-you-mean that helps, among this
+    command's options, else the commands that have it (`--json list`: give it after the command name)."""
+    if not isinstance(exc, click.NoSuchOption) or ctx is None:
+        return exc.format_message()
+    name = exc.option_name
+    command = ctx.command
+    group_ctx = ctx if isinstance(command, click.Group) else ctx.parent
+    group = group_ctx.command if group_ctx is not None else None
+    owners: dict[str, list[str]] = {}  # option -> the other commands that take it
+    if group_ctx is not None and isinstance(group, click.Group):
+        for sub_name in group.list_commands(group_ctx):
+            sub = group.get_command(group_ctx, sub_name)
+            for opt in (o for p in (sub.params if sub is not None and sub is not command else []) for o in p.opts):
+                owners.setdefault(opt, []).append(sub_name)
+    mine = sorted({opt for p in command.params for opt in p.opts if opt.startswith("-")} | {"--help", "-h"})
+    close = None if name in owners else suggest(name, mine)  # another command's own option beats a look-alike
+    if close:
+        return f"no such option {name}; did you mean {close}?"
+    other = name if name in owners else suggest(name, sorted(owners))
+    if other is None:
+        return f"no such option {name}"
+    where = ", ".join(owners[other])
+    if isinstance(command, click.Group):
+        typed = next((word for word in argv if word in owners[other]), owners[other][0])  # `--json list`: list
+        return f"no such option {name} before the command name; {other} is an option of {where}: give it after " \
+            f"the command, e.g. `patchkit {typed} {other}`"
+    return f"no such option {name} for {ctx.info_name}; {other} is an option of {where}, not of {ctx.info_name}"
 
 
 def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
@@ -169,12 +232,12 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     code = int(ExitCode.INTERNAL)
     summary = f"{type(exc).__name__}: {exc}"
     if settings().json if as_json is None else as_json:
-        echo(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
+        tell(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
     if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
         import traceback  # lazy: the CLI (only a bug's report shows one)
 
-        echo("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
-    echo(f"patchkit: internal error, please report: {summary} "
+        tell("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
+    tell(f"patchkit: internal error, please report: {summary} "
          "(rerun with -v or PATCHKIT_TRACEBACK=1 for the traceback)", err=True)
     return code
 
@@ -195,13 +258,16 @@ def main() -> None:
     \b
     Examples:
       patchkit status atom-pr2106 --root /opt/ATOM
-      patchkit apply  atom-pr2106 --root /opt/ATOM      # a rerun is a no-op, exit 0
+      patchkit apply  atom-pr2106 --root /opt/ATOM    # a rerun: no-op, exit 0
       patchkit revert atom-pr2106 --root /opt/ATOM
 
     \b
-    Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied, 4 partial, 5 conflict,
-    6 lock timeout, 7 write failed (restored), 8 recovery failed, 9 --strict-base, 10 internal error (a bug).
-    Shell completion: eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)" (zsh_source, fish_source).
+    Exit codes: 0 ok (status: applied), 1 refused, 2 bad input, 3 unapplied,
+    4 partial, 5 conflict, 6 lock timeout, 7 write failed (restored),
+    8 recovery failed, 9 --strict-base, 10 internal error (a bug),
+    11 output failed (stdout/stderr could not be written).
+    Shell completion (zsh_source, fish_source alike):
+      eval "$(_PATCHKIT_COMPLETE=bash_source patchkit)"
     """
 
 
@@ -226,7 +292,13 @@ def entry() -> None:
     try:
         sys.stdout.flush()
         sys.stderr.flush()
-    except BaseException:  # a closed pipe, or anything else: the normal exit path reports it
+    except BrokenPipeError:  # a closed pipe: the normal exit path reports it
+        sys.exit(code)
+    except OSError as exc:  # a full disk, EIO, on the last of the output: an output error, not a bug
+        with contextlib.suppress(OSError):
+            os.write(2, f"patchkit: error: cannot write the output: {exc.strerror or exc}\n".encode())
+        os._exit(int(ExitCode.OUTPUT_FAILED))
+    except BaseException:  # anything else: the normal exit path reports it
         sys.exit(code)
     os._exit(code)
 

@@ -18,6 +18,8 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from patchkit.errors import OutputError
+
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -119,13 +121,21 @@ def json_format(json_value: str) -> Callable[[click.Context, click.Parameter, st
     return callback
 
 
-def output_params() -> list[click.Option]:
+VERBOSE_HELP = {  # what -v adds, by where it is given
+    "group": "More detail: status, apply and revert print the per-file, per-hunk table; tracebacks of internal "
+    "errors.",
+    "table": "More detail: the per-file, per-hunk table and provenance; tracebacks of internal errors.",
+    "other": "More detail: the traceback of an internal error.",
+}
+
+
+def output_params(verbose_help: str = VERBOSE_HELP["group"]) -> list[click.Option]:
     """-q, -v and --color: on the group and on every command, so either place works."""
     return [
         click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_on_quiet,
                      help="Only errors and refusals; no progress. The exit code says the rest."),
         click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, callback=_on_verbose,
-                     help="More detail: the per-file, per-hunk table; tracebacks of internal errors."),
+                     help=verbose_help),
         click.Option(["--color"], type=click.Choice(["auto", "always", "never"]), default="auto",
                      show_default=True, expose_value=False, callback=_on_color,
                      help="Colour: auto (a terminal, unless NO_COLOR or TERM=dumb; FORCE_COLOR forces), "
@@ -160,6 +170,29 @@ def echo(message: str = "", *, err: bool = False) -> None:
             click.echo(message, err=err, color=use_colour(settings().color))
         except BrokenPipeError:
             silence(name)
+        except OSError as exc:  # a full disk, EIO: the report cannot be written; not a bug
+            silence(name)
+            raise output_error(name, exc) from None
+
+
+def output_error(name: str, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write to {name}: {exc.strerror or exc}", where=None,
+        hint="the command's work is not affected (a write to the tree is a transaction, finished or rolled back "
+        f"before the report); send {name} somewhere with room and rerun to see the report: it is safe to repeat",
+    )
+
+
+def warn(message: str) -> None:
+    """`patchkit: warning: ...` on stderr: something looks wrong but the run goes on (-q leaves it out)."""
+    if not settings().quiet:
+        echo(f"patchkit: warning: {message}", err=True)
+
+
+def note(message: str) -> None:
+    """`patchkit: note: ...` on stderr: a fact worth knowing, nothing wrong (-q leaves it out)."""
+    if not settings().quiet:
+        echo(f"patchkit: note: {message}", err=True)
 
 
 def silence(name: str) -> None:
@@ -209,7 +242,7 @@ class TerminalProgress:
 
     def lock_wait(self, holder: LockHolder | None, path: Path) -> None:
         """workspace's WaitHook: a note of its own line; the spinner goes on below it."""
-        who = f"pid {holder.pid} since {holder.since}" if holder is not None else "another patchkit process"
+        who = f"pid {holder.pid} since {holder.since}" if holder is not None else "a process"
         with self._lock:
             self._clear()
             self._write(f"patchkit: waiting for the lock held by {who} ({path})\n")

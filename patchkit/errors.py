@@ -26,6 +26,7 @@ class ExitCode(IntEnum):
     RECOVERY_FAILED = 8  # an interrupted transaction could not be rolled back; manual action needed
     BASE_MISMATCH = 9  # --strict-base: the tree is not verifiably the pinned base; nothing was written
     INTERNAL = 10  # a bug in patchkit (an unexpected exception); never "refused": please report it
+    OUTPUT_FAILED = 11  # stdout or stderr could not be written (a full disk, EIO); not a bug, nothing half written
     INTERRUPTED = 130  # SIGINT; a write in progress was rolled back first
     TERMINATED = 143  # SIGTERM (docker stop, Kubernetes); a write in progress was rolled back first
 
@@ -108,6 +109,13 @@ class RefusedError(PatchkitError):
     """The tree is not in a state the requested action may change; nothing was written."""
 
     exit_code = ExitCode.REFUSED
+
+
+class OutputError(PatchkitError):
+    """stdout or stderr could not be written (`> /dev/full`, EIO): the report is lost, not the work. A write
+    to the tree is a transaction that finished or was rolled back before the report was printed."""
+
+    exit_code = ExitCode.OUTPUT_FAILED
 
 
 class InternalError(PatchkitError):

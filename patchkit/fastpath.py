@@ -40,7 +40,7 @@ import patchkit
 from patchkit import source_archive
 from patchkit.errors import PatchkitError
 from patchkit.records import AppliedRecord, parse_record, record_names
-from patchkit.tree import STATE_DIR, Snapshot, iter_all_at, open_folder, open_root
+from patchkit.tree import STATE_DIR, Root, Snapshot, iter_all_at, open_folder
 
 if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
@@ -137,12 +137,12 @@ def _python_sources(folder: str) -> list[str]:
 # -------------------------------------------------------------------------------------------------- reading
 
 
-def check_restart(specs: Sequence[PatchSpec], root: Path) -> tuple[AppliedRecord, ...] | None:
+def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[AppliedRecord, ...] | None:
     """The records proving every patch of `specs` (judged together, in this order) is applied as written: the
     fast path's answer, one record per patch, in order.
 
-    None: the full judgement must run. Call under the lock the full judgement would take; `root` is the real
-    root (tree.check_root). Never raises for what it finds in the tree: an odd tree is the full path's to report.
+    None: the full judgement must run. Call under the lock the full judgement would take on `root` (the
+    command's tree.Root). Never raises for what it finds in the tree: an odd tree is the full path's to report.
     """
     if os.environ.get(DISABLE_ENV):
         return None
@@ -150,21 +150,18 @@ def check_restart(specs: Sequence[PatchSpec], root: Path) -> tuple[AppliedRecord
         return None  # a [base] fingerprint is checked against per-hunk verdicts: only the full path has them
     try:
         series = [series_entry(spec) for spec in specs]
-        root_fd = open_root(root)
     except (OSError, PatchkitError):
         return None
     try:
         records = []
         for spec, entry in zip(specs, series, strict=True):
-            record = _vouching_record(root_fd, root, spec, entry, series)
+            record = _vouching_record(root.fd, root.path, spec, entry, series)
             if record is None:
                 return None
             records.append(record)
         return tuple(records)
     except (OSError, PatchkitError):
         return None
-    finally:
-        os.close(root_fd)
 
 
 def _vouching_record(

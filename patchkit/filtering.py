@@ -19,6 +19,7 @@ from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, paths_of
 from patchkit.hunkset import HunkSet
 from patchkit.manifest import line_of_key
+from patchkit.paths import path_problem
 
 if TYPE_CHECKING:
     from patchkit.manifest import Exclude, PatchSpec, PathMap
@@ -30,6 +31,16 @@ class ExcludeError(ManifestError):
     def __init__(self, message: str, pattern: str, *, hint: str | None = None) -> None:
         super().__init__(message, hint=hint)
         self.pattern = pattern
+
+
+class PlacementError(ManifestError):
+    """A placed path (prefix / [paths] + a diff path) that breaks a path bound; `key` and `table` let the caller
+    point at the manifest line that placed it."""
+
+    def __init__(self, message: str, key: str, table: str, *, hint: str | None = None) -> None:
+        super().__init__(message, hint=hint)
+        self.key = key
+        self.table = table
 
 
 def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | None = None) -> HunkSet:
@@ -104,8 +115,8 @@ def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[F
     origin: dict[str, str] = {}
     placed = []
     for f in files:
-        old = path_map.place(f.old_path) if f.old_path is not None else None
-        new = path_map.place(f.new_path) if f.new_path is not None else None
+        old = place_path(path_map, f.old_path) if f.old_path is not None else None
+        new = place_path(path_map, f.new_path) if f.new_path is not None else None
         for before, after in ((f.old_path, old), (f.new_path, new)):
             if before is None or after is None:
                 continue
@@ -115,6 +126,22 @@ def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[F
                     hint="fix prefix / [paths] so that every file of the diff has a place of its own",
                 )
         placed.append(replace(f, old_path=old, new_path=new))
+    return placed
+
+
+def place_path(path_map: PathMap, path: str) -> str:
+    """Where the manifest's prefix / [paths] put a diff path under the root, checked by every rule a diff path
+    obeys (patchkit.paths: depth, length of each name and of the whole, .git / .patchkit in any case)."""
+    placed = path_map.place(path)
+    problem = path_problem(placed)
+    if problem is not None:
+        source = next((folder for folder, _ in path_map.folders if path.startswith(folder)), None)
+        key, table, rule = ("prefix", "", "prefix") if source is None else (source, "paths", f"[paths] {source!r}")
+        raise PlacementError(
+            f"the diff's {show_path(path[:200])} placed under the root by {rule}: {problem}", key, table,
+            hint="shorten prefix / [paths] so that every placed path is a plain relative path within the bounds "
+            "of patchkit.limits",
+        )
     return placed
 
 
@@ -149,13 +176,21 @@ def match_exclude(pattern: str, path: str) -> bool:
 
 def load_hunk_set(spec: PatchSpec) -> HunkSet:
     """manifest -> verified diff bytes -> parsed diff -> filtered hunk set."""
-    data = spec.read_diff()
-    if spec.sha256 is None:  # read_diff refuses this; no verified hash, no cache
+    if spec.sha256 is None:
+        # No pin yet: check the file as vendor does (a diff, with context, every exclude in it) before read_diff
+        # asks to pin its sha256: a saved HTML page, an empty or CRLF file is reported as what it is, first.
         from patchkit.diffs import parse_diff  # lazy: the parser (a parse-cache hit parses nothing)
 
-        diff = parse_diff(data, spec.strip, str(spec.diff_path))
-    else:
-        diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
+        diff = parse_diff(spec.read_diff(pinned=False), spec.strip, str(spec.diff_path))
+        refuse_zero_context(diff)
+        _filter(spec, diff)
+        spec.read_diff()  # refuses: no sha256 recorded, with the sha256 to pin
+    data = spec.read_diff()
+    assert spec.sha256 is not None
+    return _filter(spec, parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path)))
+
+
+def _filter(spec: PatchSpec, diff: Diff) -> HunkSet:
     try:
         return filter_diff(diff, spec.excludes, spec.path_map)
     except ManifestError as exc:
@@ -163,8 +198,13 @@ def load_hunk_set(spec: PatchSpec) -> HunkSet:
 
 
 def exclude_where(spec: PatchSpec, exc: ManifestError) -> str:
-    """The manifest (and, for an exclude that does not fit, its line) a filtering error belongs to."""
-    line = line_of_key(spec.manifest_path, exc.pattern, "exclude") if isinstance(exc, ExcludeError) else None
+    """The manifest (and, for an exclude that does not fit or a placement out of bounds, its line) a filtering
+    error belongs to."""
+    line = None
+    if isinstance(exc, ExcludeError):
+        line = line_of_key(spec.manifest_path, exc.pattern, "exclude")
+    elif isinstance(exc, PlacementError):
+        line = line_of_key(spec.manifest_path, exc.key, exc.table)
     return f"{spec.manifest_path}:{line}" if line else str(spec.manifest_path)
 
 

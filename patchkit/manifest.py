@@ -18,7 +18,15 @@ from typing import Any, NamedTuple
 from patchkit.display import closest, show_path
 from patchkit.errors import ManifestError, PendingPatchError
 from patchkit.globs import is_glob, parse_glob
-from patchkit.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_NESTING, check_diff_size
+from patchkit.limits import (
+    MAX_MANIFEST_BYTES,
+    MAX_MANIFEST_NESTING,
+    MAX_NAME_BYTES,
+    MAX_PATCH_ID_CHARS,
+    MAX_PATH_BYTES,
+    MAX_PATH_DEPTH,
+    check_diff_size,
+)
 from patchkit.paths import path_problem, reserved_name
 from patchkit.tomlcompat import tomllib
 
@@ -86,8 +94,23 @@ UNKNOWN_COMMIT = "unknown"
 
 
 def is_patch_id(text: str) -> bool:
-    """Letters, digits, '.', '_' and '-', starting with a letter or digit: a folder name and an id."""
-    return _ID.match(text) is not None
+    """Letters, digits, '.', '_' and '-', starting with a letter or digit, at most MAX_PATCH_ID_CHARS: a folder
+    name and an id."""
+    return patch_id_problem(text) is None
+
+
+def quote_short(text: str) -> str:
+    """A value for a message (an id, a folder): quoted, and cut after 80 characters."""
+    return repr(text) if len(text) <= 80 else f"{text[:80]!r}..."
+
+
+def patch_id_problem(text: str) -> str | None:
+    """Why `text` cannot be a patch id (too long, or a character outside the id's alphabet), or None."""
+    if len(text) > MAX_PATCH_ID_CHARS:
+        return f"is {len(text)} characters long; a patch id may have at most {MAX_PATCH_ID_CHARS}"
+    if _ID.match(text) is None:
+        return "must be letters, digits, '.', '_' or '-', starting with a letter or digit"
+    return None
 
 
 class OriginKind(Enum):
@@ -214,7 +237,10 @@ class PatchSpec:
 
     @property
     def pending(self) -> bool:
-        """True until a diff body has been vendored into the patch folder."""
+        """True until a diff body has been vendored into the patch folder. A manifest that pins the diff's
+        sha256 says it was vendored: its missing file is an error (read_diff), not "pending"."""
+        if self.sha256 is not None or self.hunkset_sha256 is not None:
+            return False
         try:
             return not self.diff_path.is_file()
         except OSError:  # e.g. an unreadable patch folder: not pending, and read_diff says what is wrong
@@ -231,8 +257,9 @@ class PatchSpec:
 
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 
-    def read_diff(self) -> bytes:
-        """The diff's bytes, refused unless they match the recorded sha256."""
+    def read_diff(self, *, pinned: bool = True) -> bytes:
+        """The diff's bytes, refused unless they match the recorded sha256. `pinned=False`: every check but the
+        pin (a diff with no sha256 yet is read, to be parsed before the user is asked to pin it)."""
         if self.pending:
             raise PendingPatchError(
                 f"patch {self.id} is pending: its diff {self.diff_name} has not been vendored yet",
@@ -249,9 +276,13 @@ class PatchSpec:
         try:
             check_diff_size(real.stat().st_size, str(self.diff_path))  # before reading it into memory
             data = real.read_bytes()
+        except FileNotFoundError:
+            raise self._missing_diff() from None
         except OSError as exc:
             raise ManifestError(f"cannot read {self.diff_name}: {exc.strerror}", where=str(self.diff_path)) from None
         actual = hashlib.sha256(data).hexdigest()
+        if self.sha256 is None and not pinned:
+            return data
         if self.sha256 is None:
             raise ManifestError(
                 f"no sha256 recorded for {self.diff_name}",
@@ -265,6 +296,24 @@ class PatchSpec:
                 hint="the diff changed since it was reviewed; re-vendor it or restore the reviewed file",
             )
         return data
+
+
+    def _missing_diff(self) -> ManifestError:
+        """The manifest pins a diff that is not in the folder: a typo in `diff =` or a deleted file."""
+        try:
+            names = sorted(p.name for p in self.folder.iterdir() if p.name != MANIFEST_NAME and p.is_file())
+        except OSError:
+            names = []
+        close = closest(self.diff_name, names)
+        pin = "sha256" if self.sha256 is not None else "hunkset_sha256"
+        return ManifestError(
+            f"the diff {self.diff_name} is not in the patch folder, but the manifest pins its {pin}: it was vendored"
+            + (f"; did you mean {close!r}?" if close else ""),
+            where=_where(self.manifest_path, line_of_key(self.manifest_path, "diff")),
+            hint=(f'fix the manifest\'s diff = "{close}"' if close else "restore the diff file (e.g. from version "
+                  "control)")
+            + f", or vendor it again: {self.vendor_command()}",
+        )
 
 
 def load_manifest(folder: Path) -> PatchSpec:
@@ -390,8 +439,9 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
         _check_table(waiver, _WAIVER_KEYS, "waiver.", fail)
 
     patch_id: str = data["id"]
-    if not _ID.match(patch_id):
-        raise fail(f"id {patch_id!r} must be letters, digits, '.', '_' or '-'", "id")
+    problem = patch_id_problem(patch_id)
+    if problem is not None:
+        raise fail(f"id {quote_short(patch_id)} {problem}", "id")
     if patch_id != folder.name:
         raise fail(
             f"id {patch_id!r} does not match the folder name {folder.name!r}",
@@ -426,7 +476,7 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
     excludes = [_build_exclude(pattern, value, fail) for pattern, value in data.get("exclude", {}).items()]
 
     after = data.get("after", [])
-    if not all(isinstance(a, str) and _ID.match(a) for a in after):
+    if not all(isinstance(a, str) and is_patch_id(a) for a in after):
         raise fail("after must be a list of patch ids", "after")
     if patch_id in after:
         raise fail("a patch cannot come after itself", "after")
@@ -582,7 +632,7 @@ def _build_path_map(prefix: str, folders: Mapping[str, Any], fail: Any) -> PathM
     if prefix:
         problem = _folder_problem(prefix)
         if problem:
-            raise fail(f"prefix {prefix!r} {problem}", "prefix", hint='for example prefix = "aiter_meta/"')
+            raise fail(f"prefix {quote_short(prefix)} {problem}", "prefix", hint='for example prefix = "aiter_meta/"')
     pairs = []
     for source, target in folders.items():
         if not isinstance(target, str):
@@ -591,7 +641,8 @@ def _build_path_map(prefix: str, folders: Mapping[str, Any], fail: Any) -> PathM
             problem = _folder_problem(name)
             if problem:
                 raise fail(
-                    f"[paths] {source!r} = {target!r}: {name!r} {problem}", source, table="paths",
+                    f"[paths] {quote_short(source)} = {quote_short(target)}: {quote_short(name)} {problem}", source,
+                    table="paths",
                     hint='for example "csrc/" = "aiter_meta/csrc/"',
                 )
         pairs.append((source, target))
@@ -608,6 +659,18 @@ def _folder_problem(name: str) -> str | None:
         return "must be a plain relative folder inside the root (no leading '/', no '.' or '..', no '//')"
     if any(reserved_name(p) is not None for p in parts):
         return "is inside .git or .patchkit (in any letter case); patchkit never writes there"
+    # The bounds of diff paths (patchkit.limits), so that no placed path can pass them: the folder must leave
+    # room for at least one more name below it.
+    if len(parts) >= MAX_PATH_DEPTH:
+        return (f"is {len(parts)} folders deep; a path may be at most {MAX_PATH_DEPTH} deep, file name included, "
+                f"so a folder that paths are placed under at most {MAX_PATH_DEPTH - 1}")
+    size = len(name.encode("utf-8", "surrogatepass"))
+    if size >= MAX_PATH_BYTES:
+        return f"is {size} bytes long; a whole path may have at most {MAX_PATH_BYTES} bytes (PATH_MAX)"
+    long_name = next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES), None)
+    if long_name is not None:
+        return (f"has a name {len(long_name.encode('utf-8', 'surrogatepass'))} bytes long; a name may have at "
+                f"most {MAX_NAME_BYTES} (NAME_MAX)")
     return None
 
 

@@ -369,4 +369,6 @@ def _preview(line: bytes | None) -> str:
     if line is None:
         return "end of file"
     text = line.decode("utf-8", "replace").rstrip("\n")
+    if not text.strip():  # `expects ''` reads as a quoting slip: say what the line is
+        return "a blank line" if not text else f"a line of whitespace only ({text!r})"
     return repr(text[:60] + ("..." if len(text) > 60 else ""))

@@ -27,7 +27,7 @@ from urllib.parse import unquote, urlparse
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
 from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
 from patchkit.records import AppliedRecord, parse_record, record_names
-from patchkit.tree import STATE_DIR
+from patchkit.tree import STATE_DIR, Root
 from patchkit.workspace.trust import read_state
 
 if TYPE_CHECKING:
@@ -77,8 +77,8 @@ class HeadCheck(NamedTuple):
 def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
     pinned = spec.target.pinned_commit
     head = HeadCheck(None, None, None)
-    if pinned is not None and (tree.root / ".git").exists():
-        head = compare_head(tree.root, pinned)
+    if pinned is not None and (tree.root / ".git").exists():  # by path: git reads the checkout by its path,
+        head = compare_head(tree.root, pinned)  # not through the command's root descriptor (tree.Root)
     drifted: list[str] = []
     unchecked: list[str] = []
     matched = 0
@@ -231,7 +231,7 @@ def _pre_image(verdict: FileVerdict, path: str) -> bytes | None:
 # ---------------------------------------------------------------------------------------------------- record
 
 
-def read_record(root: Path, patch_id: str, hunk_set: HunkSet) -> RecordCheck:
+def read_record(root: Root, patch_id: str, hunk_set: HunkSet) -> RecordCheck:
     """The applied record of patch_id under root, compared with the digest of the hunk set the manifest gives now
     (hashed only when there is a record to compare it with: a tree without one never pays for it)."""
     json_name, diff_name = record_names(patch_id)
@@ -254,7 +254,7 @@ def read_record(root: Path, patch_id: str, hunk_set: HunkSet) -> RecordCheck:
     return RecordCheck(RecordState.STALE, rel, record, stored, None)
 
 
-def _load_stored(root: Path, name: str, record: AppliedRecord) -> HunkSet:
+def _load_stored(root: Root, name: str, record: AppliedRecord) -> HunkSet:
     """Rebuild the hunk set a record names from its stored diff, and prove it is the same one."""
     rel = f"{STATE_DIR}/{name}"
     data = read_state(root, name).data

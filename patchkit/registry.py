@@ -8,13 +8,15 @@ follows the same order with `--waivers`, PATCHKIT_WAIVERS and `[tool.patchkit] w
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.display import closest
 from patchkit.errors import RegistryError
-from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+from patchkit.limits import MAX_NAME_BYTES, MAX_PATCH_ID_CHARS, MAX_PATH_BYTES
+from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest, quote_short
 from patchkit.tomlcompat import tomllib
 
 
@@ -63,7 +65,11 @@ def find_project_config(start: Path) -> ProjectConfig:
     """The one reader of `[tool.patchkit]`, for the registry locations and for lint's scan settings."""
     for folder in (start, *start.parents):
         candidate = folder / "pyproject.toml"
-        if candidate.is_file():
+        try:
+            found = candidate.is_file()
+        except OSError as exc:  # a folder on the way this user cannot search (a private 0700 home)
+            raise RegistryError(f"cannot read pyproject.toml: {exc.strerror}", where=str(candidate)) from None
+        if found:
             try:
                 data = tomllib.loads(candidate.read_text(encoding="utf-8"))
             except (OSError, ValueError, RecursionError) as exc:  # TOMLDecodeError, int digit limit, deep nesting
@@ -78,6 +84,7 @@ def find_project_config(start: Path) -> ProjectConfig:
 
 def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
     """PATCH is a folder holding manifest.toml, a manifest.toml path, or an id inside the registry."""
+    check_patch_arg(arg, patches_dir)
     as_path = Path(arg)
     if as_path.name == MANIFEST_NAME and as_path.is_file():
         return load_manifest(as_path.parent.resolve())
@@ -88,6 +95,13 @@ def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
     folder = patches_dir / arg
     if (folder / MANIFEST_NAME).is_file():
         return load_manifest(folder.resolve())
+    check_registry_folder(patches_dir)
+    if folder.is_dir():
+        raise RegistryError(
+            f"the folder of patch {arg!r} has no {MANIFEST_NAME}, so it is not a patch", where=str(folder.absolute()),
+            hint=f"a patch folder holds {MANIFEST_NAME} and its diff: restore its {MANIFEST_NAME} (e.g. from version "
+            "control), or move the folder out of the registry",
+        )
     ids = list_patch_ids(patches_dir)
     close = closest(arg, ids)
     known = ", ".join(ids) or "none"
@@ -95,6 +109,29 @@ def resolve_patch(arg: str, patches_dir: Path) -> PatchSpec:
         f"no patch {arg!r} in the registry {patches_dir}" + (f"; did you mean {close!r}?" if close else ""),
         hint=f"known patches: {known}; pass --patches DIR or set PATCHKIT_PATCHES to use another registry",
     )
+
+
+def check_patch_arg(arg: str, patches_dir: Path) -> None:
+    """Refuse a PATCH argument no file system could hold, before it is looked up (ENAMETOOLONG is no answer)."""
+    if "/" not in arg and os.sep not in arg and len(arg) > MAX_PATCH_ID_CHARS:
+        raise RegistryError(
+            f"{quote_short(arg)} is not a patch id: it is {len(arg)} characters long, and a patch id may have at "
+            f"most {MAX_PATCH_ID_CHARS}",
+            hint=f"`patchkit list --patches {_shell_word(str(patches_dir))}` shows the patches",
+        )
+    names = [len(os.fsencode(part)) for part in arg.split("/")]
+    if len(os.fsencode(arg)) > MAX_PATH_BYTES or max(names) > MAX_NAME_BYTES:
+        raise RegistryError(
+            f"{quote_short(arg)} is not a patch folder: a path may have at most {MAX_PATH_BYTES} bytes and each "
+            f"name in it {MAX_NAME_BYTES}",
+            hint=f"pass a patch id or folder; `patchkit list --patches {_shell_word(str(patches_dir))}` shows "
+            "the patches",
+        )
+
+
+def _shell_word(text: str) -> str:
+    """`text` as one word of a shell command, as shlex.quote makes it (status must not load shlex)."""
+    return text if re.fullmatch(r"[\w@%+=:,./-]+", text, re.ASCII) else "'" + text.replace("'", "'\"'\"'") + "'"
 
 
 def list_patch_ids(patches_dir: Path) -> list[str]:
@@ -105,10 +142,37 @@ def list_patch_ids(patches_dir: Path) -> list[str]:
 
 def load_registry(patches_dir: Path) -> list[PatchSpec]:
     """Every patch in the registry, sorted by id. A missing folder is an error: it is usually a typo."""
-    if not patches_dir.is_dir():
-        raise RegistryError(
-            "the patches folder does not exist",
-            where=str(patches_dir),
-            hint="pass --patches DIR, set PATCHKIT_PATCHES, or set [tool.patchkit] patches in pyproject.toml",
-        )
+    check_registry_folder(patches_dir)
     return [load_manifest((patches_dir / pid).resolve()) for pid in list_patch_ids(patches_dir)]
+
+
+REGISTRY_HINT = (
+    "pass --patches DIR (the folder holding one folder per patch), set PATCHKIT_PATCHES, or set "
+    "[tool.patchkit] patches in pyproject.toml"
+)
+
+
+def check_registry_folder(patches_dir: Path) -> None:
+    """The registry must be a folder. Missing, it is usually a typo or the wrong working folder: say so, with
+    the path (absolute: a relative default is relative to a folder the user may not know they are in)."""
+    where = str(patches_dir.absolute())
+    try:
+        if patches_dir.is_dir():
+            return
+        exists = patches_dir.exists()
+    except OSError as exc:  # e.g. a folder on the way that cannot be searched
+        raise RegistryError(
+            f"cannot read the patches folder: {exc.strerror}", where=where, hint=REGISTRY_HINT
+        ) from None
+    what = "the patches folder is a file, not a folder" if exists else "the patches folder does not exist"
+    raise RegistryError(what, where=where, hint=REGISTRY_HINT)
+
+
+def stray_folders(patches_dir: Path) -> list[Path]:
+    """Folders of the registry that look like patches and are not (no manifest.toml): `list` warns of them.
+    Hidden ones (`.git`, patchkit's own staging folders) are not looked at."""
+    try:
+        entries = sorted(patches_dir.iterdir())
+    except OSError:
+        return []
+    return [p for p in entries if not p.name.startswith(".") and p.is_dir() and not (p / MANIFEST_NAME).exists()]

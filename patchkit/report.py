@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from patchkit.actions import Invocation
 from patchkit.display import escape_controls, show_path
 from patchkit.outcome import (
     Action,
@@ -242,12 +243,12 @@ def strict_base_lines(outcome: Outcome) -> list[str]:
         found.append(base.detail)
     if checked:
         lines.append(f"  found: {'; '.join(found) if found else 'no proof that this is the pinned base'}")
+    vendor = f"{outcome.spec.vendor_command()} --base-tree DIR"  # DIR: the pristine tree, which only the user knows
     if base.state is BaseState.DRIFTED:
-        todo = (f"use the engine image {pid} was validated on, or re-vendor {pid} for this one "
-                f"(`patchkit vendor {pid} --from ... --base-tree DIR`)")
+        todo = f"use the engine image {pid} was validated on, or re-vendor {pid} for this one (`{vendor}`)"
     else:
-        todo = (f"record the base: `patchkit vendor {pid} --from ... --base-tree DIR` (on the pristine tree) "
-                "or set target.pinned_commit; or run without --strict-base")
+        todo = (f"record the base: `{vendor}` (DIR: the pristine tree) or set target.pinned_commit; or run "
+                "without --strict-base")
     lines.append(f"  what to do: {todo}")
     return lines
 
@@ -284,7 +285,10 @@ def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
         if applied and missing:
             lines.append(f"  patched: {_few(applied)}; not patched: {_few(missing)}")
     if outcome.reason and not refused_by_strict_base(outcome):
-        lines.append(f"  {outcome.reason}")
+        reason = outcome.reason
+        if lines and tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
+            reason = reason.replace(f" ({tree.first_undecided()})", "", 1)  # the hunk lines above said it
+        lines.append(f"  {reason}")
     return lines
 
 
@@ -293,9 +297,10 @@ def _few(paths: list[str], limit: int = 3) -> str:
     return shown + (f" and {len(paths) - limit} more" if len(paths) > limit else "")
 
 
-def table_hint(outcome: Outcome) -> str:
-    root = outcome.tree.root
-    return f"  every hunk: `patchkit status {outcome.spec.id} --root {root} -v`"
+def table_hint(outcome: Outcome, commands: Invocation | None = None) -> str:
+    """The command that prints every hunk, spelled as this run was (see Invocation)."""
+    commands = commands or Invocation.at(outcome.tree.root)
+    return f"  every hunk: `{commands.patch_command('status', outcome.spec, '-v')}`"
 
 
 def hunk_table(outcome: Outcome) -> list[str]:
@@ -383,8 +388,11 @@ def spec_line(spec: PatchSpec) -> str:
 
 
 def _paint(key: str, text: str | None = None) -> str:
-    # click.echo strips these styles when stdout is not a terminal.
-    return click.style(text if text is not None else key, fg=_COLOURS.get(key))
+    # click.echo strips these styles when stdout is not a terminal. A word without a colour is left plain:
+    # click.style would still end it with a reset (`base unknown^[[0m`).
+    shown = text if text is not None else key
+    colour = _COLOURS.get(key)
+    return click.style(shown, fg=colour) if colour else shown
 
 
 
@@ -431,7 +439,7 @@ def _provenance_json(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def provenance_line(outcome: Outcome, verbose: bool) -> str | None:
+def provenance_line(outcome: Outcome, verbose: bool, commands: Invocation | None = None) -> str | None:
     """One line on base and record: always with -v, otherwise only when it says something to act on."""
     facts = outcome.provenance
     if facts is None:
@@ -445,7 +453,8 @@ def provenance_line(outcome: Outcome, verbose: bool) -> str | None:
     )
     if not (verbose or notable):
         return None
-    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts, outcome.tree.state)}"
+    commands = commands or Invocation.at(outcome.tree.root)
+    return f"  {_base_text(facts.base, verbose)}; {_record_text(facts, outcome, commands)}"
 
 
 _RELATION_TEXT = {
@@ -471,8 +480,36 @@ def _base_text(base: BaseCheck, verbose: bool) -> str:
     return f"{label} ({'; '.join(reasons)})" if reasons else label
 
 
-def _record_text(facts: Provenance, outcome_state: PatchState | None = None) -> str:
+# What the tree lacks, after "the tree": a record says patchkit applied the patch, the state says otherwise.
+_MISSING_TEXT = {
+    PatchState.UNAPPLIED: "does not have it now",
+    PatchState.PARTIAL: "no longer has all of it",
+    PatchState.CONFLICT: "no longer has it as the patch wrote it",
+    PatchState.AMBIGUOUS: "cannot be told to have it",
+    PatchState.APPLIED: "has it",
+}
+
+
+def _next_apply(outcome: Outcome, commands: Invocation) -> str:
+    """What `apply` really does to a tree whose record claims more than the tree holds, and the command that works."""
+    spec, state = outcome.spec, outcome.tree.state
+    if state is PatchState.UNAPPLIED:
+        return f"`{commands.patch_command('apply', spec)}` applies it again and rewrites the record"
+    if state is PatchState.PARTIAL:
+        return (
+            "`apply` refuses a partially patched tree: "
+            f"`{commands.patch_command('apply', spec, '--complete')}` writes the missing hunks and rewrites the "
+            "record"
+        )
+    return (
+        "`apply` refuses it: restore the files the hunks name (see them with "
+        f"`{commands.patch_command('status', spec, '-v')}`), or re-vendor the patch for this image"
+    )
+
+
+def _record_text(facts: Provenance, outcome: Outcome, commands: Invocation) -> str:
     check, record = facts.record, facts.record.record
+    outcome_state = outcome.tree.state
     if facts.origin is Origin.UPSTREAM:
         return (
             f"no record: the tree has this change but patchkit did not put it there ({_paint('upstream-contains')}); "
@@ -481,13 +518,13 @@ def _record_text(facts: Provenance, outcome_state: PatchState | None = None) -> 
     if facts.origin is Origin.OUTSIDE:
         return (
             f"no record: {_paint('applied outside patchkit')} (by a script or by hand, on the pinned base or one "
-            "that cannot be told); `apply --adopt` records it without writing the engine"
+            f"that cannot be told); `{commands.patch_command('apply', outcome.spec, '--adopt')}` records it "
+            "without writing the engine"
         )
     if check.state is RecordState.CURRENT and record is not None and outcome_state is not PatchState.APPLIED:
         return (
-            f"the record says patchkit applied it ({record.applied_at}), but the tree does not have it now "
-            "(reinstalled or restored, e.g. pip install --force-reinstall); `apply` applies it again and "
-            "rewrites the record"
+            f"the record says patchkit applied it ({record.applied_at}), but the tree {_MISSING_TEXT[outcome_state]} "
+            f"(reinstalled or restored, e.g. pip install --force-reinstall); {_next_apply(outcome, commands)}"
         )
     if check.state is RecordState.STALE and record is not None:
         text = (
@@ -523,7 +560,7 @@ def series_json(series: SeriesOutcome) -> dict[str, Any]:
     }
 
 
-def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
+def series_status_table(series: SeriesOutcome, verbose: bool, commands: Invocation | None = None) -> list[str]:
     """`status --all`: one row per patch (patch, state, base, files), then what stands out."""
     rows = [(o.spec.id, o.tree.state.value, o.provenance.base.state.value if o.provenance else "-",
              ", ".join(dict.fromkeys(show_path(v.section.path) for v in o.tree.files))) for o in series.outcomes]
@@ -532,7 +569,7 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
     lines += [f"{pid:<{width}}  {_paint(state, f'{state:<10}')} {_paint(base, f'{base:<8}')} {files}"
               for pid, state, base, files in rows]
     for outcome in series.outcomes:
-        details = _details(outcome, verbose)
+        details = _details(outcome, verbose, commands)
         if details:
             lines += [f"{outcome.spec.id}:", *details]
     count = len(series.outcomes)
@@ -541,16 +578,17 @@ def series_status_table(series: SeriesOutcome, verbose: bool) -> list[str]:
     return lines
 
 
-def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
+def series_lines(series: SeriesOutcome, verbose: bool, commands: Invocation | None = None) -> list[str]:
     """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
     from patchkit.series import SeriesResult  # lazy: the CLI (loaded already: --all made `series`)
 
+    commands = commands or Invocation.at(series.root)
     lines: list[str] = []
     in_order = series.outcomes if series.action is Action.APPLY else series.outcomes[::-1]  # as they were acted on
     for outcome in in_order:
         lines.append(summary_line(outcome))
         # Held back by all or nothing, every patch has the same reason: the series line gives it once.
-        lines += _details(outcome, verbose, skip_reason=series.keep_going)
+        lines += _details(outcome, verbose, commands, skip_reason=series.keep_going)
     result = series.result
     assert result is not None
     written = len({c.path for c in series.plan.changes}) if series.plan else 0
@@ -559,13 +597,14 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
     goal = "end applied" if series.action is Action.APPLY else "be taken out"
     texts = {
         SeriesResult.DRY_RUN: f"dry run, nothing written: {every} would {goal}; would write {plural(written, 'file')}",
-        SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing"
-        + ("" if series.keep_going else " (--keep-going writes the patches that can be)"),
+        SeriesResult.REFUSED: f"refused, nothing written to {series.root}: the series is all or nothing",
         SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {plural(count, 'patch')} left, "
         f"{_tally(series)} ({plural(written, 'file')} written)",
     }
     done = f"{plural(written, 'file')} written" if written else "nothing written"
     text = texts.get(result, f"{_tally(series)} ({done})")
+    if result is SeriesResult.REFUSED and not series.keep_going:  # spelled only when said (shlex loads then)
+        text += f" (`{commands.series_command(series.action.value, '--keep-going')}` writes the patches that can be)"
     lines.append(f"series: {_paint(result.value, text)}")
     if result is SeriesResult.DRY_RUN and series.plan is not None:
         lines += [
@@ -573,7 +612,7 @@ def series_lines(series: SeriesOutcome, verbose: bool) -> list[str]:
         ]
     first = next((o for o in series.left if o.result is Result.REFUSED), None)
     if first is not None:
-        lines += _refusal_advice(first)
+        lines += _refusal_advice(first, commands)
     return lines
 
 
@@ -597,10 +636,12 @@ def _tally(series: SeriesOutcome) -> str:
     return ", ".join(parts) or "nothing to do"
 
 
-def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[str]:
+def _details(
+    outcome: Outcome, verbose: bool, commands: Invocation | None, skip_reason: bool = True
+) -> list[str]:
     """What a patch's line needs below it: provenance worth a look, the hunk table on refusal, a skip reason."""
     lines = []
-    line = provenance_line(outcome, verbose)
+    line = provenance_line(outcome, verbose, commands)
     if line is not None:
         lines.append(line)
     lines += strict_base_lines(outcome)
@@ -613,7 +654,7 @@ def _details(outcome: Outcome, verbose: bool, skip_reason: bool = True) -> list[
     return lines
 
 
-def _refusal_advice(outcome: Outcome) -> list[str]:
+def _refusal_advice(outcome: Outcome, commands: Invocation) -> list[str]:
     """Which patch, which file, and what to do: the lines a stopped container start ends with."""
 
     pid, tree, facts = outcome.spec.id, outcome.tree, outcome.provenance
@@ -632,7 +673,8 @@ def _refusal_advice(outcome: Outcome) -> list[str]:
         where = f"{show_path(bad.section.path) if bad else 'a file'} is not under the root"
     elif tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
         todo = (
-            f"see the hunks with `patchkit status {pid} --root {tree.root} -v`; if this engine image already ships "
+            f"see the hunks with `{commands.patch_command('status', outcome.spec, '-v')}`; if this engine image "
+            "already ships "
             f"the fix, retire {pid} (remove its folder from the patches registry), else re-vendor it for this image"
         )
     return [f"  stopped at {pid}: {where}", f"  what to do: {todo}"]

@@ -18,7 +18,7 @@ from importlib import resources
 from pathlib import Path
 
 from patchkit.errors import BadInputError, ManifestError, RegistryError
-from patchkit.manifest import MANIFEST_NAME, PatchSpec, is_patch_id, load_manifest
+from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest, patch_id_problem, quote_short
 
 TEMPLATE = "templates/manifest.toml"
 
@@ -86,9 +86,10 @@ def _toml_pr(text: str) -> str:
 
 def create_patch(patches_dir: Path, new: NewPatch) -> PatchSpec:
     """Write `<patches>/<id>/manifest.toml` from the template; refuse an id that exists or a bad value."""
-    if not is_patch_id(new.id):
+    problem = patch_id_problem(new.id)
+    if problem is not None:
         raise BadInputError(
-            f"{new.id!r} is not a patch id: use letters, digits, '.', '_' or '-'",
+            f"{quote_short(new.id)} is not a patch id: it {problem}",
             hint="for example: patchkit new vllm-pr12345 --target vllm --repo vllm-project/vllm --pr 12345",
         )
     if new.local_reason is None and (not new.repo or not new.prs):

@@ -39,7 +39,7 @@ from patchkit.outcome import STATUS_EXIT, Action, PatchState, Result
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import RecordCheck, read_record
 from patchkit.registry import load_registry
-from patchkit.tree import Snapshot, check_root, read_all
+from patchkit.tree import Root, Snapshot, read_all
 from patchkit.treestate import TreeState
 
 if TYPE_CHECKING:
@@ -207,13 +207,13 @@ class _Patch:
 
 
 def run_series(
-    specs: Sequence[PatchSpec], root: Path, action: Action, options: Options, *, keep_going: bool = False,
+    specs: Sequence[PatchSpec], root: Root, action: Action, options: Options, *, keep_going: bool = False,
     progress: Progress | None = None,
 ) -> SeriesOutcome:
     """status / apply / revert every patch of the series, in order (revert: backwards), as one transaction."""
     quick, earlier = restart_outcomes(specs, root, action, options)
     if quick is not None:
-        return SeriesOutcome(action, check_root(root), tuple(quick), None, earlier, keep_going)
+        return SeriesOutcome(action, root.path, tuple(quick), None, earlier, keep_going)
     from patchkit.hunks import paths_of  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_sets = []
@@ -221,24 +221,23 @@ def run_series(
         if progress is not None:
             progress.phase(Phase.PARSE, spec.id)
         hunk_sets.append(load_checked(spec))
-    real_root = check_root(root)
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
-    with action_lock(real_root, action, options, earlier) as recovered:
+    with action_lock(root, action, options, earlier) as recovered:
         if progress is not None:
             progress.phase(Phase.JUDGE, "the series")
         patches = [
-            _Patch(spec, hunk_set, read_record(real_root, spec.id, hunk_set))
+            _Patch(spec, hunk_set, read_record(root, spec.id, hunk_set))
             for spec, hunk_set in zip(specs, hunk_sets, strict=True)
         ]
         # Every path of every patch, read once: the series is judged (and re-judged) on these.
         every_path = paths_of(_joined(h for p in patches for h in (p.in_tree, p.hunk_set)).files)
-        snapshots = read_all(real_root, every_path)
-        settled = _settle(real_root, patches, snapshots, action, options, keep_going)
+        snapshots = read_all(root, every_path)
+        settled = _settle(root.path, patches, snapshots, action, options, keep_going)
         outcomes, decisions, active = settled.outcomes, settled.decisions, settled.active
         moving = [i for i in active if decisions[i].forward is not None]
 
         def finish(plan: Plan | None) -> SeriesOutcome:
-            return SeriesOutcome(action, real_root, tuple(outcomes), plan, recovered, keep_going)
+            return SeriesOutcome(action, root.path, tuple(outcomes), plan, recovered, keep_going)
 
         if action is Action.STATUS:
             return finish(None)
@@ -253,7 +252,7 @@ def run_series(
             return finish(None)
         plan = None
         if moving:
-            plan = plan_writes(real_root, settled.together, forward=action is Action.APPLY)
+            plan = plan_writes(root, settled.together, forward=action is Action.APPLY)
             for i in moving:
                 paths = set(outcomes[i].tree.snapshots)
                 mine = replace(plan, changes=tuple(c for c in plan.changes if c.path in paths))
@@ -270,7 +269,7 @@ def run_series(
             if state_files or (plan is not None and plan.changes):
                 if progress is not None:
                     progress.phase(Phase.WRITE, "the series")
-                commit(real_root, plan.changes if plan else (), state_files, label)
+                commit(root, plan.changes if plan else (), state_files, label)
         return finish(plan)
 
 

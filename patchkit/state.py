@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from pathlib import Path
 from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, paths_of
@@ -26,7 +25,7 @@ from patchkit.hunkset import HunkSet
 from patchkit.matching import FileLines, Located, Reading, read_file, simulate_git
 from patchkit.outcome import HunkState, PatchState, combine
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
-from patchkit.tree import Snapshot, read_all
+from patchkit.tree import Root, Snapshot, read_all
 from patchkit.treestate import TreeState
 from patchkit.verdicts import FileVerdict, HunkVerdict
 
@@ -43,11 +42,11 @@ __all__ = [
 A, U = HunkState.APPLIED, HunkState.UNAPPLIED
 
 
-def scan_tree(root: Path, hunk_set: HunkSet) -> TreeState:
+def scan_tree(root: Root, hunk_set: HunkSet) -> TreeState:
     """Read every path of the filtered hunk set once and judge each section."""
     snapshots = read_all(root, paths_of(hunk_set.files))
     verdicts = judge_sections(hunk_set.files, snapshots)
-    return TreeState(root, hunk_set, tuple(verdicts), snapshots)
+    return TreeState(root.path, hunk_set, tuple(verdicts), snapshots)
 
 
 def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) -> list[FileVerdict]:

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from patchkit.errors import BadInputError, UnsafePathError
+from patchkit.limits import MAX_TREE_FILE_BYTES, MAX_TREE_READ_BYTES
 
 STATE_DIR = ".patchkit"
 NAME_MAX = 255  # bytes per path component, on every filesystem patchkit writes to
@@ -29,32 +30,73 @@ _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
 @dataclass(frozen=True)
 class Snapshot:
-    """A file as found: absent, or its exact bytes and permission bits."""
+    """A file as found: absent, its exact bytes and permission bits, or (`unread`) only known to be there.
+
+    An unread snapshot (data None, mode set) is a file patchkit removes without reading it: a stale bytecode
+    cache (patchkit.bytecode), which the transaction deletes by renaming it to its kept name, so a rollback
+    renames it back and the journal never holds a copy of it."""
 
     path: str
-    data: bytes | None  # None: the file does not exist
+    data: bytes | None  # None: the file does not exist, or (mode set) its bytes were not read
     mode: int | None  # permission bits (st_mode & 0o7777) when it exists
 
     @property
     def exists(self) -> bool:
-        return self.data is not None
+        return self.data is not None or self.mode is not None
+
+    @property
+    def unread(self) -> bool:
+        return self.data is None and self.mode is not None
 
     @property
     def executable(self) -> bool:
         return bool(self.mode is not None and self.mode & 0o100)
 
 
-def check_root(root: Path) -> Path:
-    """The root as an absolute, symlink-free directory path."""
+@dataclass(frozen=True)
+class Root:
+    """The engine root, opened once per command (open_root): every read, the lock, the state folder, recovery
+    and the transaction work relative to `fd`, so what "the root" is cannot change between them.
+
+    `path` (absolute, symlink-free) is for messages, the journal, and the one deliberate fresh look after a
+    transaction (workspace.commit checks the path still names this folder); `dev`/`ino` are its identity.
+    Close it with `close()`, or use it as a context manager.
+    """
+
+    fd: int
+    path: Path
+    dev: int
+    ino: int
+
+    @property
+    def state_path(self) -> Path:
+        return self.path / STATE_DIR
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+    def __enter__(self) -> Root:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_root(root: Path) -> Root:
+    """The root, opened once: an absolute, symlink-free directory, with its descriptor and identity."""
+    real = Path(os.path.realpath(root))
     try:
-        root.stat()
+        fd = os.open(real, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except FileNotFoundError:
+        raise BadInputError("the engine root does not exist", where=str(root), hint="check --root") from None
+    except NotADirectoryError:
+        if os.path.lexists(real):
+            raise BadInputError("the engine root is not a directory", where=str(root), hint="check --root") from None
         raise BadInputError("the engine root does not exist", where=str(root), hint="check --root") from None
     except OSError as exc:  # e.g. a folder on the way this user may not enter
         raise BadInputError(f"cannot reach the engine root: {exc.strerror}", where=str(root)) from None
-    if not root.is_dir():
-        raise BadInputError("the engine root is not a directory", where=str(root), hint="check --root")
-    return Path(os.path.realpath(root))
+    st = os.fstat(fd)
+    return Root(fd, real, st.st_dev, st.st_ino)
 
 
 def split_relative(rel: str) -> tuple[str, ...]:
@@ -70,14 +112,6 @@ def split_relative(rel: str) -> tuple[str, ...]:
                 hint="shorten the name in the diff",
             )
     return parts
-
-
-def open_root(root: Path) -> int:
-    """A descriptor of the (already symlink-free) root directory."""
-    try:
-        return os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    except OSError as exc:
-        raise BadInputError(f"cannot open the engine root: {exc.strerror}", where=str(root)) from None
 
 
 def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | None:
@@ -113,8 +147,11 @@ def open_folder(base_fd: int, base: Path, parts: tuple[str, ...], rel: str) -> i
     return fd
 
 
-def read_entry(dir_fd: int, name: str, rel: str, shown: str) -> Snapshot:
-    """Snapshot of `name` in an open folder: lstat, then open with O_NOFOLLOW and check it is the same file."""
+def read_entry(dir_fd: int, name: str, rel: str, shown: str, *, limit: int = MAX_TREE_FILE_BYTES) -> Snapshot:
+    """Snapshot of `name` in an open folder: lstat, then open with O_NOFOLLOW and check it is the same file.
+
+    A file over `limit` bytes is refused on its fstat, before a byte is read, and the read itself stops past
+    `limit` (a file growing while it is read is refused too): a planted huge or sparse file costs one fstat."""
     try:
         before = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
     except FileNotFoundError:
@@ -133,9 +170,15 @@ def read_entry(dir_fd: int, name: str, rel: str, shown: str) -> Snapshot:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode) or (st.st_dev, st.st_ino) != (before.st_dev, before.st_ino):
             raise UnsafePathError(f"{rel!r} was replaced while being read", where=shown, hint="rerun")
+        if st.st_size > limit:
+            raise _size_error(rel, shown, f"{st.st_size} bytes", limit)
         chunks = []
-        while chunk := os.read(fd, 1 << 20):
+        left = limit + 1  # one byte more than allowed: enough to see that the file grew past the bound
+        while left > 0 and (chunk := os.read(fd, min(1 << 20, left))):
             chunks.append(chunk)
+            left -= len(chunk)
+        if left <= 0:
+            raise _size_error(rel, shown, f"more than {limit} bytes (it grew while being read)", limit)
     except OSError as exc:
         raise BadInputError(f"cannot read {rel!r}: {exc.strerror}", where=shown) from None
     finally:
@@ -143,28 +186,37 @@ def read_entry(dir_fd: int, name: str, rel: str, shown: str) -> Snapshot:
     return Snapshot(rel, b"".join(chunks), stat.S_IMODE(st.st_mode))
 
 
-def read_snapshot(root: Path, rel: str) -> Snapshot:
+def read_snapshot(root: Root, rel: str) -> Snapshot:
     """`rel` under root, as found: walked link-free, read with O_NOFOLLOW."""
-    root_fd = open_root(root)
-    try:
-        return read_at(root_fd, root, rel)
-    finally:
-        os.close(root_fd)
+    return read_at(root.fd, root.path, rel)
 
 
-def read_all(root: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
+def read_all(root: Root, paths: Iterable[str]) -> dict[str, Snapshot]:
     """Every path under root, each as read_snapshot reads it, walking each folder once for consecutive paths."""
-    root_fd = open_root(root)
-    try:
-        return read_all_at(root_fd, root, paths)
-    finally:
-        os.close(root_fd)
+    return read_all_at(root.fd, root.path, paths)
 
 
 def read_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
-    """read_at for many paths, with each folder walked once per run of its files (see iter_all_at)."""
+    """read_at for many paths, with each folder walked once per run of its files (see iter_all_at).
+
+    Every file is bounded by MAX_TREE_FILE_BYTES, and all of them together by MAX_TREE_READ_BYTES (a tree with
+    a large file at every patched path is refused once the sum passes it, holding at most one file more)."""
+    found: dict[str, Snapshot] = {}
+    total = 0
     with contextlib.closing(iter_all_at(base_fd, base, paths)) as snapshots:
-        return dict(snapshots)
+        for rel, snap in snapshots:
+            total += len(snap.data or b"")
+            if total > MAX_TREE_READ_BYTES:
+                raise UnsafePathError(
+                    f"the files this command reads add up to more than {MAX_TREE_READ_BYTES} bytes "
+                    f"({MAX_TREE_READ_BYTES >> 20} MiB, the bound of patchkit.limits) at {rel!r} "
+                    f"({len(snap.data or b'')} bytes); nothing was written",
+                    where=f"{str(base).rstrip('/')}/{rel}",
+                    hint="check the tree for planted large files at the paths the diff patches, "
+                    "or split the patch",
+                )
+            found[rel] = snap
+    return found
 
 
 def iter_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> Generator[tuple[str, Snapshot], None, None]:
@@ -211,6 +263,16 @@ def read_at(base_fd: int, base: Path, rel: str) -> Snapshot:
         return read_entry(folder, parts[-1], rel, "/".join((str(base).rstrip("/"), *parts)))
     finally:
         os.close(folder)
+
+
+def _size_error(rel: str, shown: str, size: str, limit: int) -> UnsafePathError:
+    return UnsafePathError(
+        f"{rel!r} is {size}, over the limit of {limit} bytes ({limit >> 20} MiB) for a file patchkit "
+        "reads; nothing was read or written",
+        where=shown,
+        hint="no engine source the diff patches is that large: check what is at that path (it may have been "
+        "planted there), then remove or replace it, or exclude the file in the manifest",
+    )
 
 
 def _link_error(rel: str, shown: str, target: str) -> UnsafePathError:

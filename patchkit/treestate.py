@@ -33,3 +33,13 @@ class TreeState:
     @property
     def state(self) -> PatchState:
         return combine(f.state for f in self.files)
+
+    def first_undecided(self) -> str:
+        """The first hunk (or file) that keeps the tree from a clean state, with why: refusals name it."""
+        for verdict in self.files:
+            for hv in verdict.hunks:
+                if hv.state.value in ("ambiguous", "conflict"):
+                    return f"{verdict.section.path} hunk {hv.hunk.index} {hv.hunk.header}: {hv.located.detail}"
+            if verdict.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
+                return f"{verdict.section.path}: {verdict.detail}"
+        return "no single hunk is at fault"

@@ -14,6 +14,8 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
+import socket
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -24,7 +26,7 @@ from urllib.parse import urlsplit
 from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
-from patchkit.filtering import exclude_where, filter_diff, load_hunk_set, refuse_zero_context
+from patchkit.filtering import exclude_where, filter_diff, load_hunk_set, place_path, refuse_zero_context
 from patchkit.forge import GIT_DIFF_OPTIONS, count_mbox_commits, net_diff, repeated_paths
 from patchkit.hunks import Diff, paths_of
 from patchkit.hunkset import HunkSet
@@ -35,7 +37,7 @@ from patchkit.provenance import compare_head, fingerprint_tree, read_paths
 from patchkit.registry import load_registry
 from patchkit.series import order_series
 from patchkit.state import judge_sections, scan_tree
-from patchkit.tree import Snapshot, check_root, read_snapshot
+from patchkit.tree import Root, Snapshot, open_root, read_snapshot
 from patchkit.treestate import TreeState
 
 MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
@@ -156,11 +158,30 @@ def fetch_url(url: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_
             hint="check the URL; a private repository's diff must be downloaded and passed as a file",
         ) from None
     except urllib.error.URLError as exc:
-        raise BadInputError(f"cannot fetch the diff: {exc.reason}", where=url) from None
+        raise BadInputError(f"cannot fetch the diff: {_network_reason(exc.reason, url)}", where=url,
+                            hint=offline_hint(url)) from None
     except (TimeoutError, OSError) as exc:
         raise BadInputError(f"cannot fetch the diff: {exc}", where=url, hint=f"timeout is {timeout:g}s") from None
     _check_size(data, max_bytes, url)
     return data
+
+
+def offline_hint(url: str) -> str:
+    """No network: fetch the file where there is one, and vendor from the file."""
+    name = Path(urlsplit(url).path).name or "patch.diff"
+    return (
+        f"no network here? download the diff where there is one (`{shlex.join(['curl', '-fL', '-o', name, url])}`, "
+        f"or the URL in a browser) and pass the file instead: --from {shlex.quote(name)}"
+    )
+
+
+def _network_reason(reason: object, url: str) -> str:
+    """urllib's reason in words: `[Errno -2] Name or service not known` is a host that cannot be resolved."""
+    if isinstance(reason, socket.gaierror):
+        return f"cannot resolve the host {urlsplit(url).hostname} (no network or DNS here, or a mistyped host)"
+    if isinstance(reason, OSError) and reason.strerror:
+        return reason.strerror.lower() if reason.strerror[:1].isupper() else reason.strerror
+    return str(reason)
 
 
 def _check_size(data: bytes, max_bytes: int, where: str, announced: int | None = None) -> None:
@@ -284,18 +305,19 @@ def vendor_patch(
 
 
 def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> dict[str, str]:
-    root = check_root(base_tree)
-    pinned = spec.target.pinned_commit
-    if pinned is not None and (root / ".git").exists():
-        head = compare_head(root, pinned)
-        if head.relation is not Relation.SAME:
-            raise BadInputError(
-                f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
-                where=str(root), hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
-            )
-    if not spec.after:
-        return fingerprint_tree(scan_tree(root, hunk_set))
-    return fingerprint_tree(_tree_as_left(root, base_reader(spec, root), hunk_set))
+    with open_root(base_tree) as root:
+        pinned = spec.target.pinned_commit
+        if pinned is not None and (root.path / ".git").exists():
+            head = compare_head(root.path, pinned)  # git reads the checkout by its path
+            if head.relation is not Relation.SAME:
+                raise BadInputError(
+                    f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
+                    where=str(root.path),
+                    hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
+                )
+        if not spec.after:
+            return fingerprint_tree(scan_tree(root, hunk_set))
+        return fingerprint_tree(_tree_as_left(root, base_reader(spec, root), hunk_set))
 
 
 def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
@@ -315,7 +337,7 @@ def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
     return [(s, load_hunk_set(s)) for s in ordered if s.id in wanted]
 
 
-def base_reader(spec: PatchSpec, root: Path) -> Callable[[str], Snapshot]:
+def base_reader(spec: PatchSpec, root: Root) -> Callable[[str], Snapshot]:
     """path under the root -> the file as the pristine base tree has it once the patches this one comes
     after are applied (in memory). A stacked patch was made on top of their result, so that is its pre-image:
     what [base] fingerprints and what --strict-base compares at run time."""
@@ -329,7 +351,7 @@ def base_reader(spec: PatchSpec, root: Path) -> Callable[[str], Snapshot]:
             raise BadInputError(
                 f"the base tree reads as {below.state.value} for {names}, which this patch comes after, not "
                 "unapplied",
-                where=str(root), hint="fingerprint the pristine pinned tree, before any patch is applied to it",
+                where=str(root.path), hint="fingerprint the pristine pinned tree, before any patch is applied to it",
             )
         overlay = dict(below.snapshots)
         overlay.update({c.path: c.after for c in plan_changes(below, forward=True).changes})
@@ -340,9 +362,9 @@ def base_reader(spec: PatchSpec, root: Path) -> Callable[[str], Snapshot]:
     return read
 
 
-def _tree_as_left(root: Path, read: Callable[[str], Snapshot], hunk_set: HunkSet) -> TreeState:
+def _tree_as_left(root: Root, read: Callable[[str], Snapshot], hunk_set: HunkSet) -> TreeState:
     mine = {path: read(path) for path in paths_of(hunk_set.files)}
-    return TreeState(root, hunk_set, tuple(judge_sections(hunk_set.files, mine)), mine)
+    return TreeState(root.path, hunk_set, tuple(judge_sections(hunk_set.files, mine)), mine)
 
 
 def _net_of_mbox(spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, base_tree: Path | None) -> Fetched:
@@ -362,9 +384,9 @@ def _net_of_mbox(spec: PatchSpec, fetched: Fetched, diff: Diff, commits: int, ba
             f"the net diff of {fetched.label} is made with a/ b/ prefixes, but the manifest has strip = {spec.strip}",
             where=str(spec.manifest_path), hint="set strip = 1 (format-patch paths have one prefix component)",
         )
-    root = check_root(base_tree)
-    read_placed = base_reader(spec, root)
-    data = net_diff(diff, lambda path: _renamed(read_placed(spec.path_map.place(path)), path))
+    with open_root(base_tree) as root:
+        read_placed = base_reader(spec, root)
+        data = net_diff(diff, lambda path: _renamed(read_placed(place_path(spec.path_map, path)), path))
     if not data:
         raise BadInputError(
             f"the {commits} commits of {fetched.label} cancel out: their net diff is empty",

@@ -15,8 +15,15 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   tests/test_hostile_fs.py once (as root, with an unprivileged user; mounts where allowed), then SIGTERM and
   SIGINT at every write point (PATCHKIT_FAULT_SIGNAL) and a disk that fills up at every write point
   (PATCHKIT_FAULT_PERSIST).
+- moved folders, kept originals and the lock: every test of tests/test_moved_folders.py once (as root, the
+  tree owned by an unprivileged user who moves a folder out between the plan and the replace, tampers with a
+  kept `.patchkit-*.orig` original after a kill, or plants the lock file).
 - hostile input: the catalogue of tests/test_hostile.py, then fuzzed diffs (random bytes and mutated git
   diffs) through the parser and the real CLI, with a sentinel folder next to the root.
+- bounds: every test of tests/test_bounds.py once, in three rows: oversized tree files (4 GiB sparse at a
+  patched path, just over the bound, the total of one command's reads), stale bytecode caches (a 512 MiB
+  sparse cache killed at every operation and recovered, hard-linked caches applied and rolled back), and
+  placed paths and patch ids over the path bounds (as root with an unprivileged owner of the tree).
 
 Exit status 1 if any run ended in a mixed tree, a write outside the root, or an unexplained failure.
 """
@@ -30,6 +37,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -37,7 +45,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests import test_fuzz, test_hostile, test_hostile_fs, test_untrusted_state
+from tests import test_bounds, test_fuzz, test_hostile, test_hostile_fs, test_moved_folders, test_untrusted_state
+from tests.conftest import Registry
 from tests.safety_helpers import (
     PATCH_ID,
     Case,
@@ -168,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
         ]
 
         # ----------------------------------------------------------------- untrusted state, hostile fs
-        for title, module in (("untrusted state", test_untrusted_state), ("hostile filesystem", test_hostile_fs)):
+        for title, module in (
+            ("untrusted state", test_untrusted_state),
+            ("hostile filesystem", test_hostile_fs),
+            ("moved folders, kept originals, the lock file", test_moved_folders),
+        ):
             tried, passed, skipped, failed = _run_checks(module, case, workdir / title.replace(" ", "-"))
             problems += [f"{title}: {f}" for f in failed]
             figures += [
@@ -177,6 +190,26 @@ def main(argv: list[str] | None = None) -> int:
                 ("  ended as documented (refused with nothing written, or whole tree and the documented exit)",
                  passed),
                 ("  skipped (not root, or mount not allowed)", skipped),
+            ]
+        bound_rows = (
+            ("oversized tree files (4 GiB sparse at a patched path, just over the bound, the total read)",
+             ("huge_file", "over_the_bound", "bounded_together")),
+            ("stale bytecode caches (512 MiB sparse, killed at every operation; hard-linked, applied and rolled "
+             "back)", ("stale_cache",)),
+            ("placed paths and patch ids over the path bounds (prefix / [paths] depth, names, length; long ids)",
+             ("placed_paths", "placement", "patch_id", "id_over")),
+        )
+        for title, words in bound_rows:
+            tried, passed, skipped, failed = _run_checks(
+                test_bounds, case, workdir / f"bounds-{words[0]}",
+                select=lambda name, w=words: any(x in name for x in w),
+            )
+            problems += [f"bounds: {f}" for f in failed]
+            figures += [
+                (f"{title}: runs (tests/test_bounds.py)", tried),
+                ("  refused with exit 2 naming the file (or manifest line), size and bound, nothing written; "
+                 "or restored exactly", passed),
+                ("  skipped (not root)", skipped),
             ]
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
@@ -205,8 +238,11 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if problems else 0
 
 
-def _run_checks(module: object, case: Case, scratch: Path) -> tuple[int, int, int, list[str]]:
-    """Run every test function of a test module (with its parameters) once: (tried, passed, skipped, failed)."""
+def _run_checks(
+    module: object, case: Case, scratch: Path, select: Callable[[str], bool] = lambda name: True
+) -> tuple[int, int, int, list[str]]:
+    """Run every (selected) test function of a test module (with its parameters) once: (tried, passed, skipped,
+    failed). The fixtures offered: case, user, tmp_path, monkeypatch, and a fresh workdir, registry and engine."""
     import inspect
 
     import pytest
@@ -216,7 +252,7 @@ def _run_checks(module: object, case: Case, scratch: Path) -> tuple[int, int, in
     tried = passed = skipped = 0
     failed: list[str] = []
     for name, func in sorted(vars(module).items()):
-        if not name.startswith("test_") or not callable(func):
+        if not name.startswith("test_") or not callable(func) or not select(name):
             continue
         module_marks = getattr(module, "pytestmark", [])
         module_marks = module_marks if isinstance(module_marks, list) else [module_marks]
@@ -228,14 +264,22 @@ def _run_checks(module: object, case: Case, scratch: Path) -> tuple[int, int, in
         for mark in marks:
             if mark.name == "parametrize":
                 names = [n.strip() for n in mark.args[0].split(",")] if isinstance(mark.args[0], str) else mark.args[0]
-                values = [v if len(names) > 1 else (v,) for v in mark.args[1]]
+                values = [v.values if type(v).__name__ == "ParameterSet" else v if len(names) > 1 else (v,)
+                          for v in mark.args[1]]  # pytest.param(...) or plain values
                 combos = [{**c, **dict(zip(names, v, strict=True))} for c in combos for v in values]
         for params in combos:
             tried += 1
             run_dir = Path(tempfile.mkdtemp(dir=scratch))
+            os.chmod(run_dir, 0o755)  # the unprivileged user must reach the trees made in it
             wanted = inspect.signature(func).parameters
+            if "registry" in wanted:
+                (run_dir / "patches").mkdir()
+            if "engine" in wanted:
+                (run_dir / "engine").mkdir()
             with pytest.MonkeyPatch.context() as monkeypatch:
-                given = {"case": case, "user": user, "tmp_path": run_dir, "monkeypatch": monkeypatch, **params}
+                given = {"case": case, "user": user, "tmp_path": run_dir, "monkeypatch": monkeypatch,
+                         "workdir": run_dir, "registry": Registry(run_dir / "patches"), "engine": run_dir / "engine",
+                         **params}
                 try:
                     func(**{k: given[k] for k in wanted})
                     passed += 1

@@ -205,9 +205,12 @@ class Run:
         return json.loads(self.out)
 
 
-def run_forked(args: Sequence[str], env: Mapping[str, str] | None = None) -> Run:
-    """Run the CLI on `args` in a forked child with extra environment `env`; wait for it."""
-    return wait_forked(start_forked(args, env))
+def run_forked(
+    args: Sequence[str], env: Mapping[str, str] | None = None, before: Callable[[], None] | None = None
+) -> Run:
+    """Run the CLI on `args` in a forked child with extra environment `env` (and `before()` called in the child
+    first, e.g. to hook a filesystem operation); wait for it."""
+    return wait_forked(start_forked(args, env, before=before))
 
 
 @dataclass(frozen=True)
@@ -218,7 +221,8 @@ class Child:
 
 
 def start_forked(
-    args: Sequence[str], env: Mapping[str, str] | None = None, gate: tuple[int, int] | None = None
+    args: Sequence[str], env: Mapping[str, str] | None = None, gate: tuple[int, int] | None = None,
+    before: Callable[[], None] | None = None,
 ) -> Child:
     """Fork a child that runs the CLI, after EOF on the `gate` pipe (read end, write end) if given; no wait."""
     out_fd, out_name = tempfile.mkstemp(prefix="pk-out-")
@@ -237,6 +241,8 @@ def start_forked(
             if gate is not None:
                 os.close(gate[1])  # else this child would hold the gate open for itself
                 os.read(gate[0], 1)
+            if before is not None:
+                before()
             from patchkit.cli import run
 
             code = run(list(args))

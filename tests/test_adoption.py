@@ -38,7 +38,7 @@ def test_a_script_patched_tree_reads_applied_outside_patchkit(
     assert "retire" not in text and "upstream-contains" not in text
 
     refused = cli("revert", "p", "--root", engine, "--patches", registry.path)
-    assert refused.code == 1 and "apply p --adopt" in refused.out
+    assert refused.code == 1 and f"`patchkit apply p --patches {registry.path} --root {engine} --adopt`" in refused.out
     assert read_tree(engine) == patched
 
     dry = cli("apply", "p", "--root", engine, "--patches", registry.path, "--adopt", "--dry-run")

@@ -30,9 +30,9 @@ from patchkit.limits import MAX_PATH_BYTES, MAX_PATH_DEPTH
 from patchkit.manifest import Exclude, load_manifest
 from patchkit.paths import reserved_name
 from patchkit.plan import plan_changes
-from patchkit.state import scan_tree
 from patchkit.tree import split_relative
 from tests.conftest import git_diff
+from tests.rooted import scan_tree
 from tests.safety_helpers import AFTER, BEFORE, exec_bits, run_forked, warm_up, write_files
 
 CI = settings(max_examples=250, derandomize=True, deadline=None, database=None,

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import UnsafePathError
-from patchkit.tree import read_snapshot
 from tests.conftest import git_diff
+from tests.rooted import read_snapshot
 from tests.safety_helpers import PATCH_ID, add_patch, exec_bits, image, run_forked, warm_up, write_files
 
 H = b"@@ -1 +1 @@\n-x = 1\n+x = 2\n"

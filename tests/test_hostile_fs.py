@@ -16,11 +16,11 @@ import pytest
 
 from patchkit.errors import WriteFailedError
 from patchkit.plan import FileChange
-from patchkit.tree import Snapshot, read_snapshot
-from patchkit.workspace.commit import commit_changes
+from patchkit.tree import Snapshot
 from patchkit.workspace.disk import Disk
-from patchkit.workspace.lock import LockHolder, locked
+from patchkit.workspace.lock import LockHolder
 from patchkit.workspace.names import TEMP_NAME
+from tests.rooted import commit_changes, locked, read_snapshot
 from tests.safety_helpers import (
     Case,
     add_patch,

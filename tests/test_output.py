@@ -277,7 +277,7 @@ def test_a_refusal_leads_with_the_failing_hunk_and_the_table_waits_for_v(
     assert lines[1].startswith("  eng/a.py: hunk 2 @@ -22,7 +22,7 @@ conflicts (expected at line 22")
     assert "a line 25 (local fix)" in lines[2]
     assert "eng/b.py" not in short.out and "hunk 1" not in short.out  # only what failed
-    assert lines[-1] == f"  every hunk: `patchkit status p --root {two_file} -v`"
+    assert lines[-1] == f"  every hunk: `patchkit status p --patches {registry.path} --root {two_file} -v`"
     assert len(lines) <= 6
     full = cli("apply", "p", *common, "-v")
     assert full.code == 1
@@ -290,7 +290,8 @@ def test_a_partial_refusal_names_what_is_patched_and_what_is_not(registry: Regis
     assert res.code == 1
     assert res.out.splitlines()[0] == "p: refused: the tree is partially patched; nothing written"
     assert "  patched: eng/b.py; not patched: eng/a.py, eng/new.py" in res.out
-    assert "`apply --complete` finishes the job" in res.out
+    common = f"--patches {registry.path} --root {two_file}"
+    assert f"`patchkit apply p {common} --complete` finishes the job" in res.out
 
 
 # ---------------------------------------------------------------------------------------------- strict base

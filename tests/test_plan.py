@@ -13,8 +13,8 @@ from patchkit.filtering import filter_diff
 from patchkit.outcome import PatchState
 from patchkit.plan import plan_changes
 from patchkit.rewrite import with_exec
-from patchkit.state import scan_tree
 from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
+from tests.rooted import scan_tree
 
 BEFORE = {
     "a.py": b"".join(b"a%d\n" % i for i in range(20)),

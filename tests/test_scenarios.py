@@ -7,17 +7,21 @@ command (`run`, checked by `exit`, `state`, `result`, `says`, `tree`) or edits t
 version in a stage folder, or "absent"). `tree = "after"` means: the start tree with every non-excluded change
 between `before/` and the last stage; "start": untouched; any other name: that folder exactly.
 Each scenario runs on a plain directory and on a git checkout of the same tree.
+
+The expected trees never ask patchkit which paths an exclude matches: git answers that, with its own pathspec
+matching (`git diff --name-only -- ':(glob)PATTERN'` over the upstream commits the diff was made from).
 """
 
 from __future__ import annotations
 
+import os
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from patchkit.filtering import match_exclude
 from patchkit.tomlcompat import tomllib
 from tests.conftest import Registry, cli, copy_tree, git, read_tree
 
@@ -26,6 +30,7 @@ NAMES = sorted(p.name for p in SCENARIOS.iterdir() if (p / "scenario.toml").is_f
 
 
 def _make_diff(folder: Path, stages: list[str], work: Path) -> bytes:
+    """The diff real git makes from `before/` through each stage, committed in turn in work/upstream."""
     repo = work / "upstream"
     repo.mkdir()
     git(repo, "init", "-q")
@@ -45,8 +50,19 @@ def _make_diff(folder: Path, stages: list[str], work: Path) -> bytes:
     return diff
 
 
+def _excluded_by_git(work: Path, stages: list[str], exclude: Mapping[str, str]) -> set[str]:
+    """The paths changed between `before/` and the last stage that the excludes name, as git's pathspecs see
+    it: `:(glob)` magic (`*` within a folder, `**` across folders), a plain path matching itself and every path
+    under it. Both paths of a rename (--no-renames lists them apart)."""
+    if not exclude:
+        return set()
+    listed = git(work / "upstream", "diff", "--name-only", "--no-renames", "-z", f"HEAD~{len(stages)}", "HEAD",
+                 "--", *(f":(glob){pattern}" for pattern in exclude)).stdout
+    return {os.fsdecode(path) for path in listed.split(b"\0") if path}
+
+
 def _expected(folder: Path, name: str, start: dict[str, tuple[bytes, bool]], final: str,
-              exclude: dict[str, str]) -> dict[str, tuple[bytes, bool]]:
+              excluded: set[str]) -> dict[str, tuple[bytes, bool]]:
     if name == "start":
         return start
     if name != "after" and name != final:
@@ -54,7 +70,7 @@ def _expected(folder: Path, name: str, start: dict[str, tuple[bytes, bool]], fin
     before, after = read_tree(folder / "before"), read_tree(folder / final)
     expected = dict(start)
     for path in set(before) | set(after):
-        if before.get(path) == after.get(path) or any(match_exclude(p, path) for p in exclude):
+        if before.get(path) == after.get(path) or path in excluded:
             continue
         if path in after:
             expected[path] = after[path]
@@ -71,6 +87,7 @@ def test_scenario(name: str, kind: str, tmp_path: Path, registry: Registry) -> N
     stages: list[str] = spec.get("stages", ["after"])
     exclude: dict[str, str] = spec.get("exclude", {})
     registry.add(name, _make_diff(folder, stages, tmp_path), exclude=exclude, strip=spec.get("strip", 1))
+    excluded = _excluded_by_git(tmp_path, stages, exclude)
 
     root = tmp_path / "engine"
     copy_tree(folder / ("tree" if (folder / "tree").exists() else "before"), root)
@@ -99,5 +116,5 @@ def test_scenario(name: str, kind: str, tmp_path: Path, registry: Registry) -> N
         if "says" in step:
             assert step["says"] in res.out + res.err, f"{label}: {res.out}{res.err}"
         if "tree" in step:
-            expected = _expected(folder, step["tree"], start, stages[-1], exclude)
+            expected = _expected(folder, step["tree"], start, stages[-1], excluded)
             assert read_tree(root) == expected, label

@@ -6,6 +6,7 @@ Every test drives the real CLI on a real temporary tree; every diff is made by r
 from __future__ import annotations
 
 import hashlib
+import re
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +230,8 @@ def test_a_pending_patch_stops_the_series_with_the_vendor_command(
     write_tree(engine, BASE)
     four_patches(tmp_path, registry)
     (registry.path / "p3" / "change.diff").unlink()
+    manifest = registry.path / "p3" / "manifest.toml"  # pending: no diff, and no sha256 pinned yet
+    manifest.write_text(re.sub(r'(?m)^sha256 = ".*"\n', "", manifest.read_text()))
     result = cli("apply", "--all", "--root", engine, "--patches", registry.path)
     assert result.code == 2
     assert "patch p3 is pending" in result.err and "patchkit vendor p3" in result.err
@@ -253,7 +256,7 @@ def test_one_refused_patch_holds_back_the_whole_series(tmp_path: Path, registry:
     text = cli("apply", "--all", "--root", engine, "--patches", registry.path).out
     assert "p3: refused: the tree conflicts with the patch; nothing written" in text
     assert "stopped at p3: eng/f3.py conflicts with the patch" in text
-    assert f"what to do: see the hunks with `patchkit status p3 --root {engine} -v`" in text
+    assert f"what to do: see the hunks with `patchkit status p3 --patches {registry.path} --root {engine} -v`" in text
     assert "retire p3" in text
 
 
@@ -336,7 +339,7 @@ def test_a_stale_record_refuses_the_series_with_the_single_patch_hint(
     registry.add("p-b", git_diff(tmp_path, WITH_A, v2), extra='after = ["p-a"]')
 
     single = cli("apply", "p-b", "--root", stacked, "--patches", registry.path)
-    hint = "`patchkit revert p-b` takes it out with its stored copy, then apply again"
+    hint = f"`patchkit revert p-b --patches {registry.path} --root {stacked}` takes it out with its stored copy"
     assert single.code == 1 and hint in single.out
     code, doc = run("apply", stacked, registry)
     assert (code, by_patch(doc, "result")) == (1, {"p-a": "already-applied", "p-b": "refused"})
@@ -388,7 +391,8 @@ def test_status_all_document_and_worst_state_exit_codes(tmp_path: Path, registry
     code, doc = run("status", engine, registry)
     assert (code, doc["state"], by_patch(doc, "state")["p5"]) == (4, "partial", "partial")
     result = cli("apply", "--all", "--root", engine, "--patches", registry.path)
-    assert result.code == 1 and "`apply --complete` finishes the job" in result.out
+    complete = f"`patchkit apply p5 --patches {registry.path} --root {engine} --complete` finishes the job"
+    assert result.code == 1 and complete in result.out
     assert run("apply", engine, registry, "--complete")[0] == 0
     assert read_tree(engine) == tree_of({**done, **two_hunks, **{k: v for k, v in done.items() if "f" in k}})
 

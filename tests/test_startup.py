@@ -137,9 +137,10 @@ def test_a_first_apply_declines_the_fast_path_before_reading_any_diff(
 ) -> None:
     """No record under .patchkit: the fast path declines at once, without reading (and hashing) the diff or
     taking the lock; with a record there, it reads the diff as before."""
-    from patchkit.actions import Options, restart_outcomes
+    from patchkit.actions import Options
     from patchkit.manifest import PatchSpec, load_manifest
     from patchkit.outcome import Action
+    from tests.rooted import restart_outcomes
 
     engine, patches = small_patch
     spec = load_manifest(patches / "small-pr1")

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import PatchkitError
-from patchkit.tree import Snapshot, read_all, read_snapshot
+from patchkit.tree import Snapshot
+from tests.rooted import read_all, read_snapshot
 
 
 def one_by_one(root: Path, paths: list[str]) -> dict[str, Snapshot] | str:

@@ -135,12 +135,36 @@ def test_a_forged_record_and_stored_diff_cannot_make_revert_write(case: Case, us
     assert tree == case.patched, "the tree is still the patched one"
 
 
+def run_as_that_user(case: Case, user: tuple[int, int], args: list[str]) -> None:
+    """Run patchkit as the unprivileged user (in a forked child that dropped to it); fail unless it exits 0.
+
+    A checkout under a private folder (mode 0700, as a home folder is) is out of that user's reach: its venv,
+    its interpreter, its sources. So the user runs patchkit in this process's fork, with nothing left to read
+    from the checkout: every module a run needs was imported here (build_case ran each command in-process),
+    the code fingerprint the applied record carries (which reads every module's source) is computed here
+    before the fork, and the child works from the world-readable work folder, not from the checkout (whose
+    pyproject.toml the registry lookup would read). The parse cache is turned off: it lives in the test
+    session's private temp folder.
+    """
+    from patchkit.fastpath import code_fingerprint
+
+    code_fingerprint()  # cached in this process: the child reuses it instead of reading the checkout's sources
+
+    def child() -> None:
+        os.chdir(case.workdir)
+        os.environ["PATCHKIT_NO_CACHE"] = "1"  # the child's environment only
+        if run_here(args) != 0:
+            os._exit(3)
+
+    as_user(*user, child)
+
+
 def test_state_another_user_made_by_running_patchkit_is_refused_until_chowned(
     case: Case, user: tuple[int, int]
 ) -> None:
     root = case.fresh("users-own")
     chown_tree(root, *user)
-    as_user(*user, lambda: None if run_here(case.args("apply", root)) == 0 else os._exit(3))
+    run_as_that_user(case, user, case.args("apply", root))
     assert (root / STATE).stat().st_uid == user[0]
     refused(case, root, "status", f"is owned by uid {user[0]}")
     for path in [root / STATE, *(root / STATE).rglob("*")]:

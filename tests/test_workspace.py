@@ -20,12 +20,11 @@ from patchkit.errors import (
     WriteFailedError,
 )
 from patchkit.plan import FileChange
-from patchkit.tree import Snapshot, read_snapshot
-from patchkit.workspace.commit import commit_changes
+from patchkit.tree import Snapshot
 from patchkit.workspace.disk import Disk
-from patchkit.workspace.lock import locked
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
-from patchkit.workspace.recovery import Direction, recover
+from patchkit.workspace.recovery import Direction
+from tests.rooted import commit_changes, locked, read_snapshot, recover
 from tests.safety_helpers import Image, image
 
 STATE = ".patchkit"

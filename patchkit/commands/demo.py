@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import contextlib
+import io
 import shlex
 import shutil
 import tempfile
@@ -8,6 +10,7 @@ from pathlib import Path
 import click
 
 from patchkit.cli import run
+from patchkit.console import settings
 from patchkit.demo import DEMO_ID, build_demo, default_fixtures
 
 TARGET = "atom/model_engine/model_runner.py"
@@ -24,6 +27,7 @@ def command(fixtures: Path | None, keep: bool) -> None:
     runs the real commands on it. Exits 0 only if every step gives the exit code it should.
     """
 
+    quiet = settings().quiet  # -q: only the steps that misbehaved (and the exit code)
     with tempfile.TemporaryDirectory(prefix="patchkit-demo-") as tmp:
         workdir = Path(tmp)
         demo = build_demo(fixtures or default_fixtures(), workdir)
@@ -32,12 +36,22 @@ def command(fixtures: Path | None, keep: bool) -> None:
         pristine = (demo.root / TARGET).read_bytes()
 
         def step(title: str, args: list[str], expect: int) -> bool:
-            click.echo(click.style(f"\n# {title}", bold=True))
-            click.echo("$ patchkit " + " ".join(shlex.quote(a) for a in args[:2] + args[2:]))
-            code = run(args)
+            shown = "$ patchkit " + shlex.join(args)
+            if not quiet:
+                click.echo(click.style(f"\n# {title}", bold=True))
+                click.echo(shown)
+            if quiet:  # the step's own output is shown only if it misbehaved
+                said = io.StringIO()
+                with contextlib.redirect_stdout(said), contextlib.redirect_stderr(said):
+                    code = run(args)
+            else:
+                code = run(args)
             ok = code == expect
-            click.echo(click.style(f"[exit {code}{'' if ok else f', expected {expect}'}]",
-                                   fg="green" if ok else "red"))
+            if quiet and not ok:
+                click.echo(f"# {title}\n{shown}\n{said.getvalue().rstrip()}", err=True)
+            if not (quiet and ok):
+                click.echo(click.style(f"[exit {code}{'' if ok else f', expected {expect}'}]",
+                                       fg="green" if ok else "red"), err=quiet)
             return ok
 
         results = [
@@ -46,7 +60,8 @@ def command(fixtures: Path | None, keep: bool) -> None:
             step("Rerun, as every container start does: a no-op", ["apply", DEMO_ID, *root, *base], 0),
         ]
         (demo.root / TARGET).write_bytes(pristine)
-        click.echo(click.style(f"\n# A crash left {TARGET} unpatched: the tree is now partial", bold=True))
+        if not quiet:
+            click.echo(click.style(f"\n# A crash left {TARGET} unpatched: the tree is now partial", bold=True))
         results += [
             step("status tells partial from drifted", ["status", DEMO_ID, *root, *base, "-v"], 4),
             step("apply refuses to guess", ["apply", DEMO_ID, *root, *base], 1),
@@ -59,5 +74,6 @@ def command(fixtures: Path | None, keep: bool) -> None:
             shutil.copytree(workdir, kept, dirs_exist_ok=True)
             click.echo(f"\nthe demo tree is kept in {kept}")
     passed = sum(results)
-    click.echo(f"\ndemo: {passed} of {len(results)} steps behaved as expected")
+    if not quiet or passed != len(results):
+        click.echo(f"\ndemo: {passed} of {len(results)} steps behaved as expected", err=quiet)
     click.get_current_context().exit(0 if passed == len(results) else 1)

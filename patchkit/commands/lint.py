@@ -84,10 +84,10 @@ def command(
     \b
     Examples:
       patchkit lint
-      patchkit lint --strict                        # pending entries fail too
+      patchkit lint --strict            # pending entries fail too
       patchkit lint --base origin/main --format github
       patchkit lint --base origin/main --pr 2816
-      patchkit lint --write-baseline                # accept today's uncovered sites; new ones still fail
+      patchkit lint --write-baseline    # accept today's uncovered sites
     """
     request = LintRequest(
         patches=patches_dir, waivers=waivers_dir, strict=strict, base=base, pr=pr, scan=scan, baseline=baseline

@@ -1,9 +1,11 @@
 from __future__ import annotations
 
+import shlex
+
 import click
 
-from patchkit.commands.options import json_option, patches_option
-from patchkit.console import echo
+from patchkit.commands.options import json_option, patches_option, warn_stray_folders
+from patchkit.console import echo, note
 from patchkit.registry import find_locations, load_registry
 from patchkit.report import render_json, spec_json, spec_line, versioned
 
@@ -22,9 +24,16 @@ def command(patches_dir: str | None, as_json: bool) -> None:
     Example:
       patchkit list --json
     """
-    specs = load_registry(find_locations(patches=patches_dir).patches)
+    folder = find_locations(patches=patches_dir).patches
+    specs = load_registry(folder)
+    warn_stray_folders(folder)
+    if not specs:
+        note(f"the registry {folder.absolute()} holds no patches; "
+             f"`{shlex.join(['patchkit', 'new', 'ID', '--patches', str(folder.absolute()), '--target', 'NAME'])}` "
+             "creates one")
     if as_json:
         echo(render_json(versioned({"patches": [spec_json(s) for s in specs]})))
         return
     for spec in specs:
         echo(spec_line(spec))
+

@@ -8,6 +8,7 @@ import click
 
 from patchkit.commands.options import json_option, patches_option
 from patchkit.commands.vendor import fetch_source, result_json, result_lines, vendor_options
+from patchkit.console import echo, settings
 from patchkit.errors import PatchkitError
 from patchkit.manifest import load_manifest
 from patchkit.registry import find_locations
@@ -48,11 +49,15 @@ def command(
 
     \b
     Examples:
-      patchkit new vllm-pr12345 --target vllm --repo vllm-project/vllm --pr 12345 --from ~/12345.diff
-      patchkit new aiter-fixes --target aiter --repo ROCm/aiter --pr 101 --pr 102 --pr vllm-project/vllm#9
-      patchkit new launcher-fix --target vllm --local "our launcher only; nothing to upstream"
-      patchkit new aiter-pr55 --target aiter --repo ROCm/aiter --pr 55 --path csrc/=aiter_meta/csrc/ \\
-          --from pr55.diff --base-tree /usr/local/lib/python3.12/dist-packages
+      patchkit new vllm-pr12345 --target vllm --repo vllm-project/vllm \\
+          --pr 12345 --from ~/12345.diff
+      patchkit new aiter-fixes --target aiter --repo ROCm/aiter \\
+          --pr 101 --pr 102 --pr vllm-project/vllm#9
+      patchkit new launcher-fix --target vllm \\
+          --local "our launcher only; nothing to upstream"
+      patchkit new aiter-pr55 --target aiter --repo ROCm/aiter --pr 55 \\
+          --path csrc/=aiter_meta/csrc/ --from pr55.diff \\
+          --base-tree /usr/local/lib/python3.12/dist-packages
     """
     fetch = source is not None or git_repo is not None
     if base_tree is not None and not fetch:
@@ -68,13 +73,14 @@ def command(
     new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
                    tuple(folders), after)
     spec = create_patch(patches, new)
+    quiet = settings().quiet and not as_json  # -q: the exit code says it was created
     if fetched is None:
         if as_json:
-            click.echo(render_json(versioned({"created": spec_json(spec), "vendored": None})))
-        else:
-            click.echo(f"created {spec.manifest_path}")
-            click.echo(f"  {spec_line(spec)}")
-            click.echo(f"  next: {spec.vendor_command()}")
+            echo(render_json(versioned({"created": spec_json(spec), "vendored": None})))
+        elif not quiet:
+            echo(f"created {spec.manifest_path}")
+            echo(f"  {spec_line(spec)}")
+            echo(f"  next: {spec.vendor_command()}")
         return
     try:
         result = vendor_patch(spec, fetched, base_tree=base_tree)
@@ -84,8 +90,10 @@ def command(
     if as_json:
         vendored = load_manifest(spec.folder)
         document = {"created": spec_json(vendored), "vendored": result_json(vendored, result, False)}
-        click.echo(render_json(versioned(document)))
+        echo(render_json(versioned(document)))
         return
-    click.echo(f"created {spec.manifest_path}")
+    if quiet:
+        return
+    echo(f"created {spec.manifest_path}")
     for line in result_lines(result, False):
-        click.echo(line)
+        echo(line)

@@ -13,12 +13,12 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import click
 from click.core import ParameterSource
 
-from patchkit.actions import Options, Outcome, run
-from patchkit.console import echo, json_option, progress, settings
-from patchkit.errors import ExitCode
+from patchkit.actions import Invocation, Options, Outcome, run
+from patchkit.console import echo, json_option, progress, settings, warn
+from patchkit.errors import ExitCode, PatchkitError
 from patchkit.outcome import Action, PatchState, Result
 from patchkit.provenance import locate_distribution_root
-from patchkit.registry import find_locations, list_patch_ids, resolve_patch
+from patchkit.registry import check_registry_folder, find_locations, list_patch_ids, resolve_patch, stray_folders
 from patchkit.report import (
     cause_lines,
     change_lines,
@@ -34,6 +34,7 @@ from patchkit.report import (
     table_hint,
     versioned,
 )
+from patchkit.tree import open_root
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
 
 if TYPE_CHECKING:
@@ -145,9 +146,34 @@ def _one_root(func: F) -> F:
     def wrapper(
         *args: Any, root: str | None, root_from_package: str | None, python: str | None, **kwargs: Any
     ) -> Any:
-        return func(*args, root=choose_root(root, root_from_package, python), **kwargs)
+        chosen = choose_root(root, root_from_package, python)
+        by_package = root_from_package is not None and (root is None or chosen != root)
+        click.get_current_context().meta[_ROOT_WORDS] = (
+            root_words(chosen, root_from_package, python) if by_package else root_words(chosen)
+        )
+        return func(*args, root=chosen, **kwargs)
 
     return cast(F, wrapper)
+
+
+_ROOT_WORDS = "patchkit.root_words"  # ctx.meta: how this run named its tree, for the commands messages suggest
+
+
+def root_words(root: str, package: str | None = None, python: str | None = None) -> tuple[str, ...]:
+    """The options that name the tree again from any folder: --root as an absolute path, or the same
+    --root-from-package (with --python, absolute when it is a path rather than a name looked up in PATH)."""
+    if package is None:
+        return ("--root", str(Path(root).absolute()))
+    if python is None:
+        return ("--root-from-package", package)
+    return ("--root-from-package", package, "--python", str(Path(python).absolute()) if os.sep in python else python)
+
+
+def invocation(root: str, patches: Path, selection: Selection) -> Invocation:
+    """This run's Invocation: the tree as it was named, the registry and --target, ready to be spelled again."""
+    found = click.get_current_context().meta.get(_ROOT_WORDS)
+    words = found if isinstance(found, tuple) else root_words(root)
+    return Invocation(words, str(patches.absolute()), tuple(selection.target or ()))
 
 
 def _one_selection(func: F) -> F:
@@ -156,7 +182,9 @@ def _one_selection(func: F) -> F:
     @functools.wraps(func)
     def wrapper(*args: Any, patch: str | None, all_patches: bool, target: tuple[str, ...], **kwargs: Any) -> Any:
         if (patch is None) != all_patches:
-            raise click.UsageError("give PATCH or --all, not both" if all_patches else "which patch? PATCH or --all")
+            if all_patches:
+                raise click.UsageError("give PATCH or --all, not both")
+            raise click.UsageError(f"which patch? give PATCH or --all; {known_ids(kwargs.get('patches_dir'))}")
         if patch is not None:
             if target and not _from_env("target"):
                 raise click.UsageError("--target selects patches for --all; PATCH names one already")
@@ -164,6 +192,19 @@ def _one_selection(func: F) -> F:
         return func(*args, selection=Selection(patch, target or None), **kwargs)
 
     return cast(F, wrapper)
+
+
+def known_ids(patches_dir: str | None) -> str:
+    """The registry's ids, for a message that asks which patch (the registry's own error if it has none)."""
+    try:
+        folder = find_locations(patches=patches_dir).patches
+        check_registry_folder(folder)
+        ids = list_patch_ids(folder)
+    except PatchkitError as exc:
+        return f"{exc.where}: {exc.message}" if exc.where else exc.message
+    if not ids:
+        return f"the registry {folder.absolute()} holds no patches"
+    return f"known patches in {folder.absolute()}: {', '.join(ids)}"
 
 
 def _from_env(param: str) -> bool:
@@ -237,21 +278,33 @@ def _run_patch_command(
     with progress() as shown:
         if shown is not None:
             options = replace(options, on_lock_wait=shown.lock_wait)
-        # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
-        emit_recovery(recover_pending(Path(root), options.lock_timeout, options.on_lock_wait))
-        patches = find_locations(patches=patches_dir).patches
-        if selection.patch is None:
-            from patchkit.series import load_series, run_series  # lazy: the CLI (only --all runs a series)
+        # The root is opened here, once for the whole command: the lock, the state folder, recovery, every read
+        # and the transaction work on this descriptor (tree.Root), and it is closed when the command ends.
+        with open_root(Path(root)) as handle:
+            # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
+            emit_recovery(recover_pending(handle, options.lock_timeout, options.on_lock_wait))
+            patches = find_locations(patches=patches_dir).patches
+            commands = invocation(root, patches, selection)
+            options = replace(options, invocation=commands)
+            if selection.patch is None:
+                from patchkit.series import load_series, run_series  # lazy: the CLI (only --all runs a series)
 
-            specs = load_series(patches, selection.target)
-            series = run_series(specs, Path(root), action, options, keep_going=keep_going, progress=shown)
-        else:
-            outcome = run(resolve_patch(selection.patch, patches), Path(root), action, options, progress=shown)
+                warn_stray_folders(patches)
+                specs = load_series(patches, selection.target)
+                series = run_series(specs, handle, action, options, keep_going=keep_going, progress=shown)
+            else:
+                outcome = run(resolve_patch(selection.patch, patches), handle, action, options, progress=shown)
     if selection.patch is None:
-        emit_series(series, as_json, verbose)
+        emit_series(series, as_json, verbose, commands)
         click.get_current_context().exit(int(series.exit_code))
-    emit_outcome(outcome, as_json, verbose)
+    emit_outcome(outcome, as_json, verbose, commands)
     click.get_current_context().exit(int(outcome.exit_code))
+
+
+def warn_stray_folders(folder: Path) -> None:
+    """A folder of the registry without manifest.toml is not a patch: say so rather than skip it silently."""
+    for stray in stray_folders(folder):
+        warn(f"{stray.absolute()}: no manifest.toml, so it is not a patch; skipped")
 
 
 def emit_recovery(recovery: Recovery | None) -> None:
@@ -265,7 +318,7 @@ def emit_fast_path(used: bool) -> None:
         click.echo(f"patchkit: debug: fast path {'used' if used else 'not used'}", err=True)
 
 
-def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
+def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool, commands: Invocation | None = None) -> None:
     """One line; on a refusal the cause first (the whole table with -v); with --dry-run the files it would
     write. -q prints only a refusal's lines."""
     emit_recovery(outcome.recovered)
@@ -277,7 +330,7 @@ def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
     if settings().quiet and not (refused or outcome.exit_code is ExitCode.BASE_MISMATCH):
         return
     echo(summary_line(outcome))
-    line = provenance_line(outcome, verbose)
+    line = provenance_line(outcome, verbose, commands)
     if line is not None:
         echo(line)
     lines = strict_base_lines(outcome)
@@ -286,14 +339,14 @@ def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool) -> None:
     elif refused or outcome.reason:  # a status can have a reason too (a file not under the root)
         lines += cause_lines(outcome)
         if outcome.tree.state is not PatchState.UNAPPLIED:  # a provenance refusal: the hunks are not the cause
-            lines.append(table_hint(outcome))
+            lines.append(table_hint(outcome, commands))
     if outcome.result is Result.DRY_RUN:
         lines += change_lines(outcome)
     for row in lines:
         echo(row)
 
 
-def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool) -> None:
+def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool, commands: Invocation | None = None) -> None:
     emit_recovery(series.recovered)
     emit_fast_path(bool(series.outcomes) and all(o.fast_path for o in series.outcomes))
     if as_json:
@@ -302,5 +355,5 @@ def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool) -> None:
     if settings().quiet and not (series.left or series.exit_code is ExitCode.BASE_MISMATCH):
         return
     table = series_status_table if series.action is Action.STATUS else series_lines
-    for line in table(series, verbose):
+    for line in table(series, verbose, commands):
         echo(line)

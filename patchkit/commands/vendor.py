@@ -9,7 +9,7 @@ from typing import Any, TypeVar
 import click
 
 from patchkit.commands.options import json_option, patches_option
-from patchkit.console import echo
+from patchkit.console import echo, settings
 from patchkit.display import show_path
 from patchkit.manifest import PatchSpec
 from patchkit.registry import find_locations, resolve_patch
@@ -71,9 +71,11 @@ def command(
 
     \b
     Examples:
-      patchkit vendor atom-pr2106 --from https://github.com/ROCm/ATOM/pull/2106.diff
-      patchkit vendor atom-pr2106 --from ~/Downloads/2106.diff --base-tree /opt/ATOM
-      patchkit vendor atom-pr2106 --from-git ~/src/ATOM --range main...fix-draft-kv
+      patchkit vendor atom-pr2106 \\
+          --from https://github.com/ROCm/ATOM/pull/2106.diff
+      patchkit vendor atom-pr2106 --from ~/2106.diff --base-tree /opt/ATOM
+      patchkit vendor atom-pr2106 --from-git ~/src/ATOM \\
+          --range main...fix-draft-kv
     """
     if (source is None) == (git_repo is None) or (git_repo is None) != (rev_range is None):
         fetch_source(source, git_repo, rev_range, timeout)  # the usage error, before the registry is read
@@ -82,7 +84,7 @@ def command(
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
         echo(render_json(versioned(result_json(spec, result, dry_run))))
-    else:
+    elif not settings().quiet:  # -q: the exit code says it was vendored
         for line in result_lines(result, dry_run):
             echo(line)
 

@@ -2,19 +2,27 @@
 
 `commit_changes`, under the root's exclusive lock and with SIGINT/SIGTERM held:
 
-1. re-reads every file the plan was made from: each must be as planned, a regular file with one link;
+1. re-reads every file the plan was made from: each must be as planned, a regular file, with one link if it
+   is to be replaced (a stale bytecode cache is not read: patchkit.bytecode);
 2. checks free space and inodes on every filesystem it will write (statvfs, with a margin);
 3. writes the journal (journal.py) atomically and durably;
 4. for each path: links the original to a random `.patchkit-<hex>.orig` name in its folder (so a rollback
    is a rename, needing no space), writes an exclusive random temp file, gives it the original's owner
    (when root) and xattrs, fchmods it to the new mode, fsyncs it, checks right before the replace that the
    original is still the file it planned from (inode, size, mtime), and os.replaces it over the old name.
-   Creations and modifications first, deletions last. A pending SIGINT/SIGTERM is noticed between files;
-5. drops the kept links, removes folders the deletions emptied (like git apply), fsyncs every changed
+   Creations and modifications first, deletions last; a stale cache is deleted by renaming it to its kept
+   name instead (no copy in the journal, no link needed). A pending SIGINT/SIGTERM is noticed between files;
+5. checks, after the last replace, that every write landed: walked again by name from the root (the one
+   deliberate fresh look, see check_landed), each path must be the very file just written; a folder moved
+   out of the tree meanwhile is caught here (the writes went through its held descriptor, outside the root);
+6. drops the kept links, removes folders the deletions emptied (like git apply), fsyncs every changed
    folder once, and unlinks the journal: from here on the transaction is done.
 
-An I/O error, a file changed behind its back, or a signal during 4-5 is rolled back in-process
-(recovery.roll_back) before the error is raised; a kill leaves the journal for the next run.
+Each folder written in is opened once and its descriptor held to the end (HELD_FOLDERS_MAX), so a rollback
+restores a file through the folder it was written in, wherever that folder is by then.
+
+An I/O error, a file changed behind its back, a write that did not land, or a signal during 4-6 is rolled
+back in-process (recovery.roll_back) before the error is raised; a kill leaves the journal for the next run.
 
 Modes: a new file gets exactly the diff's mode (0644/0755), a new folder 0755, set by fchmod whatever the
 umask; a rewritten file keeps its rwx bits (or takes the diff's new mode) and loses setuid, setgid and
@@ -29,12 +37,13 @@ import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
 from patchkit.interrupts import interrupt_pending, signals_held
-from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, split_relative
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
     Roots,
@@ -55,7 +64,7 @@ from patchkit.workspace.journal import (
     journal_chunks,
 )
 from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME
-from patchkit.workspace.recovery import finish, roll_back
+from patchkit.workspace.recovery import HeldFolders, finish, roll_back
 from patchkit.workspace.trust import JOURNAL_MODE, STATE_FILE_MODE, read_state_at
 
 if TYPE_CHECKING:
@@ -70,12 +79,35 @@ _BLOCK = 4096
 _NO_LINKS = (errno.EPERM, errno.EMLINK, errno.EXDEV, errno.ENOTSUP, errno.EOPNOTSUPP)
 
 
+_WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# At most this many folder descriptors are held through a transaction (one per folder it writes in); the
+# folders past it are walked to by name for each file, as before, and restored that way.
+HELD_FOLDERS_MAX = 256
+
+
 class _Changed(Exception):
     """A file changed between the plan check and its replace (a writer without the lock)."""
 
 
+class _NotLanded(Exception):
+    """After the last replace, a written path is not (or no longer) the file written there, seen from the root."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.path = path
+        self.why = why
+
+
+@dataclass(frozen=True)
+class _Landed:
+    """Where one entry's write went: its folder's identity, and the new file's (None for a deletion)."""
+
+    folder: tuple[int, int]
+    file: tuple[int, int] | None
+
+
 def commit_changes(
-    root: Path,
+    root: Root,
     changes: Sequence[FileChange],
     *,
     state_files: Mapping[str, bytes | None] = _NO_STATE_FILES,
@@ -100,18 +132,19 @@ def commit_changes(
         try:
             check_state_name(name)
         except ValueError as exc:
-            raise UnsafePathError(str(exc), where=str(root / STATE_DIR)) from None
+            raise UnsafePathError(str(exc), where=str(root.state_path)) from None
     with open_roots(root, create=True) as roots:
         assert roots is not None
         ensure_gitignore(roots)
         entries: list[Entry] = []
         contents: list[bytes | None] = []
         for change in ordered:
-            now = read(roots, Area.TREE, change.path)
+            # An unread cache (patchkit.bytecode) is checked by its lstat in _entry and right before its rename.
+            now = change.before if change.before.unread else read(roots, Area.TREE, change.path)
             if now != change.before:  # the plan must still describe the tree
                 raise WriteFailedError(
                     f"{change.path} changed while the plan was being made; nothing was written",
-                    where=str(root),
+                    where=str(root.path),
                     hint="another tool wrote to the tree without patchkit's lock; rerun",
                 )
             # change.before, not `now`: equal bytes, and the copy just read is freed at once (a large apply would
@@ -162,13 +195,17 @@ def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot) -> Entry
                 if fd is not None:
                     mode = os.fstat(fd).st_mode & 0o7777
             folders.append(("/".join(parts[: i + 1]), mode))
-        if before.data is not None:
-            assert fd is not None
+        if before.exists:
+            if fd is None:  # an unread cache's folder went away: it was only ever lstat'ed
+                raise WriteFailedError(f"{before.path} vanished while the plan was being made; nothing was written",
+                                       where=str(shown / parts[-1]), hint="rerun")
             st = lstat_at(fd, parts[-1])
             if st is None or not stat.S_ISREG(st.st_mode):
                 raise WriteFailedError(f"{before.path} vanished while the plan was being made; nothing was written",
                                        where=str(shown / parts[-1]), hint="rerun")
-            if st.st_nlink > 1:
+            # Deleting one name of a hard-linked file changes nothing under its other names: only a replace splits
+            # them (and a hard-linked stale cache must not block the apply).
+            if st.st_nlink > 1 and after.exists:
                 raise UnsafePathError(
                     f"{before.path!r} has {st.st_nlink} hard links; a replace would split them (the other names "
                     "would keep the old content); nothing was written",
@@ -268,18 +305,39 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
             where=str(journal),
             hint="free disk space or fix permissions, then rerun",
         ) from None
+    held: dict[tuple[Area, tuple[str, ...]], int] = {}
+    try:
+        _write_all(roots, disk, journal, entries, contents, held)
+    finally:
+        for fd in held.values():
+            os.close(fd)
+
+
+def _write_all(
+    roots: Roots, disk: Disk, journal: Path, entries: Sequence[Entry], contents: Sequence[bytes | None],
+    held: dict[tuple[Area, tuple[str, ...]], int],
+) -> None:
     failed = journal  # what to name if writing fails
     dirty: set[tuple[Area, tuple[str, ...]]] = set()
+    touched: list[Entry] = []  # what there is to undo: every entry begun, but a deletion whose folder was gone
     try:
+        landed: list[_Landed | None] = []
         for entry, data in zip(entries, contents, strict=True):
             if interrupt_pending():
                 raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
             failed = roots.path(entry.area) / entry.path
-            _write_entry(roots, disk, entry, data)
+            touched.append(entry)
+            landed.append(_write_entry(roots, disk, entry, data, held))
+            if landed[-1] is None:
+                touched.pop()
             dirty.add((entry.area, entry.parts[:-1]))
+        failed = journal
+        check_landed(roots, entries, contents, landed)
     except BaseException as exc:
         try:
-            roll_back(roots, disk, entries)
+            # Only what was begun: an entry never reached is as it was, and a path whose folder went away
+            # (moved out by its owner) must not be recreated in the tree from the journal.
+            roll_back(roots, disk, touched, held)
             drop_journal(roots, disk)
         except (OSError, PatchkitError) as again:
             raise RecoveryFailedError(
@@ -288,6 +346,14 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
                 where=str(failed),
                 hint="fix the cause (disk space, permissions), then run any patchkit command on this root: "
                 "it rolls the tree back first",
+            ) from None
+        if isinstance(exc, _NotLanded):
+            raise WriteFailedError(
+                f"the write did not land in the tree: {exc.why}; every file of this transaction was restored "
+                "through the folders it wrote in (wherever they are now), nothing changed by patchkit",
+                where=str(exc.path),
+                hint="something moved or replaced folders of the tree while patchkit wrote (its owner, another "
+                "tool): stop it, check the tree, then rerun",
             ) from None
         if isinstance(exc, _Changed):
             raise WriteFailedError(
@@ -307,10 +373,10 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
     # space (unlinks, rmdirs, fsyncs), so one failure is retried once; if it fails again the journal stays
     # and the next run finishes it (it finds every new file in place).
     try:
-        _complete(roots, disk, entries, dirty)
+        _complete(roots, disk, entries, dirty, held)
     except (OSError, PatchkitError) as exc:
         try:
-            _complete(roots, disk, entries, dirty)
+            _complete(roots, disk, entries, dirty, held)
         except (OSError, PatchkitError) as again:
             raise RecoveryFailedError(
                 f"every file was written, but finishing the transaction failed ({describe(exc)}; then "
@@ -321,10 +387,10 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
 
 
 def _complete(
-    roots: Roots, disk: Disk, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]]
+    roots: Roots, disk: Disk, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]], held: HeldFolders
 ) -> None:
     """Drop the kept links and emptied folders, make every changed folder durable, then drop the journal."""
-    finish(roots, disk, entries)
+    finish(roots, disk, entries, held)
     # Folder entries need to be durable only before the journal goes: fsync each changed folder once
     # at the end rather than after every file (half of all fsyncs on a large series).
     for area, folders in sorted(dirty, key=lambda d: (d[0].value, d[1])):
@@ -332,34 +398,147 @@ def _complete(
     drop_journal(roots, disk)
 
 
-def _write_entry(roots: Roots, disk: Disk, entry: Entry, data: bytes | None) -> None:
+def _write_entry(
+    roots: Roots, disk: Disk, entry: Entry, data: bytes | None, held: dict[tuple[Area, tuple[str, ...]], int]
+) -> _Landed | None:
+    """Write one entry through its folder's descriptor (opened once per folder and held, see HELD_FOLDERS_MAX);
+    where the write went, or None for a deletion whose folder is already gone."""
     parts = entry.parts
     name = parts[-1]
-    create = None if data is None else dict(entry.folders)
-    parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
-    if parent is None:  # a deletion whose folder is already gone
-        return
+    key = (entry.area, parts[:-1])
+    parent = held.get(key)
+    transient = parent is None
+    if parent is None:
+        create = None if data is None else dict(entry.folders)
+        parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
+        if parent is None:  # a deletion whose folder is already gone
+            return None
+        if len(held) < HELD_FOLDERS_MAX:
+            held[key] = parent
+            transient = False
+    folder_st = os.fstat(parent)
     like: int | None = None
+    new: list[tuple[int, int]] = []
     try:
+        if entry.before.unread:  # a stale cache: renamed to its kept name, the way back needs no copy, no link
+            assert data is None
+            _check_unchanged(parent, entry)
+            disk.replace(parent, name, entry.keep)
+            return _Landed((folder_st.st_dev, folder_st.st_ino), None)
         if entry.original is not None:
             _keep_original(disk, parent, entry)
         if data is None:
             _check_unchanged(parent, entry)
             disk.unlink(parent, name)
-            return
+            return _Landed((folder_st.st_dev, folder_st.st_ino), None)
         assert entry.after is not None
         owner = None
         if entry.original is not None:
             like = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
             owner = (entry.original.uid, entry.original.gid)
+
+        def before_replace() -> None:
+            _check_unchanged(parent, entry)
+            st = lstat_at(parent, entry.temp)
+            new.append((-1, -1) if st is None else (st.st_dev, st.st_ino))
+
         put_file(
             disk, parent, name, data, entry.after.mode, tmp=entry.temp, owner=owner, like_fd=like,
-            before_replace=lambda: _check_unchanged(parent, entry), sync_folder=False,
+            before_replace=before_replace, sync_folder=False,
         )
+        return _Landed((folder_st.st_dev, folder_st.st_ino), new[-1])
     finally:
         if like is not None:
             os.close(like)
-        os.close(parent)
+        if transient:
+            os.close(parent)
+
+
+def check_landed(
+    roots: Roots, entries: Sequence[Entry], contents: Sequence[bytes | None], landed: Sequence[_Landed | None]
+) -> None:
+    """After the last replace: every path is, seen from the root, what this transaction just made of it.
+
+    A fresh look on purpose, the one place that does not trust the descriptors the transaction holds: those
+    still reach a folder moved out of the root meanwhile, and writes through them land outside it. So the root's
+    path must still name the root, and each path is walked again by name from the root, link-free, as the next
+    command will walk it: its folder must be the one written in, a written file the very file written (its
+    identity, then its bytes and mode against what was written), a deleted one absent.
+    """
+    try:
+        now = os.stat(roots.root)
+        same_root = (now.st_dev, now.st_ino) == _identity(os.fstat(roots.tree_fd))
+    except OSError:
+        same_root = False
+    if not same_root:
+        raise _NotLanded(roots.root, "the root's path no longer names the folder patchkit wrote in (moved or replaced)")
+    chain: list[tuple[str, int]] = []  # the folders open from the root down, kept for the next path (sorted)
+    try:
+        for entry, data, land in zip(entries, contents, landed, strict=True):
+            if land is not None:
+                parts = entry.parts
+                folders = parts[:-1] if entry.area is Area.TREE else (STATE_DIR, *parts[:-1])  # .patchkit too
+                why = _landed_here(roots.tree_fd, chain, folders, parts[-1], data, entry, land)
+                if why is not None:
+                    raise _NotLanded(roots.path(entry.area) / entry.path, why)
+    finally:
+        for _, fd in chain:
+            os.close(fd)
+
+
+def _landed_here(
+    root_fd: int, chain: list[tuple[str, int]], folders: tuple[str, ...], name: str, data: bytes | None,
+    entry: Entry, land: _Landed,
+) -> str | None:
+    """Why `folders/name`, walked by name from the root (link-free, reusing `chain`), is not what was written."""
+    kept = 0
+    while kept < min(len(chain), len(folders)) and chain[kept][0] == folders[kept]:
+        kept += 1
+    for _, fd in chain[kept:]:
+        os.close(fd)
+    del chain[kept:]
+    for part in folders[kept:]:
+        try:
+            child = os.open(part, _WALK_FLAGS, dir_fd=chain[-1][1] if chain else root_fd)
+        except FileNotFoundError:
+            return "its folder is no longer under the root (moved or removed while patchkit wrote)"
+        except OSError as exc:
+            return f"its folder cannot be walked to from the root ({exc.strerror})"
+        chain.append((part, child))
+    folder = chain[-1][1] if chain else root_fd
+    if _identity(os.fstat(folder)) != land.folder:
+        return "its folder was moved or replaced while patchkit wrote in it"
+    st = lstat_at(folder, name)
+    if land.file is None:
+        return None if st is None else "it was deleted, but a file is back at its name"
+    if st is None or _identity(st) != land.file:
+        return "the file at its name is not the one patchkit just wrote"
+    assert data is not None and entry.after is not None
+    if not stat.S_ISREG(st.st_mode) or stat.S_IMODE(st.st_mode) != entry.after.mode or st.st_size != len(data):
+        return "its size or mode is not what patchkit just wrote"
+    # The bytes themselves, against the ones written: one read of the expected size, then a comparison.
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except OSError as exc:
+        return f"it cannot be read back ({exc.strerror})"
+    try:
+        if _identity(os.fstat(fd)) != land.file:
+            return "the file at its name is not the one patchkit just wrote"
+        found = os.pread(fd, len(data) + 1, 0) if data else b""
+        while data and len(found) < len(data) + 1:  # a short read (rare): read on to the end
+            more = os.pread(fd, len(data) + 1 - len(found), len(found))
+            if not more:
+                break
+            found += more
+    except OSError as exc:
+        return f"it cannot be read back ({exc.strerror})"
+    finally:
+        os.close(fd)
+    return None if found == data else "its content is not what patchkit just wrote"
+
+
+def _identity(st: os.stat_result) -> tuple[int, int]:
+    return st.st_dev, st.st_ino
 
 
 def _keep_original(disk: Disk, parent: int, entry: Entry) -> None:

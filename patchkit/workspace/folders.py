@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, open_root, read_at, split_relative
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_at, split_relative
 from patchkit.workspace.disk import Disk, lstat_at, unlink_present
 from patchkit.workspace.journal import Area
 from patchkit.workspace.names import JOURNAL_NAME
@@ -37,20 +37,16 @@ class Roots:
 
 
 @contextlib.contextmanager
-def open_roots(root: Path, *, create: bool) -> Iterator[Roots | None]:
-    """Descriptors of root and its (trusted) state folder; None when the state folder is missing."""
-    root_fd = open_root(root)
+def open_roots(root: Root, *, create: bool) -> Iterator[Roots | None]:
+    """The root's descriptor and its (trusted) state folder's; None when the state folder is missing."""
+    state_fd = open_state_dir(root, create=create)
+    if state_fd is None:
+        yield None
+        return
     try:
-        state_fd = open_state_dir(root_fd, root, create=create)
-        if state_fd is None:
-            yield None
-            return
-        try:
-            yield Roots(root, root_fd, state_fd)
-        finally:
-            os.close(state_fd)
+        yield Roots(root.path, root.fd, state_fd)
     finally:
-        os.close(root_fd)
+        os.close(state_fd)
 
 
 def read(roots: Roots, area: Area, rel: str) -> Snapshot:

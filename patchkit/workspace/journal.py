@@ -1,7 +1,8 @@
 """The journal, `<root>/.patchkit/journal.json`: what a transaction is about to do, written before it does it.
 
-One JSON header line, then the original files' raw bytes back to back. For every path: its original bytes,
-mode, owner and inode (or "absent"), the sha256 and mode it will have, the mode of each folder on its way
+One JSON header line, then the original files' raw bytes back to back. For every path: its original bytes
+(none for an unread stale bytecode cache, which only its kept link restores: "offset" is null), mode, owner and
+inode (or "absent"), the sha256 and mode it will have, the mode of each folder on its way
 (or "absent"), and the two random names the transaction uses next to it: the temp file of the replace and
 the hard link that keeps the original inode until the transaction ends (`.patchkit-<hex>.tmp/.orig`).
 
@@ -96,16 +97,17 @@ def journal_chunks(root: Path, root_ino: int, label: str, entries: Sequence[Entr
     offset = 0
     items = []
     for e in entries:
-        before = None
-        if e.before.data is not None:
+        before: dict[str, Any] | None = None
+        if e.before.exists:
             assert e.original is not None
             o = e.original
-            before = {
-                "mode": e.before.mode, "offset": offset, "size": len(e.before.data),
-                "uid": o.uid, "gid": o.gid, "ino": o.ino, "mtime_ns": o.mtime_ns,
-            }
-            blobs.append(e.before.data)
-            offset += len(e.before.data)
+            before = {"mode": e.before.mode, "uid": o.uid, "gid": o.gid, "ino": o.ino, "mtime_ns": o.mtime_ns}
+            if e.before.data is not None:
+                before.update(offset=offset, size=len(e.before.data))
+                blobs.append(e.before.data)
+                offset += len(e.before.data)
+            else:  # unread (a stale bytecode cache): only its kept link brings it back, no copy is written
+                before.update(offset=None, size=o.size)
         items.append({
             "area": e.area.value,
             "path": e.path,
@@ -175,7 +177,8 @@ def _parse_entry(item: Any, body: bytes) -> Entry:
     original = None
     snapshot = Snapshot(path, None, None)
     if before is not None:
-        snapshot = Snapshot(path, _blob(body, before["offset"], before["size"]), _mode(before["mode"]))
+        data = None if before["offset"] is None else _blob(body, before["offset"], before["size"])
+        snapshot = Snapshot(path, data, _mode(before["mode"]))  # data None: unread, kept by its link only
         original = Original(*(_count(before[k]) for k in ("uid", "gid", "ino", "size", "mtime_ns")))
     target = None
     if after is not None:

@@ -18,6 +18,7 @@ import json
 import os
 import re
 import stat
+import struct
 import time
 from collections.abc import Callable, Iterator
 from datetime import datetime, timezone
@@ -31,9 +32,9 @@ from patchkit.errors import (
     RecoveryFailedError,
     WriteFailedError,
 )
-from patchkit.tree import STATE_DIR, check_root, open_root
+from patchkit.tree import STATE_DIR, Root, open_child_dir
 from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, TEMP_NAME
-from patchkit.workspace.trust import STATE_FILE_MODE, open_state_dir, read_state
+from patchkit.workspace.trust import STATE_FILE_MODE, check_trusted, open_state_dir, read_state
 
 if TYPE_CHECKING:
     from patchkit.workspace.recovery import Recovery
@@ -59,14 +60,14 @@ WaitHook = Callable[[LockHolder | None, Path], None]
 
 @contextlib.contextmanager
 def locked(
-    root: Path, timeout: float, *, shared: bool = False, on_wait: WaitHook | None = None
+    root: Root, timeout: float, *, shared: bool = False, on_wait: WaitHook | None = None
 ) -> Iterator[Recovery | None]:
     """Hold the root's lock from the state check to the last write; yield what recovery did, if any.
 
     `on_wait(holder, lock_path)` is called once if the lock is still busy after WAIT_NOTICE_AFTER seconds
     (holder None: the lock file names nobody alive, e.g. only readers hold it).
     """
-    path = root / STATE_DIR / LOCK_NAME
+    path = root.state_path / LOCK_NAME
     pending = needs_recovery(root)
     try:
         fd = _open_lock(root, create=not shared or pending)
@@ -75,7 +76,7 @@ def locked(
             raise RecoveryFailedError(
                 f"an interrupted {pending_label(root)} left a journal, but the root cannot be written "
                 f"({exc.strerror}), so the tree cannot be rolled back and may be half patched",
-                where=str(root / STATE_DIR / JOURNAL_NAME),
+                where=str(root.state_path / JOURNAL_NAME),
                 hint="make the tree writable and rerun any patchkit command on it; it recovers first",
             ) from None
         if not (shared and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)):
@@ -84,7 +85,9 @@ def locked(
     wrote_holder = False
     # A reader that finds no lock file (nothing created for it) locks the root folder itself, shared; a writer
     # takes that exclusively too, below, so a reader never sees the first-ever apply half way.
-    root_fd = open_root(root) if fd is None or not shared else None
+    # flock belongs to an open file description: "." opened from the root's descriptor is a new one of the same
+    # folder (never reached by path again), released when this lock ends rather than with the command's Root.
+    root_fd = _reopen(root) if fd is None or not shared else None
     try:
         recovery = None
         if fd is None and root_fd is not None:
@@ -113,26 +116,32 @@ def locked(
             os.close(fd)  # closing releases the flock
 
 
-def needs_recovery(root: Path) -> bool:
+def needs_recovery(root: Root) -> bool:
     """A journal, or a stray temp name of ours in the state folder (a kill while one was being written)."""
-    folder = root / STATE_DIR
+    try:
+        folder = open_child_dir(root.fd, STATE_DIR, STATE_DIR, str(root.state_path))
+    except PatchkitError:
+        return False  # not a folder: the lock reports it
+    if folder is None:
+        return False
     try:
         names = os.listdir(folder)
     except OSError:
         return False
+    finally:
+        os.close(folder)
     return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
 
 
-def recover_pending(root: Path, timeout: float, on_wait: WaitHook | None = None) -> Recovery | None:
+def recover_pending(root: Root, timeout: float, on_wait: WaitHook | None = None) -> Recovery | None:
     """Recover an interrupted transaction on root, if its journal is there; cheap when there is none."""
-    real_root = check_root(root)
-    if not needs_recovery(real_root):
+    if not needs_recovery(root):
         return None
-    with locked(real_root, timeout, on_wait=on_wait) as recovery:
+    with locked(root, timeout, on_wait=on_wait) as recovery:
         return recovery
 
 
-def pending_label(root: Path) -> str:
+def pending_label(root: Root) -> str:
     """What the interrupted transaction on root was doing, for a message ("transaction" if unknown)."""
 
     try:
@@ -161,19 +170,55 @@ def read_holder(fd: int, path: Path) -> LockHolder | None:
     return LockHolder(pid, match.group(2).decode(), path)
 
 
-def _open_lock(root: Path, *, create: bool) -> int | None:
-    """The lock file's descriptor; None when a reader finds none (or no state folder) and creates nothing."""
-    root_fd = open_root(root)
+def describe_holder(fd: int, path: Path) -> str:
+    """Who holds the lock on `fd`, as far as can be known: the patchkit writer named in the lock file when it
+    does hold it, else the pids the kernel reports (any program may flock the file), else "a process"."""
+    named = verified_holder(fd, path)
+    if named is not None:
+        return f"another patchkit process (pid {named.pid}, since {named.since})"
+    pids = lock_pids(fd)
+    return f"a process (pid {', '.join(map(str, pids))})" if pids else "a process"
+
+
+def verified_holder(fd: int, path: Path) -> LockHolder | None:
+    """read_holder, unless the kernel can say who holds the lock and the writer named in the file is not one
+    of them (the name outlives its writer; another program may hold the lock)."""
+    named = read_holder(fd, path)
+    pids = lock_pids(fd) if named is not None else None
+    return named if named is not None and (pids is None or named.pid in pids) else None
+
+
+def lock_pids(fd: int) -> tuple[int, ...] | None:
+    """The pids holding a lock on fd's file: /proc/locks (flock and POSIX locks, as this pid namespace sees
+    them), else fcntl F_GETLK (a POSIX lock, as NFS makes of flock); None when neither can tell."""
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
     try:
-        state_fd = open_state_dir(root_fd, root, create=create)
-        if state_fd is None:
-            return None
-        try:
-            return _open_lock_file(state_fd, root / STATE_DIR / LOCK_NAME, create)
-        finally:
-            os.close(state_fd)
+        with open("/proc/locks", encoding="ascii", errors="replace") as table:
+            # "1: FLOCK  ADVISORY  WRITE 1234 fe:00:2154578 0 EOF"; "1: -> FLOCK ..." is a waiter (maybe us)
+            pids = [int(f[4]) for f in (line.split() for line in table)
+                    if len(f) > 5 and f[1] != "->" and f[5] == key and f[4].lstrip("-").isdigit()]
+    except OSError:
+        pids = None
+    if pids is not None:
+        return tuple(sorted({p for p in pids if p > 0 and p != os.getpid()}))
+    try:
+        query = struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0)
+        answer = struct.unpack("hhqqi4x", fcntl.fcntl(fd, fcntl.F_GETLK, query))
+    except (OSError, struct.error, ValueError):
+        return None
+    return (answer[4],) if answer[0] != fcntl.F_UNLCK and answer[4] > 0 else None
+
+
+def _open_lock(root: Root, *, create: bool) -> int | None:
+    """The lock file's descriptor; None when a reader finds none (or no state folder) and creates nothing."""
+    state_fd = open_state_dir(root, create=create)
+    if state_fd is None:
+        return None
+    try:
+        return _open_lock_file(state_fd, root.state_path / LOCK_NAME, create)
     finally:
-        os.close(root_fd)
+        os.close(state_fd)
 
 
 def _open_lock_file(state_fd: int, path: Path, create: bool) -> int | None:
@@ -194,27 +239,33 @@ def _open_lock_file(state_fd: int, path: Path, create: bool) -> int | None:
             return None
         except PermissionError:  # a reader of another user: a read-only descriptor flocks just as well
             fd = os.open(LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=state_fd)
-    if not stat.S_ISREG(os.fstat(fd).st_mode):
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
         os.close(fd)
         raise WriteFailedError("the lock is not a regular file", where=str(path), hint=f"remove {path}")
+    try:  # like every state file: the holder line is read and written, and nobody else may own it
+        check_trusted(st, str(path), path.parent)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 
-def _ensure_gitignore(root: Path) -> None:
-    root_fd = open_root(root)
-    try:
-        state_fd = open_state_dir(root_fd, root, create=False)
-        if state_fd is not None:
-            try:
-                if not _present(state_fd, GITIGNORE_NAME):  # every write but the first: nothing to do
-                    from patchkit.workspace.commit import ensure_gitignore  # lazy: the write stage
-                    from patchkit.workspace.folders import Roots
+def _ensure_gitignore(root: Root) -> None:
+    state_fd = open_state_dir(root, create=False)
+    if state_fd is not None:
+        try:
+            if not _present(state_fd, GITIGNORE_NAME):  # every write but the first: nothing to do
+                from patchkit.workspace.commit import ensure_gitignore  # lazy: the write stage
+                from patchkit.workspace.folders import Roots
 
-                    ensure_gitignore(Roots(root, root_fd, state_fd))
-            finally:
-                os.close(state_fd)
-    finally:
-        os.close(root_fd)
+                ensure_gitignore(Roots(root.path, root.fd, state_fd))
+        finally:
+            os.close(state_fd)
+
+
+def _reopen(root: Root) -> int:
+    return os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root.fd)
 
 
 def _present(dir_fd: int, name: str) -> bool:
@@ -264,12 +315,10 @@ def _acquire(fd: int, path: Path, timeout: float, shared: bool, on_wait: WaitHoo
             if not told and now - start >= WAIT_NOTICE_AFTER:
                 told = True
                 assert on_wait is not None
-                on_wait(read_holder(fd, path), path)
+                on_wait(verified_holder(fd, path), path)
             if now >= deadline:
-                holder = read_holder(fd, path)
-                who = f" (pid {holder.pid}, since {holder.since})" if holder else ""
                 raise LockTimeoutError(
-                    f"another patchkit process{who} has held the lock for over {timeout:g}s",
+                    f"{describe_holder(fd, path)} has held the lock for over {timeout:g}s",
                     where=str(path),
                     hint="wait for it to finish, or raise --lock-timeout; "
                     "the lock is released automatically when that process exits",

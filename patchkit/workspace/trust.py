@@ -4,8 +4,9 @@ The engine tree may belong to a less privileged user, and whoever owns the root 
 and put a folder of their own there. So every read of a journal or an applied record, and every write into
 the state folder, first checks each folder from `.patchkit` down and the file itself, on the descriptor or
 link-free lstat it is about to use: owned by the running user or root, and not writable by group or others.
-Anything else is refused (UntrustedStateError, exit 2) before a byte is read or written. Inside a folder
-that passes, nobody else can swap an entry, so an lstat-then-open of a name in it cannot be raced.
+The lock file too (workspace.lock). Anything else is refused (UntrustedStateError, exit 2) before a byte is
+read or written. Inside a folder that passes, nobody else can swap an entry, so an lstat-then-open of a name
+in it cannot be raced.
 
 Modes are set explicitly (fchmod), never left to the umask: the state folder and its `applied/` folder
 0755, records and the lock 0644 (they are no secret: a record names a diff that is in the registry), the
@@ -21,7 +22,8 @@ import stat
 from pathlib import Path
 
 from patchkit.errors import UntrustedStateError
-from patchkit.tree import STATE_DIR, Snapshot, open_child_dir, open_root, read_entry, split_relative
+from patchkit.limits import MAX_JOURNAL_BYTES
+from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_entry, split_relative
 
 STATE_DIR_MODE = 0o755
 STATE_FILE_MODE = 0o644
@@ -62,9 +64,10 @@ def check_trusted(st: os.stat_result, shown: str, state_root: Path) -> None:
         )
 
 
-def open_state_dir(root_fd: int, root: Path, *, create: bool) -> int | None:
+def open_state_dir(root: Root, *, create: bool) -> int | None:
     """A checked descriptor of `<root>/.patchkit`; None if it is missing and create is False."""
-    shown = root / STATE_DIR
+    shown = root.state_path
+    root_fd = root.fd
     fd = open_child_dir(root_fd, STATE_DIR, STATE_DIR, str(shown))
     if fd is None and create:
         try:
@@ -114,22 +117,19 @@ def read_state_at(state_fd: int, state_path: Path, rel: str) -> Snapshot:
             return Snapshot(rel, None, None)
         if stat.S_ISREG(st.st_mode):
             check_trusted(st, shown, state_path)
-        return read_entry(folder, parts[-1], rel, shown)  # refuses links and non-files
+        # Refuses links and non-files. State files are trusted by now; the largest, the journal, holds originals
+        # read under the tree's bounds (patchkit.limits).
+        return read_entry(folder, parts[-1], rel, shown, limit=MAX_JOURNAL_BYTES)
     finally:
         os.close(folder)
 
 
-def read_state(root: Path, rel: str) -> Snapshot:
+def read_state(root: Root, rel: str) -> Snapshot:
     """`<root>/.patchkit/<rel>` if patchkit may trust it (see module doc); absent if there is none."""
-
-    root_fd = open_root(root)
-    try:
-        state_fd = open_state_dir(root_fd, root, create=False)
-    finally:
-        os.close(root_fd)
+    state_fd = open_state_dir(root, create=False)
     if state_fd is None:
         return Snapshot(rel, None, None)
     try:
-        return read_state_at(state_fd, root / STATE_DIR, rel)
+        return read_state_at(state_fd, root.state_path, rel)
     finally:
         os.close(state_fd)

@@ -1,0 +1,466 @@
+"""A curated mutation suite: realistic single-point mistakes in the code that decides and protects, each of
+which some named test must catch.
+
+    .venv/bin/python scripts/mutants.py                       # every mutant (4 to 7 min on 2 loaded cores)
+    .venv/bin/python scripts/mutants.py --sample 8 --seed 1   # a random sample (CI)
+    .venv/bin/python scripts/mutants.py --list                # names, files and descriptions
+    .venv/bin/python scripts/mutants.py --only trust-group-writable
+
+Each mutant is one edit (an exact snippet that must occur exactly once in its file, and its replacement) in a
+scratch copy of the repository; the tests it names then run there (this venv's python, `pytest -x -q -p
+no:cacheprovider --rootdir <copy>`, PYTHONPATH=<copy>, no bytecode written, so an edit that keeps a file's
+size and mtime second is never hidden by a stale .pyc). The working tree is never modified. Before the first
+mutant, a probe checks that the copy's patchkit is the one imported (not the editable install), two canaries
+check it under pytest (an inert edit must survive, a broken package must be killed), and the named tests run
+once unmutated (unless --no-baseline, for CI right after the tests): a test that fails on the real code kills
+nothing.
+
+A mutant is killed when its tests fail, survived when they pass, stale when its snippet is not found exactly
+once (the code moved on: refresh the snippet), skipped when every test it names skipped itself (the security
+tests need root and an unprivileged user). Exit status 0 only when every mutant run was killed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+# What the scratch copy leaves out: the venv, git, caches and build output (none of it is read by the tests).
+SKIP = shutil.ignore_patterns(".venv", ".git", "__pycache__", "*.pyc", ".mypy_cache", ".ruff_cache",
+                              ".pytest_cache", ".hypothesis", "dist", "build", "*.egg-info")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    file: str  # a path in the repository, written as "patchkit/....py"
+    find: str  # must occur exactly once in the file
+    replace: str
+    tests: tuple[str, ...]  # pytest node ids or files that must fail with the edit in place
+    what: str
+
+
+def m(name: str, file: str, find: str, replace: str, tests: Sequence[str], what: str) -> Mutant:
+    return Mutant(name, file, find, replace, tuple(tests), what)
+
+
+TRUST = "tests/test_state_trust.py"
+EDGES = "tests/test_rule_edges.py"
+
+MATCHING = "tests/test_matching.py"
+STATE = "tests/test_state.py"
+CRASH = "tests/test_crash.py"
+WORKSPACE = "tests/test_workspace.py"
+FAST = "tests/test_fastpath.py"
+LINT_RULES = "tests/test_lint_rules.py"
+LINT_POLICY = "tests/test_lint_policy.py"
+LINT_SCAN = "tests/test_lint_scan.py"
+LINT_CONSUMER = "tests/test_lint_consumer.py"
+
+CANARY_TEST = f"{MATCHING}::test_split_lines_keeps_endings_and_a_missing_final_newline"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # ---------------------------------------------------------------------------------------- matching
+    m("match-tie-goes-up", "patchkit/matching.py",
+      "return abs(pos - expected), pos < expected", "return abs(pos - expected), pos > expected",
+      [MATCHING], "at equal distance the match above wins (git takes the one further down)"),
+    m("match-start-pin-off-by-one", "patchkit/matching.py",
+      "return start <= 1, hunk.at_end", "return start < 1, hunk.at_end",
+      [f"{EDGES}::test_a_hunk_at_line_1_matches_only_at_the_start_like_git"],
+      "a hunk starting at line 1 is no longer pinned to the start of the file"),
+    m("match-image-at-end-of-file", "patchkit/matching.py",
+      "pos >= 0 and end <= len(self.lines)", "pos >= 0 and end < len(self.lines)",
+      [MATCHING], "an image that ends on the file's last line never matches"),
+    m("match-low-bound", "patchkit/matching.py",
+      "if low <= pos and pos + m <= n", "if low < pos and pos + m <= n",
+      [MATCHING, STATE], "a hunk may not start right where the previous one ended"),
+    m("match-tie-read-one-way", "patchkit/matching.py",
+      "(post is None or abs(pre - expected) <= abs(post - expected))",
+      "(post is None or abs(pre - expected) < abs(post - expected))",
+      [MATCHING, STATE], "equally near pre- and post-images read as applied only: no second reading"),
+    m("match-header-line-ignored", "patchkit/matching.py",
+      "git_pos = _find(content, hunk, state, header, 0) if header != expected else pos", "git_pos = pos",
+      [MATCHING, STATE], "a look-alike nearer to the header's line no longer makes the hunk ambiguous"),
+    m("match-inline-end-pin", "patchkit/matching.py",
+      "and hunk.trailing and hunk.old_start > 1", "and hunk.old_start > 1",
+      ["tests/test_matching_reference.py", MATCHING, STATE],
+      "the inline common case also takes hunks without trailing context (pinned to the end)"),
+    m("simulate-git-shift-sign", "patchkit/matching.py",
+      "shift += len(new) - len(old)\n        end = pos + len(old)",
+      "shift += len(old) - len(new)\n        end = pos + len(old)",
+      [STATE, MATCHING, "tests/test_regressions.py"],
+      "the git simulation carries the lines earlier hunks added with the wrong sign"),
+    # -------------------------------------------------------------------------------------------- state
+    m("combine-ambiguous-before-conflict", "patchkit/outcome.py",
+      'if "conflict" in seen:\n        return PatchState.CONFLICT\n    if "ambiguous" in seen:\n'
+      '        return PatchState.AMBIGUOUS',
+      'if "ambiguous" in seen:\n        return PatchState.AMBIGUOUS\n    if "conflict" in seen:\n'
+      '        return PatchState.CONFLICT',
+      [STATE], "a conflict next to an ambiguous hunk combines to ambiguous"),
+    m("combine-partial-reads-unapplied", "patchkit/outcome.py",
+      'if seen == {"unapplied"}:', 'if "unapplied" in seen:',
+      [STATE], "applied and unapplied hunks together combine to unapplied, not partial"),
+    m("rename-both-exist-reads-old", "patchkit/state.py",
+      "if old.exists and not new.exists:", "if old.exists:",
+      [f"{EDGES}::test_a_rename_whose_old_and_new_paths_both_exist_is_a_conflict"],
+      "a rename whose old and new paths both exist is judged by the old file, not a conflict"),
+    m("several-readings-first-wins", "patchkit/state.py",
+      "if len(consistent) == 1 and not cut:", "if len(consistent) >= 1 and not cut:",
+      [STATE, MATCHING, "tests/test_differential.py"],
+      "of several consistent readings the first is taken: a guess instead of ambiguous"),
+    m("edges-trailing-ignored", "patchkit/state.py",
+      "if hunk.trailing < size and loc.pos + loc.span != n:", "if False:",
+      [f"{EDGES}::test_a_hunk_cut_short_by_the_end_of_the_file_is_read_at_the_end"],
+      "a hunk cut short by the end of the file no longer prefers the reading at the end"),
+    # ------------------------------------------------------------------------------------- --complete
+    m("complete-on-conflict", "patchkit/actions.py",
+      "(state is PatchState.PARTIAL and complete)",
+      "(state in (PatchState.PARTIAL, PatchState.CONFLICT) and complete)",
+      [f"{EDGES}::test_complete_never_writes_a_conflicted_tree"],
+      "`--complete` is accepted on a conflicted tree"),
+    m("partial-without-complete", "patchkit/actions.py",
+      "(state is PatchState.PARTIAL and complete)", "(state is PatchState.PARTIAL)",
+      [STATE, "tests/test_regressions.py"], "a partially patched tree is written without `--complete`"),
+    # ---------------------------------------------------------------------------------------- filtering
+    m("exclude-ignores-rename-source", "patchkit/filtering.py",
+      "any(match_exclude(e.pattern, p) for p in f.paths)", "match_exclude(e.pattern, f.path)",
+      [f"{EDGES}::test_a_file_exclude_matches_a_renames_old_path"],
+      "a file exclude looks at a rename's new path only"),
+    m("dead-exclude-accepted", "patchkit/filtering.py",
+      "dead = [e for e in excludes if e.pattern not in used]", "dead: list[Exclude] = []",
+      ["tests/test_scenarios.py::test_scenario[dead-exclude-plain]", "tests/test_manifest.py"],
+      "an exclude that matches no file of the diff (a typo) is silently ignored"),
+    m("hunk-exclude-last-hunk", "patchkit/filtering.py",
+      "missing = [n for n in exclude.hunks or () if n > total]",
+      "missing = [n for n in exclude.hunks or () if n >= total]",
+      [f"{EDGES}::test_a_hunk_exclude_may_name_the_files_last_hunk"],
+      "excluding a file's last hunk is refused as a hunk the diff does not have"),
+    m("hunk-numbers-from-zero", "patchkit/filtering.py",
+      "enumerate(f.hunks, first + 1)", "enumerate(f.hunks, first)",
+      ["tests/test_placement.py", "tests/test_manifest.py", "tests/test_cli.py"],
+      "hunk excludes count from 0: the hunk after the one named is dropped"),
+    m("placement-collision-unchecked", "patchkit/filtering.py",
+      "if origin.setdefault(after, before) != before:", "if False:",
+      ["tests/test_placement.py"], "two diff paths placed at the same root path are not refused"),
+    m("folder-exclude-prefix-unbounded", "patchkit/globs.py",
+      'return path == stem or path.startswith(stem + "/")', "return path.startswith(stem)",
+      ["tests/test_globs.py", "tests/test_manifest.py"],
+      "a folder exclude `atom/ops` also drops `atom/ops_extra.py`"),
+    m("zero-context-whole-file", "patchkit/diffs.py",
+      "if h.leading == 0 and h.trailing == 0 and h.old_start > 1:",
+      "if h.leading == 0 and h.trailing == 0 and h.old_start > 0:",
+      ["tests/test_diffs.py", "tests/test_scenarios.py", "tests/test_cli.py"],
+      "a hunk that rewrites a whole file from line 1 (no context to have) is refused as a -U0 diff"),
+    # -------------------------------------------------------------------------------------------- trust
+    m("trust-group-writable", "patchkit/workspace/trust.py",
+      "elif st.st_mode & 0o022:", "elif st.st_mode & 0o002:",
+      [TRUST], "state writable by its group (not others) is trusted"),
+    m("trust-owner-folders-only", "patchkit/workspace/trust.py",
+      "if uid not in (0, os.geteuid()):", "if uid not in (0, os.geteuid()) and stat.S_ISDIR(st.st_mode):",
+      [TRUST], "the owner check applies to folders only: another user's journal or record in root's folder is read"),
+    m("trust-state-file-unchecked", "patchkit/workspace/trust.py",
+      "        if stat.S_ISREG(st.st_mode):\n            check_trusted(st, shown, state_path)\n",
+      "        pass\n",
+      [TRUST, "tests/test_untrusted_state.py"], "a state file is read without checking its owner and mode"),
+    m("trust-nested-folder-unchecked", "patchkit/workspace/trust.py",
+      "fd = trusted_fd(child, str(shown), state_path)", "fd = child",
+      [TRUST], "a folder under .patchkit (applied/) is used without checking its owner and mode"),
+    m("cache-trusts-group-writable", "patchkit/cache.py",
+      "return st.st_uid == os.geteuid() and not st.st_mode & 0o022",
+      "return st.st_uid == os.geteuid() and not st.st_mode & 0o002",
+      ["tests/test_cache.py"], "a parse cache entry its group could write is believed"),
+    m("fast-path-trusts-other-owner", "patchkit/fastpath.py",
+      "if not stat.S_ISREG(st.st_mode) or st.st_uid != me or st.st_mode & _UNSAFE_BITS:",
+      "if not stat.S_ISREG(st.st_mode) or st.st_mode & _UNSAFE_BITS:",
+      [f"{FAST}::test_a_record_owned_by_another_user_is_not_trusted"],
+      "the restart fast path believes a record another user owns"),
+    # ------------------------------------------------------------------------------------------ journal
+    m("journal-any-root", "patchkit/workspace/journal.py",
+      "if written_for != os.fsdecode(root) and written_ino != root_ino:",
+      "if written_for != os.fsdecode(root) and written_ino == root_ino:",
+      ["tests/test_untrusted_state.py::test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recovers"],
+      "a journal written for another root is replayed here"),
+    m("journal-moved-tree-refused", "patchkit/workspace/journal.py",
+      "if written_for != os.fsdecode(root) and written_ino != root_ino:",
+      "if written_for != os.fsdecode(root) or written_ino != root_ino:",
+      ["tests/test_untrusted_state.py::test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recovers"],
+      "a tree mounted at another path can no longer recover its own journal"),
+    m("journal-duplicate-paths", "patchkit/workspace/journal.py",
+      "if len({(e.area, e.path) for e in entries}) != len(entries):", "if False:",
+      ["tests/test_recovery_checks.py::test_a_journal_that_lists_a_path_twice_is_not_replayed"],
+      "a journal listing one path twice is replayed"),
+    m("journal-reserved-tree-path", "patchkit/workspace/journal.py",
+      "if any(reserved_name(p) is not None for p in parts):", "if False:",
+      [WORKSPACE], "a journal may name paths inside .git or .patchkit"),
+    m("journal-blob-bound", "patchkit/workspace/journal.py",
+      "if offset + size > len(body):", "if offset + size >= len(body):",
+      [WORKSPACE, CRASH], "the last blob of the journal (ending at its end) is called truncated"),
+    m("journal-state-name-reserved", "patchkit/workspace/journal.py",
+      "if parts[0] in RESERVED_STATE_NAMES or any(", "if any(",
+      [WORKSPACE], "a journal may overwrite patchkit's own lock or journal in .patchkit"),
+    # ----------------------------------------------------------------------------------------- recovery
+    m("recovery-kept-inode-unchecked", "patchkit/workspace/recovery.py",
+      "kept is not None and entry.original is not None and kept.st_ino == entry.original.ino",
+      "kept is not None and entry.original is not None",
+      ["tests/test_recovery_checks.py::test_a_kept_link_swapped_by_the_tree_owner_is_never_restored"],
+      "rollback renames back whatever file sits at the kept .orig name"),
+    m("recovery-forward-on-any", "patchkit/workspace/recovery.py",
+      "if all(matches(read(roots, e.area, e.path), e.after) for e in entries):",
+      "if any(matches(read(roots, e.area, e.path), e.after) for e in entries):",
+      ["tests/test_recovery_checks.py::test_recovery_says_forward_only_for_a_tree_that_is_whole_after", CRASH],
+      "recovery rolls forward when some (not all) files are written"),
+    m("recovery-folders-parents-first", "patchkit/workspace/recovery.py",
+      'key=lambda item: item[1].count("/"), reverse=True)', 'key=lambda item: item[1].count("/"))',
+      [CRASH, WORKSPACE], "rollback removes created folders parents first: the nested ones stay behind"),
+    m("recovery-same-ignores-mode", "patchkit/workspace/recovery.py",
+      "return (snap.data, snap.mode) == (other.data, other.mode)", "return snap.data == other.data",
+      ["tests/test_recovery_checks.py::test_a_kept_link_swapped_by_the_tree_owner_is_never_restored"],
+      "a file whose bytes are back but whose mode is not counts as restored"),
+    # ---------------------------------------------------------------------------------------- fast path
+    m("fast-path-ignores-mode", "patchkit/fastpath.py",
+      'snap.mode == want.get("mode")\n        and ', "",
+      [FAST], "the restart fast path misses a file whose mode changed"),
+    m("fast-path-size-only", "patchkit/fastpath.py",
+      '\n        and _sha256(snap.data) == want.get("sha256")', "",
+      [FAST], "the restart fast path compares sizes, not contents"),
+    m("fast-path-ignores-series", "patchkit/fastpath.py",
+      'or block.get("series") != series:', ":",
+      [f"{FAST}::test_the_series_fast_path_holds_only_for_the_same_series"],
+      "a record written by another series vouches for this one"),
+    m("fast-path-unsealed", "patchkit/fastpath.py",
+      "if not _sealed(data):", "if False:",
+      [FAST], "an edited record (seal broken) still vouches"),
+    # --------------------------------------------------------------------------------------- lint rules
+    m("pk204-claimed-waiver", "patchkit/lint/rules.py",
+      "if number is None or lint_input.is_claimed(number):\n        return []",
+      "if number is None:\n        return []",
+      [f"{EDGES}::test_a_waiver_another_patch_claims_is_not_called_misnamed"],
+      "PK204 fires on a waiver that another patch's introduced_by rightly claims"),
+    m("pk211-never", "patchkit/lint/rules.py",
+      "if spec.introduced_by is not None and spec.introduced_by == spec.upstream.pr:",
+      "if spec.introduced_by is not None and spec.introduced_by == spec.upstream.pr and False:",
+      [LINT_POLICY], "PK211 misses introduced_by = the upstream PR number"),
+    m("pk209-orphan-unreported", "patchkit/lint/rules.py",
+      "        if number is None or lint_input.is_claimed(number):\n            continue",
+      "        if True:\n            continue",
+      ["tests/test_lint_scenarios.py::test_a_removed_patch_leaves_an_orphan_waiver"],
+      "PK209 never reports a waiver no manifest points at"),
+    m("pk208-one-file-names-a-glob", "patchkit/lint/rules.py",
+      "return bool(matched) and all(_mentions(text, path) for path in matched)",
+      "return bool(matched) and any(_mentions(text, path) for path in matched)",
+      [f"{EDGES}::test_a_glob_exclude_is_documented_only_by_naming_every_file_it_matches"],
+      "PK208 takes naming one of the files a glob exclude matches as documenting all of them"),
+    m("pk206-local-needs-no-word", "patchkit/lint/rules.py",
+      'if not re.search(r"\\blocal\\b", without_ids, re.IGNORECASE):', "if False:",
+      [LINT_POLICY, "tests/test_lint_scenarios.py"],
+      "PK206 accepts a local patch's waiver that never says it is local"),
+    # ------------------------------------------------------------------------------------ scan coverage
+    m("cover-baseline-inverted", "patchkit/lint/coverage.py",
+      "if site.fingerprint in lint_input.baselined:", "if site.fingerprint not in lint_input.baselined:",
+      [LINT_CONSUMER, LINT_SCAN], "a site the baseline accepts counts as uncovered, and the rest as baselined"),
+    m("cover-names-longer-file", "patchkit/lint/coverage.py",
+      r'pattern = r"(?<![\w.\-/])(?:\./|/)?" + re.escape(path) + r"(?![\w/\-]|\.\w)"',
+      r'pattern = r"(?<![\w.\-/])(?:\./|/)?" + re.escape(path)',
+      [f"{EDGES}::test_a_waiver_naming_a_longer_file_name_does_not_cover_the_site"],
+      "a waiver naming `fix.sh.bak` or `fix.shx` covers `fix.sh`"),
+    m("cover-link-anchor", "patchkit/lint/coverage.py",
+      'target = target.split("#", 1)[0].split("?", 1)[0]', 'target = target.split("?", 1)[0]',
+      [f"{LINT_CONSUMER}::test_naming_the_file_in_a_waiver_covers_its_sites"],
+      "a link to the file with a `#L7` anchor no longer names it"),
+    m("scan-sed-in-place", "patchkit/scan/rules.py",
+      '_SED_IN_PLACE = re.compile(r"-[nrsuEz]*i.*")', '_SED_IN_PLACE = re.compile(r"-i.*")',
+      [LINT_SCAN, LINT_CONSUMER], "`sed -ni` / `sed -Ei` edits of engine files are not patch sites"),
+    m("scan-tmp-is-engine", "patchkit/scan/rules.py",
+      '_SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/",', '_SCRATCH_PREFIXES = ("/var/tmp/",',
+      [f"{EDGES}::test_patching_in_a_scratch_folder_under_tmp_is_not_a_patch_site"],
+      "patching under /tmp is reported as patching the engine"),
+)
+
+
+# ----------------------------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class Outcome:
+    mutant: Mutant
+    verdict: str  # killed, survived, stale, skipped (every named test skipped itself: not a kill)
+    seconds: float
+    detail: str = ""
+
+
+def make_copy() -> Path:
+    scratch = Path(tempfile.mkdtemp(prefix="patchkit-mutants-"))
+    # The security tests run patchkit from here as an unprivileged user: it must be able to read the copy.
+    os.chmod(scratch, 0o755)
+    copy = scratch / "repo"
+    shutil.copytree(REPO, copy, symlinks=True, ignore=SKIP)
+    return copy
+
+
+def env_for(copy: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    env["PYTHONPATH"] = str(copy)
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a same-size edit in the same second must never run a stale .pyc
+    return env
+
+
+def pytest_command(copy: Path, tests: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "--rootdir", str(copy),
+            "-c", str(copy / "pyproject.toml"), *tests]
+
+
+def probe(copy: Path) -> None:
+    """Refuse to run unless the copy's patchkit (and tests) are what a run there imports."""
+    code = "import patchkit, tests; print(patchkit.__file__); print(tests.__file__)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=copy, env=env_for(copy), capture_output=True,
+                          text=True, check=False)
+    seen = done.stdout.split()
+    if done.returncode != 0 or len(seen) != 2 or not all(Path(p).is_relative_to(copy) for p in seen):
+        raise SystemExit(f"mutants: the scratch copy is not what gets imported: {done.stdout}{done.stderr}")
+    # And under pytest, both ways: an inert edit (a comment) must survive, or the copy fails its tests for some
+    # other reason and every mutant would look killed; an edit that breaks the copy's package must be killed,
+    # or pytest imports another patchkit (the editable install) and every mutant would look survived.
+    for verdict, edit in (("survived", "# mutants.py: an inert edit"), ("killed", "raise ImportError('canary')")):
+        canary = Mutant("canary", "patchkit/__init__.py", "from __future__ import annotations",
+                        f"from __future__ import annotations\n{edit}", (CANARY_TEST,), "canary")
+        outcome = run_one(copy, canary)
+        if outcome.verdict != verdict:
+            raise SystemExit(f"mutants: the {verdict} canary ({edit!r}) was {outcome.verdict}; the scratch copy "
+                             f"does not test its own code:\n{outcome.detail}")
+
+
+def run_tests(copy: Path, tests: Sequence[str]) -> tuple[str, str]:
+    """("passed" | "failed" | "skipped", the output's tail); skipped: nothing ran (e.g. root-only tests)."""
+    done = subprocess.run(pytest_command(copy, tests), cwd=copy, env=env_for(copy), capture_output=True,
+                          text=True, check=False)
+    lines = (done.stdout + done.stderr).strip().splitlines()
+    tail = "\n".join(lines[-15:])
+    if done.returncode != 0:
+        return "failed", tail
+    summary = lines[-1] if lines else ""
+    return ("skipped" if "skipped" in summary and "passed" not in summary else "passed"), tail
+
+
+def apply_mutant(copy: Path, mutant: Mutant) -> str | None:
+    """Write the mutated file into the copy; the original text to restore, or None when the snippet is stale."""
+    path = copy / mutant.file
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    if text.count(mutant.find) != 1:
+        return None
+    path.write_text(text.replace(mutant.find, mutant.replace), encoding="utf-8")
+    return text
+
+
+def stale_reason(copy: Path, mutant: Mutant) -> str:
+    path = copy / mutant.file
+    if not path.is_file():
+        return f"{mutant.file} does not exist"
+    count = path.read_text(encoding="utf-8").count(mutant.find)
+    return f"snippet found {count} times in {mutant.file} (must be exactly once)"
+
+
+def run_one(copy: Path, mutant: Mutant) -> Outcome:
+    started = time.monotonic()
+    original = apply_mutant(copy, mutant)
+    if original is None:
+        return Outcome(mutant, "stale", 0.0, stale_reason(copy, mutant))
+    try:
+        result, tail = run_tests(copy, mutant.tests)
+    finally:
+        (copy / mutant.file).write_text(original, encoding="utf-8")
+    verdict = {"failed": "killed", "passed": "survived", "skipped": "skipped"}[result]
+    return Outcome(mutant, verdict, time.monotonic() - started, tail)
+
+
+def select(args: argparse.Namespace) -> list[Mutant]:
+    chosen = list(MUTANTS)
+    if args.only:
+        names = set(args.only)
+        unknown = names - {mu.name for mu in MUTANTS}
+        if unknown:
+            raise SystemExit(f"mutants: no mutant named {', '.join(sorted(unknown))} (see --list)")
+        chosen = [mu for mu in chosen if mu.name in names]
+    if args.sample is not None:
+        chosen = random.Random(args.seed).sample(chosen, min(args.sample, len(chosen)))
+    return chosen
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--list", action="store_true", help="list the mutants and exit")
+    parser.add_argument("--only", action="append", metavar="NAME", help="run this mutant (repeatable)")
+    parser.add_argument("--sample", type=int, metavar="N", help="run N mutants chosen at random")
+    parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    parser.add_argument("--no-baseline", action="store_true", help="skip the unmutated run of the named tests")
+    parser.add_argument("--show", action="store_true", help="print how each killed mutant's tests failed too")
+    parser.add_argument("--against", nargs="+", metavar="TEST",
+                        help="run these tests instead of each mutant's own (to see which mutants they let through)")
+    args = parser.parse_args(argv)
+    names = [mu.name for mu in MUTANTS]
+    if len(set(names)) != len(names):
+        raise SystemExit("mutants: two mutants share a name")
+    chosen = select(args)
+    if args.against:
+        chosen = [replace(mu, tests=tuple(args.against)) for mu in chosen]
+    if args.list:
+        stale = 0
+        for mu in chosen:
+            text = (REPO / mu.file).read_text(encoding="utf-8") if (REPO / mu.file).is_file() else ""
+            found = text.count(mu.find)
+            stale += found != 1
+            mark = "" if found == 1 else f"  [STALE: snippet found {found} times]"
+            print(f"{mu.name:34} {mu.file:32} {mu.what}{mark}\n{'':34} killed by {' '.join(mu.tests)}")
+        print(f"{len(chosen)} mutants, {stale} stale")
+        return 1 if stale else 0
+
+    if args.sample is not None:
+        print(f"a sample of {len(chosen)} of the {len(MUTANTS)} mutants, seed {args.seed} (rerun one: --only NAME)",
+              flush=True)
+    started = time.monotonic()
+    copy = make_copy()
+    try:
+        probe(copy)
+        if not args.no_baseline:
+            tests = sorted({t for mu in chosen for t in mu.tests})
+            print(f"baseline: {len(tests)} test selections on the unmutated copy ...", flush=True)
+            result, tail = run_tests(copy, tests)
+            if result == "failed":
+                print(f"mutants: the named tests fail without any mutation:\n{tail}", file=sys.stderr)
+                return 1
+        outcomes: list[Outcome] = []
+        for number, mutant in enumerate(chosen, 1):
+            outcome = run_one(copy, mutant)
+            outcomes.append(outcome)
+            killed = sum(o.verdict == "killed" for o in outcomes)
+            print(f"[{number}/{len(chosen)}] {outcome.verdict:8} {mutant.name} ({outcome.seconds:.1f} s; "
+                  f"{killed} killed so far)", flush=True)
+            if outcome.detail and (outcome.verdict != "killed" or args.show):
+                print("    " + outcome.detail.replace("\n", "\n    "), flush=True)
+    finally:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+    counts = {v: sum(o.verdict == v for o in outcomes) for v in ("killed", "survived", "stale", "skipped")}
+    total = len(outcomes)
+    print(f"\n{counts['killed']}/{total} killed ({100 * counts['killed'] // max(total, 1)}%), "
+          f"{counts['survived']} survived, {counts['stale']} stale, {counts['skipped']} not run (tests skipped: "
+          f"the security tests need root), in {time.monotonic() - started:.0f} s")
+    for o in outcomes:
+        if o.verdict != "killed":
+            print(f"  {o.verdict}: {o.mutant.name} ({o.mutant.file}): {o.mutant.what}")
+    return 0 if counts["killed"] == total else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,151 @@
+"""Recovery checks what it restores: never a file that is not the original it kept (issue 21's last finding),
+never a journal that lists one path twice.
+
+During a transaction every replaced or deleted file keeps its original inode under a `.patchkit-<hex>.orig`
+link next to it. Whoever owns the tree can swap that link for a file of their own while the apply is killed;
+the next run's rollback must then not move the planted file into the tree. It may restore the journal's copy
+of the original, or refuse (exit 8, naming the file, the journal kept); either way the planted bytes never
+land at the file's name. Driven through the CLI only (the check itself may compare more than the inode).
+
+The kept-link test runs as root, the tree owned by a real unprivileged user who plants the file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from patchkit.workspace.names import TEMP_NAME
+from tests.safety_helpers import (
+    Case,
+    as_user,
+    build_case,
+    chown_tree,
+    fast_workdir,
+    fault_env,
+    image,
+    run_forked,
+    unprivileged_user,
+    whole_state,
+)
+
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+PLANTED = b"planted by the tree's owner: must never be renamed into the tree\n" * 3
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
+    with fast_workdir(tmp_path_factory.mktemp("kept-link")) as workdir:
+        os.chmod(workdir, 0o755)
+        yield build_case(workdir)
+
+
+@pytest.fixture(scope="module")
+def user() -> tuple[int, int]:
+    if os.geteuid() != 0:
+        pytest.skip("needs root (and creates an unprivileged user)")
+    return unprivileged_user()
+
+
+def kept_links(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*.orig") if TEMP_NAME.fullmatch(p.name) and ".patchkit" not in p.parts)
+
+
+def without_temps(root: Path) -> dict[str, tuple[str, bytes, int]]:
+    return {rel: v for rel, v in image(root).items() if not TEMP_NAME.fullmatch(rel.rsplit("/", 1)[-1])}
+
+
+@needs_root
+def test_a_kept_link_swapped_by_the_tree_owner_is_never_restored(case: Case, user: tuple[int, int]) -> None:
+    attacked = 0
+    for n in range(0, 200):
+        root = case.fresh("kept-link")
+        chown_tree(root, *user)
+        run = run_forked(case.args("apply", root), fault_env(n))
+        if not run.killed:
+            break
+        links = kept_links(root)
+        if not links:
+            continue
+
+        def swap(links: list[Path] = links) -> None:
+            # A new file (a new inode: the original is still linked) renamed over each kept link.
+            for link in links:
+                planted = link.with_name("planted.tmp")
+                planted.write_bytes(PLANTED)
+                os.rename(planted, link)
+
+        as_user(*user, swap)
+        attacked += 1
+        where = f"kill after op {n}, swapped {[p.relative_to(root).as_posix() for p in links]}"
+        after = run_forked(case.args("status", root))
+        tree = image(root)
+        landed = [rel for rel, (_, data, _) in tree.items() if data == PLANTED and not TEMP_NAME.fullmatch(
+            rel.rsplit("/", 1)[-1])]
+        assert landed == [], f"{where}: the planted file was restored as {landed}: {after.err}"
+        assert "Traceback" not in after.err, after.err
+        if after.code == 8:  # refused: the journal is kept for a person to look at, the file named
+            assert (root / ".patchkit" / "journal.json").exists(), where
+            assert any(p.name in after.err for p in links) or any(
+                str(p.parent.relative_to(root)) in after.err for p in links), after.err
+            continue
+        assert after.code in (0, 3), f"{where}: exit {after.code}: {after.err}"
+        # Rolled back to the original, or forward (every file was written: the kept links are only dropped).
+        assert without_temps(root) in (case.original, case.patched), f"{where}: a mixed tree: {after.err}"
+    assert attacked >= 3, f"only {attacked} kill points left a kept link to swap"
+
+
+def test_a_journal_that_lists_a_path_twice_is_not_replayed(case: Case) -> None:
+    for n in range(8, 60):
+        root = case.fresh("listed-twice")
+        run_forked(case.args("apply", root), fault_env(n))
+        journal = root / ".patchkit" / "journal.json"
+        if journal.exists() and whole_state(case, root) is None:
+            break
+    else:
+        raise AssertionError("no kill point left a journal")
+    header, _, body = journal.read_bytes().partition(b"\n")
+    doc = json.loads(header)
+    first = next(e for e in doc["entries"] if e["before"] is not None)
+    doc["entries"].append({**first, "before": {**first["before"], "mode": 0o600}})  # the same path, restored twice
+    journal.write_bytes(json.dumps(doc).encode() + b"\n" + body)
+    before = image(root)
+    run = run_forked(case.args("status", root))
+    assert run.code == 8, (run.code, run.err)
+    assert "journaled twice" in run.err and str(journal) in run.err and "Traceback" not in run.err, run.err
+    assert image(root) == before and journal.exists()
+
+
+@pytest.fixture(scope="module")
+def mode_case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
+    # A mode-only change after an edit: after the edit lands, the mode-only file already has its new bytes.
+    script = b"#!/bin/sh\necho run\n"
+    before = {"engine/a_edited.sh": (b"#!/bin/sh\necho 1\n", 0o644), "engine/z_mode_only.sh": (script, 0o644)}
+    after = {"engine/a_edited.sh": (b"#!/bin/sh\necho 2\n", 0o755), "engine/z_mode_only.sh": (script, 0o755)}
+    with fast_workdir(tmp_path_factory.mktemp("mode-only")) as workdir:
+        os.chmod(workdir, 0o755)
+        yield build_case(workdir, before, after)
+
+
+def test_recovery_says_forward_only_for_a_tree_that_is_whole_after(mode_case: Case) -> None:
+    # "completed it" means every file has its new bytes AND its new mode; else the tree goes back.
+    checked = 0
+    for n in range(0, 200):
+        root = mode_case.fresh("mode-kill")
+        if not run_forked(mode_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        run = run_forked(mode_case.args("status", root))
+        checked += 1
+        now = whole_state(mode_case, root)
+        assert now is not None, f"kill after op {n}: a mixed tree"
+        if "completed it" in run.err:
+            assert now == "after" and run.code == 0, f"kill after op {n}: said forward, tree is {now}: {run.err}"
+        else:
+            assert now == "before" and run.code == 3, f"kill after op {n}: said {run.err!r}, tree is {now}"
+    assert checked >= 3

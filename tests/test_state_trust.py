@@ -1,0 +1,94 @@
+"""The two halves of the trust rule for `.patchkit`, one at a time (tests/test_untrusted_state.py breaks both at
+once): a file or folder only its group could write, and another user's file inside a folder root owns.
+
+As root, with a real unprivileged user; the trees and registry are those of tests/safety_helpers.py.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.safety_helpers import (
+    PATCH_ID,
+    Case,
+    build_case,
+    fast_workdir,
+    fault_env,
+    image,
+    run_forked,
+    unprivileged_user,
+    whole_state,
+)
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+STATE = ".patchkit"
+JOURNAL = f"{STATE}/journal.json"
+RECORD = f"{STATE}/applied/{PATCH_ID}.json"
+
+
+@pytest.fixture(scope="module")
+def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
+    with fast_workdir(tmp_path_factory.mktemp("state-trust")) as workdir:
+        os.chmod(workdir, 0o755)
+        yield build_case(workdir)
+
+
+@pytest.fixture(scope="module")
+def user() -> tuple[int, int]:
+    return unprivileged_user()
+
+
+def interrupted(case: Case, name: str) -> Path:
+    """A tree whose apply was SIGKILLed mid-write: a real journal in .patchkit, the tree mixed."""
+    for n in range(8, 60):
+        root = case.fresh(name)
+        run_forked(case.args("apply", root), fault_env(n))
+        if (root / JOURNAL).exists() and whole_state(case, root) is None:
+            return root
+    raise AssertionError("no kill point left a journal")
+
+
+def refused(case: Case, root: Path, action: str, needle: str) -> None:
+    before, state_before = image(root), image(root / STATE)
+    run = run_forked(case.args(action, root))
+    assert run.code == 2, (run.code, run.out, run.err)
+    assert needle in run.err and "Traceback" not in run.err, run.err
+    assert image(root) == before, "nothing may be written to the tree"
+    assert image(root / STATE) == state_before, "nor to the state folder"
+
+
+@pytest.mark.parametrize(
+    ("target", "mode"), [(STATE, 0o775), (JOURNAL, 0o660), (STATE, 0o770)]
+)
+def test_a_journal_only_its_group_could_write_is_never_replayed(case: Case, target: str, mode: int) -> None:
+    root = interrupted(case, f"group-{mode:o}-{target.replace('/', '-')}")
+    os.chmod(root / target, mode)
+    refused(case, root, "status", "writable by group or others")
+
+
+@pytest.mark.parametrize(("target", "mode"), [(f"{STATE}/applied", 0o775), (RECORD, 0o664)])
+def test_state_only_its_group_could_write_is_refused(case: Case, target: str, mode: int) -> None:
+    root = case.fresh(f"group-record-{mode:o}", patched=True)
+    os.chmod(root / target, mode)
+    refused(case, root, "revert", "writable by group or others")
+
+
+@pytest.mark.parametrize("action", ["status", "apply", "revert"])
+def test_a_journal_another_user_owns_is_refused_in_a_folder_root_owns(
+    case: Case, user: tuple[int, int], action: str
+) -> None:
+    root = interrupted(case, f"file-owner-{action}")
+    assert os.stat(root / STATE).st_uid == 0
+    os.chown(root / JOURNAL, *user)  # only the file: every folder above it is root's, 0755
+    refused(case, root, action, f"is owned by uid {user[0]}")
+
+
+def test_a_state_file_another_user_owns_is_refused_in_a_folder_root_owns(case: Case, user: tuple[int, int]) -> None:
+    root = case.fresh("file-owner-record", patched=True)
+    os.chown(root / RECORD, *user)
+    refused(case, root, "revert", f"is owned by uid {user[0]}")
+    refused(case, root, "status", f"is owned by uid {user[0]}")
