@@ -2,10 +2,10 @@
 
 Hostile input must fail fast with a clear error, never hang, exhaust memory or crash the interpreter. Each
 bound is far above what a real engine tree, diff or manifest needs (the reasons say how far), and each is
-enforced where the input is read: paths by patchkit.paths, diffs by patchkit.diffs and PatchSpec.read_diff,
-manifests by patchkit.manifest, globs by patchkit.globs, tree files by patchkit.tree (checked with fstat on
-the opened descriptor, then read with the bound: never read first and checked after), placed paths by
-patchkit.filtering and patch ids by patchkit.manifest.
+enforced where the input is read: paths by patchkit.paths, diffs by patchkit.diffs and
+PatchSpec.read_diff, manifests by patchkit.manifest, globs by patchkit.globs, tree files by
+patchkit.tree (checked with fstat on the opened descriptor, then read with the bound: never read first and
+checked after), placed paths by patchkit.filtering and patch ids by patchkit.manifest.
 """
 
 from __future__ import annotations
