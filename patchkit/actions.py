@@ -3,38 +3,31 @@
 Everything that can be refused is refused before the lock is taken or the first byte is written: the manifest,
 the diff hash, the parse, the filter, and then the state of every file under the lock.
 
-What only some runs reach is imported where they reach it, so a command loads what it uses: the restart fast
-path (patchkit.fastpath) only for apply, the parse stage (patchkit.filtering and the parse cache) only once the
-fast path declined, and the write stage (the planner, the bytecode scan, the records' fast-path block, the
-transaction: `plan_writes`, `record_changes`, `commit` at the end of this module) only when there is something
-to plan or write. status never loads the fast path or the write stage; a restart the records answer loads
-neither the parse stage nor the write stage.
+Imports are lazy at two boundaries only (`# lazy:` comments): the parser (patchkit.filtering and the parse
+cache, once the restart fast path declined) and the write stage (the planner, the bytecode scan, the transaction:
+`plan_writes` and `commit` at the end of this module), with the judgement (patchkit.state), which a restart the
+records answer skips. status never loads the write stage; a restart the records answer loads neither the parser,
+the judgement nor the write stage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+import shlex
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from patchkit.errors import PatchkitError
+from patchkit.errors import ExitCode, PatchkitError
+from patchkit.fastpath import add_block, check_restart, fast_block, series_entry
 from patchkit.hunkset import HunkSet
-from patchkit.outcome import (
-    Action,
-    BaseState,
-    Options,
-    Origin,
-    Outcome,
-    PatchState,
-    Provenance,
-    RecordCheck,
-    RecordState,
-    Result,
-    TreeState,
-)
+from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
+    Provenance,
+    RecordCheck,
     assess,
     check_base,
     check_hunkset_pin,
@@ -44,12 +37,86 @@ from patchkit.provenance import (
 )
 from patchkit.records import record_files, record_names, record_removal
 from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir
-from patchkit.workspace.lock import locked
+from patchkit.treestate import TreeState
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
 if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
     from patchkit.plan import FileChange, Plan
     from patchkit.workspace.recovery import Recovery
+
+
+class Invocation(NamedTuple):  # a NamedTuple, as BaseCheck
+    """How this run named the engine tree and the registry, so that every command a message suggests runs as
+    printed, from any folder: the same options, absolute paths, shell-quoted (the CLI builds it from its options:
+    commands/options.py; `at(root)` for a caller without one)."""
+
+    root: tuple[str, ...]  # ("--root", "/abs/dir") or ("--root-from-package", NAME[, "--python", PATH])
+    patches: str | None = None  # the registry folder, absolute: for a command on --all
+    target: tuple[str, ...] = ()  # the --target values of an --all run
+
+    @classmethod
+    def at(cls, root: Path) -> Invocation:
+        return cls(("--root", str(Path(root).absolute())))
+
+    def patch_command(self, verb: str, spec: PatchSpec, *flags: str) -> str:
+        """`patchkit VERB ID --patches REGISTRY <root> FLAGS`: the registry is the folder the patch was found in."""
+        return shlex.join(["patchkit", verb, spec.id, "--patches", str(spec.folder.parent), *self.root, *flags])
+
+    def series_command(self, verb: str, *flags: str) -> str:
+        """`patchkit VERB --all [--target T] [--patches REGISTRY] <root> FLAGS`."""
+        words = ["patchkit", verb, "--all", *(word for name in self.target for word in ("--target", name))]
+        words += ["--patches", self.patches] if self.patches else []
+        return shlex.join([*words, *self.root, *flags])
+
+
+@dataclass(frozen=True)
+class Options:
+    """How an action runs, as the command's flags set it."""
+
+    dry_run: bool = False
+    complete: bool = False
+    lock_timeout: float = DEFAULT_LOCK_TIMEOUT
+    strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
+    force: bool = False  # revert a change patchkit did not apply (upstream-contains)
+    on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
+    adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
+    # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
+    # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
+    fast_restart: bool = False
+    invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
+
+    def commands(self, root: Path) -> Invocation:
+        """The invocation to spell suggested commands with: the CLI's, else `--root ROOT`."""
+        return self.invocation if self.invocation is not None else Invocation.at(root)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one action found and did on one patch: everything the report says, and the exit code."""
+
+    spec: PatchSpec
+    action: Action
+    tree: TreeState  # as found, before the action
+    result: Result | None  # None for status
+    plan: Plan | None  # what was (or, with --dry-run, would be) written
+    reason: str | None  # why the action was refused
+    recovered: Recovery | None = None  # an interrupted transaction this run rolled back first
+    provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
+    strict_base: bool = False
+    fast_path: bool = False  # answered from the applied record (patchkit.fastpath): `tree` holds no verdicts
+
+    @property
+    def hunk_set(self) -> HunkSet:
+        return self.tree.hunk_set
+
+    @property
+    def exit_code(self) -> ExitCode:
+        if self.strict_base and self.provenance is not None and self.provenance.base.state is not BaseState.PINNED:
+            return ExitCode.BASE_MISMATCH
+        if self.action is Action.STATUS:
+            return STATUS_EXIT[self.tree.state]
+        return ExitCode.REFUSED if self.result in (Result.REFUSED, Result.SKIPPED) else ExitCode.OK
 
 
 _DEFAULTS = Options()  # frozen: one shared default
@@ -63,15 +130,11 @@ def run(
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
-    from patchkit.filtering import load_hunk_set  # deferred: the parse stage (see the module doc)
-    from patchkit.state import scan_tree  # deferred: the judgement, which a restart the records answer skips
+    from patchkit.state import scan_tree  # lazy: the judgement (a restart the records answer skips it)
 
-    hunk_set = load_hunk_set(spec, base_tree=root.path)
-    check_hunkset_pin(spec, hunk_set)
-    shared = action is Action.STATUS or options.dry_run
+    hunk_set = load_checked(spec, base_tree=root.path)
     label = f"{action.value} of {spec.id}"
-    with locked(root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
-        recovered = recovered or earlier
+    with action_lock(root, action, options, earlier) as recovered:
         if progress is not None:
             progress.phase(Phase.JUDGE, spec.id)
         record = read_record(root, spec.id, hunk_set)
@@ -101,6 +164,25 @@ def run(
         return outcome(decision.result, plan)
 
 
+def load_checked(spec: PatchSpec, *, base_tree: Path | None = None) -> HunkSet:
+    """The manifest's filtered hunk set, checked against its pin: done for every patch before the lock is taken.
+    `base_tree` (the root) only words the vendor command a refused commit-chain mbox is told to run."""
+    from patchkit.filtering import load_hunk_set  # lazy: the parser (a restart the records answer skips it)
+
+    hunk_set = load_hunk_set(spec, base_tree=base_tree)
+    check_hunkset_pin(spec, hunk_set)
+    return hunk_set
+
+
+@contextlib.contextmanager
+def action_lock(root: Root, action: Action, options: Options, earlier: Recovery | None) -> Iterator[Recovery | None]:
+    """The root's lock as an action takes it: shared for status and --dry-run, exclusive for a write. Yields the
+    interrupted transaction rolled back first, by this lock or by the fast path's (`earlier`), if any."""
+    shared = action is Action.STATUS or options.dry_run
+    with locked(root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+        yield recovered or earlier
+
+
 def restart_outcomes(
     specs: Sequence[PatchSpec], root: Root, action: Action, options: Options
 ) -> tuple[list[Outcome] | None, Recovery | None]:
@@ -115,7 +197,6 @@ def restart_outcomes(
         # No record, no fast answer (a first apply, a tree applied by hand): decline before reading any diff or
         # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
         return None, None
-    from patchkit.fastpath import check_restart  # deferred: only apply's restart reads the records' block
 
     try:
         for spec in specs:
@@ -273,7 +354,7 @@ def _decide(
 def plan_writes(root: Root, tree: TreeState, *, forward: bool) -> Plan:
     """Every change the action makes to the tree (plan.plan_changes), with the cached bytecode of each Python
     source it changes planned for removal too (patchkit.bytecode)."""
-    from patchkit.bytecode import with_bytecode_removals  # deferred: the write stage
+    from patchkit.bytecode import with_bytecode_removals  # lazy: the write stage
     from patchkit.plan import plan_changes
 
     return with_bytecode_removals(root, plan_changes(tree, forward=forward))
@@ -293,8 +374,7 @@ def record_changes(
     judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
     """
     if decision.forward or decision.result is Result.ADOPTED:
-        from patchkit.fastpath import add_block, fast_block, series_entry  # deferred: the write stage
-        from patchkit.hunks import paths_of
+        from patchkit.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
 
         files = record_files(spec, hunk_set)
         if after is not None:
@@ -311,6 +391,6 @@ def record_changes(
 
 def commit(root: Root, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:
     """One transaction: the tree changes, then the state files (workspace.commit.commit_changes)."""
-    from patchkit.workspace.commit import commit_changes  # deferred: the write stage
+    from patchkit.workspace.commit import commit_changes  # lazy: the write stage
 
     commit_changes(root, changes, state_files=state_files, label=label)

@@ -75,7 +75,7 @@ def parse_diff_cached(data: bytes, sha256: str, strip: int, source: str) -> Diff
 
 
 def _parse(data: bytes, strip: int, source: str) -> Diff:
-    from patchkit.diffs import parse_diff  # deferred: a hit parses nothing, so the parser loads on a miss only
+    from patchkit.diffs import parse_diff  # lazy: the parser (a hit parses nothing)
 
     return parse_diff(data, strip, source)
 
@@ -256,8 +256,11 @@ def _parser_sources() -> Iterator[Path]:
         yield Path(archive)
         return
     yield Path(__file__)
-    for name in ("diffs.py", "hunks.py", "paths.py", "limits.py"):
-        yield Path(__file__).with_name(name)
+    # By module name, located without importing them (the parser loads on a miss only), wherever they live.
+    for name in ("patchkit.diffs", "patchkit.hunks", "patchkit.paths", "patchkit.limits"):
+        module = find_spec(name)
+        if module is not None and module.origin:
+            yield Path(module.origin)
     spec = find_spec("unidiff")  # locates the package without importing it
     if spec is not None and spec.origin:
         folder = Path(spec.origin).parent

@@ -20,6 +20,7 @@ import click
 
 from patchkit import __version__
 from patchkit.console import VERBOSE_HELP, echo, output_params, reset_streams, settings, silence
+from patchkit.display import closest
 from patchkit.errors import ExitCode, OutputError, PatchkitError
 
 # The command modules under patchkit.commands, each exposing `command`; add a new command here. A module is
@@ -83,7 +84,7 @@ class _Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         """The error boundary for a running command (its settings known): errors become messages and codes."""
-        from patchkit.interrupts import sigterm_as_interrupt  # not needed for --version
+        from patchkit.interrupts import sigterm_as_interrupt  # lazy: the CLI (--version loads no more)
 
         try:
             with sigterm_as_interrupt():  # docker stop / Kubernetes: roll back like Ctrl-C, not die mid-write
@@ -141,13 +142,12 @@ def wants_json(argv: list[str]) -> bool:
 
 
 def suggest(word: str, choices: list[str]) -> str | None:
-    from patchkit.display import closest  # deferred: `patchkit --version` loads only cli, console and errors
 
     return closest(word, choices)
 
 
 def emit_error(exc: PatchkitError) -> int:
-    from patchkit.report import error_json, render_json
+    from patchkit.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
 
     code = int(exc.exit_code)
     if settings().json:
@@ -165,8 +165,8 @@ def tell(message: str, *, err: bool = False) -> None:
 
 def emit_interrupt(exc: KeyboardInterrupt) -> int:
     """SIGINT (130) or SIGTERM (143): a write in progress was rolled back first."""
-    from patchkit.interrupts import Terminated
-    from patchkit.report import error_json, render_json
+    from patchkit.interrupts import Terminated  # lazy: the CLI (with a command or an error only)
+    from patchkit.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
 
     terminated = isinstance(exc, Terminated)
     what = "terminated (SIGTERM)" if terminated else "interrupted"
@@ -180,7 +180,7 @@ def emit_interrupt(exc: KeyboardInterrupt) -> int:
 
 
 def emit_usage_error(exc: click.ClickException, as_json: bool, argv: list[str] | None = None) -> int:
-    from patchkit.report import error_json, render_json
+    from patchkit.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
 
     code = int(ExitCode.BAD_INPUT)
     ctx = getattr(exc, "ctx", None)
@@ -227,14 +227,14 @@ def usage_message(exc: click.ClickException, ctx: click.Context | None, argv: li
 
 def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     """One line (the traceback only with -v or PATCHKIT_TRACEBACK=1) and exit 10."""
-    from patchkit.report import error_json, render_json
+    from patchkit.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
 
     code = int(ExitCode.INTERNAL)
     summary = f"{type(exc).__name__}: {exc}"
     if settings().json if as_json is None else as_json:
         tell(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
     if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
-        import traceback  # deferred: only a bug's report shows one
+        import traceback  # lazy: the CLI (only a bug's report shows one)
 
         tell("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
     tell(f"patchkit: internal error, please report: {summary} "

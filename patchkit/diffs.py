@@ -295,8 +295,8 @@ def _is_file_header(lines: Sequence[bytes], i: int) -> bool:
 
 
 def _unidiff_parse(lines: Sequence[bytes], source: str) -> Any:
-    from unidiff.errors import UnidiffParseError
-    from unidiff.patch import PatchSet  # deferred: keeps `patchkit --version` and `list` cheap
+    from unidiff.errors import UnidiffParseError  # lazy: the parser (unidiff: ~3.5 ms, on a parse only)
+    from unidiff.patch import PatchSet
 
     try:
         # latin-1 maps every byte to one code point, so `.encode("latin-1")` gives back the exact bytes.

@@ -8,6 +8,7 @@ messages (the CLI's error boundary, lint's text lines). JSON output keeps the re
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 
 _C_ESCAPES = {"\a": "\\a", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\v": "\\v", "\f": "\\f", "\r": "\\r"}
@@ -49,7 +50,6 @@ def _escape(c: str, *, quoting: bool) -> str:
 
 def closest(word: str, choices: Sequence[str]) -> str | None:
     """The choice `word` most likely misspells (difflib, cutoff 0.6), for a "did you mean" hint; None if none."""
-    import difflib  # deferred: only error messages suggest (difflib and its imports cost more than this module)
 
     close = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
     return close[0] if close else None

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import stat
@@ -35,6 +36,7 @@ import sys
 from collections.abc import Iterable
 from pathlib import Path
 from typing import NamedTuple
+from urllib.parse import unquote, urlparse
 
 from patchkit.errors import BadInputError, UntrustedEnvironmentError
 
@@ -260,7 +262,6 @@ def editable_source(direct_url: bytes | None) -> Path | None:
     """The source folder of an editable install (PEP 610 direct_url.json), None for any other install."""
     if not direct_url:
         return None
-    from urllib.parse import unquote, urlparse  # deferred: only an editable install's URL is parsed
 
     try:
         info = json.loads(direct_url)
@@ -355,7 +356,6 @@ def owner_problem(st: os.stat_result) -> str | None:
 
 
 def _user_name(uid: int) -> str:
-    import pwd  # deferred: only a refusal names the user
 
     try:
         return f" ({pwd.getpwuid(uid).pw_name})"

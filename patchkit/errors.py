@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from patchkit.display import escape_controls
+
 
 class ExitCode(IntEnum):
     """Process exit codes. Stable: scripts and entrypoints branch on them."""
@@ -46,7 +48,6 @@ class PatchkitError(Exception):
 
     def __str__(self) -> str:
         # Messages quote file names and diff lines: escape control characters so none can forge a line.
-        from patchkit.display import escape_controls  # deferred: `patchkit --version` loads cli and errors only
 
         text = f"{self.where}: {self.message}" if self.where else self.message
         text = escape_controls(text)

@@ -36,6 +36,7 @@ from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import patchkit
 from patchkit import source_archive
 from patchkit.errors import PatchkitError
 from patchkit.records import AppliedRecord, parse_record, record_names
@@ -105,7 +106,7 @@ def code_fingerprint() -> str:
         except OSError:
             h.update(b"unreadable archive")
         return h.hexdigest()
-    folders = [os.path.dirname(os.path.abspath(__file__))]
+    folders = [os.path.dirname(os.path.abspath(patchkit.__file__))]  # the whole package, every stage folder
     spec = find_spec("unidiff")  # locates the package without importing it
     if spec is not None and spec.origin:
         folders.append(os.path.dirname(spec.origin))

@@ -7,6 +7,8 @@ the set is refused here, before any stage reads the tree.
 
 from __future__ import annotations
 
+import json
+import shlex
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -15,11 +17,11 @@ from typing import TYPE_CHECKING
 from patchkit.cache import parse_diff_cached
 from patchkit.display import closest, show_path
 from patchkit.errors import DiffError, ManifestError
-from patchkit.forge import find_commit_chain
 from patchkit.globs import match_glob
 from patchkit.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, paths_of
 from patchkit.hunkset import HunkSet
 from patchkit.manifest import line_of_key
+from patchkit.mbox import find_commit_chain
 from patchkit.paths import path_problem
 
 if TYPE_CHECKING:
@@ -147,7 +149,6 @@ def place_path(path_map: PathMap, path: str) -> str:
 
 
 def _exclude_hint(f: FilePatch) -> str:
-    import json  # deferred: only an error message quotes the path
 
     return f'exclude it in the manifest: [exclude] {json.dumps(f.path)} = "why", and ship that file another way'
 
@@ -183,7 +184,7 @@ def load_hunk_set(spec: PatchSpec, *, base_tree: Path | None = None) -> HunkSet:
     if spec.sha256 is None:
         # No pin yet: check the file as vendor does (a diff, with context, every exclude in it) before read_diff
         # asks to pin its sha256: a saved HTML page, an empty or CRLF file is reported as what it is, first.
-        from patchkit.diffs import parse_diff  # deferred, as in the cache: the parser loads only to parse
+        from patchkit.diffs import parse_diff  # lazy: the parser (a parse-cache hit parses nothing)
 
         data = spec.read_diff(pinned=False)
         diff = parse_diff(data, spec.strip, str(spec.diff_path))
@@ -209,8 +210,6 @@ def refuse_commit_chain(spec: PatchSpec, data: bytes, diff: Diff, base_tree: Pat
     chain = find_commit_chain(data, diff)
     if chain is None:
         return
-    import shlex  # deferred, as in manifest.vendor_command: only this refusal spells a command (status never)
-
     shown = ", ".join(show_path(p) for p in chain.paths[:3]) + (", ..." if len(chain.paths) > 3 else "")
     words = ["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
              "--from", str(spec.diff_path.absolute()), "--base-tree"]

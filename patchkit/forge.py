@@ -10,12 +10,10 @@ folder; never reads or writes the engine tree itself (the caller hands in a read
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from patchkit.errors import BadInputError
 from patchkit.hunks import Diff
@@ -24,52 +22,11 @@ from patchkit.rewrite import rewrite_section
 from patchkit.state import judge_section
 from patchkit.tree import Snapshot
 
-# The first line of each message git format-patch writes (the date is fixed on purpose, for `file`/magic).
-_MBOX_FROM = re.compile(rb"^From [0-9a-f]{40} Mon Sep 17 00:00:00 2001$", re.MULTILINE)
-
 # The net diff is made with these, whatever the user's git config says (vendor.py pins the same for ranges).
 GIT_DIFF_OPTIONS = (
     "--no-color", "--no-ext-diff", "--no-textconv", "--no-relative", "--src-prefix=a/", "--dst-prefix=b/",
     "--find-renames", "--diff-algorithm=myers", "--indent-heuristic", "--unified=3", "--inter-hunk-context=0",
 )
-
-
-def count_mbox_commits(data: bytes) -> int:
-    """How many format-patch messages the bytes hold (0: a plain diff)."""
-    return len(_MBOX_FROM.findall(data))
-
-
-def repeated_paths(diff: Diff) -> list[str]:
-    """Paths that more than one section of the diff touches (a chain of commits on one file)."""
-    seen: dict[str, int] = {}
-    for f in diff.files:
-        for path in f.paths:
-            seen[path] = seen.get(path, 0) + 1
-    return [path for path, count in seen.items() if count > 1]
-
-
-class CommitChain(NamedTuple):
-    """A multi-commit mbox in which some file is changed by more than one commit: not a diff patchkit pins."""
-
-    commits: int
-    paths: tuple[str, ...]  # the paths more than one commit changes, in diff order
-    line: int  # the diff line of the second section that touches the first of them
-
-
-def find_commit_chain(data: bytes, diff: Diff) -> CommitChain | None:
-    """The chain `data` (parsed as `diff`) is, or None: a plain diff, one commit, or commits on distinct files.
-
-    Cheap for the common case: the sections' paths are compared first, and only a diff that touches a path
-    twice is searched for format-patch's `From <sha> Mon Sep 17 ...` lines (about 8 ms per MB)."""
-    repeated = repeated_paths(diff)
-    if not repeated:
-        return None
-    commits = count_mbox_commits(data)
-    if commits < 2:
-        return None
-    first = repeated[0]
-    line = [f.diff_line for f in diff.files if first in f.paths][1]
-    return CommitChain(commits, tuple(repeated), line)
 
 
 def net_diff(diff: Diff, read: Callable[[str], Snapshot]) -> bytes:

@@ -7,16 +7,13 @@ Everything else is literal. An invalid class is an error (`parse_glob` raises Ma
 
 A pattern without a wildcard is a path, matched exactly or as a folder prefix by comparing strings; a real glob
 is compiled (once per pattern) into the automaton of patchkit.glob_automaton, which matches it in linear time.
-That module loads with the first real glob: a manifest whose excludes are all paths never needs it.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from patchkit.glob_automaton import Glob
+from patchkit.glob_automaton import Glob, compile_glob
 
 WILDCARDS = "*?["
 
@@ -28,7 +25,6 @@ def is_glob(pattern: str) -> bool:
 @functools.lru_cache(maxsize=512)
 def parse_glob(pattern: str) -> Glob:
     """The compiled pattern, or ManifestError saying what is wrong with it (the caller adds the line)."""
-    from patchkit.glob_automaton import compile_glob  # deferred: only a real glob needs the automaton
 
     return compile_glob(pattern)
 

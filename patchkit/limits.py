@@ -2,10 +2,10 @@
 
 Hostile input must fail fast with a clear error, never hang, exhaust memory or crash the interpreter. Each
 bound is far above what a real engine tree, diff or manifest needs (the reasons say how far), and each is
-enforced where the input is read: paths by patchkit.paths, diffs by patchkit.diffs and PatchSpec.read_diff,
-manifests by patchkit.manifest, globs by patchkit.globs, tree files by patchkit.tree (checked with fstat on
-the opened descriptor, then read with the bound: never read first and checked after), placed paths by
-patchkit.filtering and patch ids by patchkit.manifest.
+enforced where the input is read: paths by patchkit.paths, diffs by patchkit.diffs and
+PatchSpec.read_diff, manifests by patchkit.manifest, globs by patchkit.globs, tree files by
+patchkit.tree (checked with fstat on the opened descriptor, then read with the bound: never read first and
+checked after), placed paths by patchkit.filtering and patch ids by patchkit.manifest.
 """
 
 from __future__ import annotations
@@ -66,5 +66,6 @@ def check_diff_size(size: int, source: str) -> None:
     if size > MAX_DIFF_BYTES:
         raise DiffError(
             f"the diff is {size} bytes, over the limit of {MAX_DIFF_BYTES} ({MAX_DIFF_BYTES >> 20} MiB)",
-            where=source, hint="split the change into several patches (see patchkit.limits for why the bound is there)",
+            where=source,
+            hint="split the change into several patches (see patchkit.limits for why the bound is there)",
         )

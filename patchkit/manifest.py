@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import Enum
@@ -253,7 +254,6 @@ class PatchSpec:
             source = self.upstream.prs[0].url + ".diff"
         else:  # several PRs or a local fix: no single URL gives the diff
             source = "FILE.diff"
-        import shlex  # deferred: only hints (a refusal, `list`, lint) show the command
 
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
 

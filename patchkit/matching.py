@@ -21,20 +21,13 @@ from __future__ import annotations
 import io
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from enum import Enum
 from typing import NamedTuple
 
 from patchkit.hunks import Hunk
+from patchkit.outcome import HunkState
 
 # At most this many readings of one file (each equally near pre-/post-image pair doubles them).
 MAX_READINGS = 64
-
-
-class HunkState(Enum):
-    APPLIED = "applied"  # the post-image is there
-    UNAPPLIED = "unapplied"  # the pre-image is there
-    CONFLICT = "conflict"  # neither is
-    AMBIGUOUS = "ambiguous"  # both are, and position cannot tell which one is the hunk
 
 
 @dataclass

@@ -11,11 +11,15 @@ file means no file is touched.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from patchkit.errors import InternalError, RefusedError
-from patchkit.outcome import PatchState, TreeState, combine
+from patchkit.outcome import PatchState, combine
 from patchkit.state import judge_sections, replay_sections
 from patchkit.tree import Snapshot
+
+if TYPE_CHECKING:
+    from patchkit.treestate import TreeState
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,9 @@ from patchkit.diffs import parse_diff
 from patchkit.display import show_path
 from patchkit.errors import BadInputError, InternalError
 from patchkit.filtering import filter_diff, load_hunk_set
-from patchkit.forge import repeated_paths
 from patchkit.hunks import Diff, FileOp, FilePatch, Hunk
 from patchkit.manifest import PatchSpec
+from patchkit.mbox import repeated_paths
 from patchkit.outcome import PatchState
 from patchkit.state import scan_tree
 from patchkit.tree import Root, read_snapshot

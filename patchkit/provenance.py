@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import BadInputError, ManifestError, PatchkitError
-from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, Provenance, RecordCheck, RecordState, Relation
+from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
 from patchkit.records import AppliedRecord, parse_record, record_names
 from patchkit.tree import STATE_DIR, Root
 from patchkit.workspace.trust import read_state
@@ -30,8 +30,31 @@ from patchkit.workspace.trust import read_state
 if TYPE_CHECKING:
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
-    from patchkit.outcome import TreeState
+    from patchkit.treestate import TreeState
     from patchkit.verdicts import FileVerdict
+
+
+class RecordCheck(NamedTuple):
+    """The applied record as found, against the hunk set the manifest names now."""
+
+    state: RecordState
+    path: str  # relative to the root
+    record: AppliedRecord | None
+    stored: HunkSet | None  # the stored copy, rebuilt and verified: only for a stale record
+    detail: str | None  # why the record (or its stored copy) cannot be used
+
+
+class Provenance(NamedTuple):
+    """What provenance found for one patch on one tree: base, applied record and origin (see provenance.py)."""
+
+    base: BaseCheck
+    record: RecordCheck
+    origin: Origin | None  # None: the change is not (recognisably) in the tree
+    used_stored_copy: bool  # the action judged the tree with the stored copy, not the manifest's diff
+
+    @property
+    def can_retire(self) -> bool:
+        return self.origin is Origin.UPSTREAM
 
 
 # ------------------------------------------------------------------------------------------------------ base
@@ -94,7 +117,7 @@ def _unknown_why(state: BaseState, spec: PatchSpec) -> str | None:
 def compare_head(root: Path, pinned: str) -> HeadCheck:
     """HEAD of the git checkout at root against `pinned` (a full commit id, validated by the manifest)."""
     try:
-        import git  # deferred: ~140 ms, and only git checkouts with a pinned commit need it
+        import git  # lazy: gitpython (~140 ms; only a git checkout with a pinned commit)
     except ImportError as exc:  # gitpython refuses to import when no git executable is found
         return HeadCheck(None, None, f"cannot run git: {exc}")
     try:
@@ -151,7 +174,7 @@ def missing_files(tree: TreeState) -> tuple[str, ...]:
 
     That is a wrong --root or prefix / [paths], not drift: no advice about drift or retiring applies.
     """
-    from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made `tree`
+    from patchkit.hunks import FileOp  # lazy: the judgement (loaded by what made `tree`)
 
     missing = []
     for verdict in tree.files:
@@ -196,7 +219,7 @@ def _judge_base_file(path: str, digest: str, tree: TreeState, sections: Sequence
 
 def _pre_image(verdict: FileVerdict, path: str) -> bytes | None:
     """The file's content with this section's applied hunks taken back out."""
-    from patchkit.rewrite import rewrite_section  # deferred: loaded by the judgement that made `verdict`
+    from patchkit.rewrite import rewrite_section  # lazy: the judgement (loaded by what made `verdict`)
 
     snap = rewrite_section(verdict, forward=False).get(path)
     return snap.data if snap is not None else None
@@ -236,7 +259,7 @@ def _load_stored(root: Root, name: str, record: AppliedRecord) -> HunkSet:
         raise BadInputError(f"{rel} is missing")
     if _sha256(data) != record.diff_sha256:
         raise BadInputError(f"{rel} does not have the sha256 its record names")
-    from patchkit.diffs import parse_diff  # deferred: only a stale record's stored copy is parsed here
+    from patchkit.diffs import parse_diff  # lazy: the parser (only a stale record's stored copy)
     from patchkit.filtering import filter_diff
 
     hunk_set = filter_diff(parse_diff(data, record.strip, rel), record.excludes)

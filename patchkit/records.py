@@ -9,13 +9,14 @@ diff. Kept apart from provenance so that the restart fast path needs neither the
 from __future__ import annotations
 
 import hashlib
+import json
+from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit import __version__
 from patchkit.manifest import Exclude
 
 if TYPE_CHECKING:
-    from datetime import datetime
 
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
@@ -44,7 +45,6 @@ def record_names(patch_id: str) -> tuple[str, str]:
 
 def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None) -> dict[str, bytes | None]:
     """The state files a successful apply writes: the record and the exact diff bytes it applied."""
-    from datetime import datetime, timezone  # deferred: only apply writes a record
 
     diff = spec.read_diff()
     record = {
@@ -59,7 +59,6 @@ def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None
         "applied_at": (now or datetime.now(timezone.utc)).strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
     json_name, diff_name = record_names(spec.id)
-    import json  # deferred: a status of a tree without a record reads no JSON
 
     return {json_name: (json.dumps(record, indent=2) + "\n").encode(), diff_name: diff}
 
@@ -70,7 +69,6 @@ def record_removal(patch_id: str) -> dict[str, bytes | None]:
 
 def parse_record(data: bytes) -> AppliedRecord:
     """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
-    import json  # deferred: a status of a tree without a record reads no JSON
 
     raw: dict[str, Any] = json.loads(data)
     if raw.get("format") != RECORD_FORMAT:

@@ -8,29 +8,32 @@ always a list of `{path, reason}` objects.
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any
 
 import click
 
+from patchkit.actions import Invocation
 from patchkit.display import escape_controls, show_path
 from patchkit.outcome import (
     Action,
     BaseCheck,
     BaseState,
-    Invocation,
+    HunkState,
     Origin,
-    Outcome,
     PatchState,
-    Provenance,
     RecordState,
     Relation,
     Result,
 )
+from patchkit.provenance import missing_files
 
 if TYPE_CHECKING:
+    from patchkit.actions import Outcome
     from patchkit.hunkset import HunkSet
     from patchkit.manifest import PatchSpec
-    from patchkit.series import SeriesOutcome  # the series runs only with --all: see series_lines
+    from patchkit.provenance import Provenance
+    from patchkit.series import SeriesOutcome  # the series loads with --all only (the CLI)
     from patchkit.verdicts import FileVerdict
 
 _COLOURS = {
@@ -71,7 +74,7 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
-    from patchkit.filtering import match_exclude  # deferred: only JSON lists them, and a restart parses nothing
+    from patchkit.filtering import match_exclude  # lazy: the parser (a restart's report parses nothing)
 
     def reason(path: str) -> str:
         return next((e.reason for e in spec.excludes if match_exclude(e.pattern, path)), "")
@@ -132,7 +135,6 @@ def _file_json(v: FileVerdict) -> dict[str, Any]:
 
 
 def render_json(data: Any) -> str:
-    import json  # deferred: only --json prints JSON
 
     return json.dumps(data, indent=2, ensure_ascii=False)
 
@@ -253,8 +255,6 @@ def strict_base_lines(outcome: Outcome) -> list[str]:
 
 def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
     """On a refusal: the failing files and hunks with the reason, first and short; -v shows the whole table."""
-    from patchkit.matching import HunkState  # deferred: loaded by the judgement that made the verdicts
-
     tree, lines = outcome.tree, []
     if tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
         bad = [(v, hv) for v in tree.files for hv in v.hunks if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS)]
@@ -305,8 +305,7 @@ def table_hint(outcome: Outcome, commands: Invocation | None = None) -> str:
 
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
-    from patchkit.hunks import FileOp  # deferred: loaded by the judgement that made the verdicts
-    from patchkit.matching import HunkState
+    from patchkit.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
 
     rows: list[str] = []
     for v in outcome.tree.files:
@@ -581,7 +580,7 @@ def series_status_table(series: SeriesOutcome, verbose: bool, commands: Invocati
 
 def series_lines(series: SeriesOutcome, verbose: bool, commands: Invocation | None = None) -> list[str]:
     """`apply --all` / `revert --all`: one line per patch, then one line on the series and what to do."""
-    from patchkit.series import SeriesResult  # loaded already: it made `series`
+    from patchkit.series import SeriesResult  # lazy: the CLI (loaded already: --all made `series`)
 
     commands = commands or Invocation.at(series.root)
     lines: list[str] = []
@@ -657,7 +656,6 @@ def _details(
 
 def _refusal_advice(outcome: Outcome, commands: Invocation) -> list[str]:
     """Which patch, which file, and what to do: the lines a stopped container start ends with."""
-    from patchkit.provenance import missing_files  # deferred: only a refusal gives advice
 
     pid, tree, facts = outcome.spec.id, outcome.tree, outcome.provenance
     stale = facts is not None and facts.record.state is RecordState.STALE

@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from patchkit.hunks import FileOp, Hunk
-from patchkit.matching import HunkState, Located, split_lines
+from patchkit.matching import Located, split_lines
+from patchkit.outcome import HunkState
 from patchkit.tree import Snapshot
 from patchkit.verdicts import FileVerdict
 

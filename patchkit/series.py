@@ -19,19 +19,31 @@ from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.actions import Decision, commit, decide_patch, plan_writes, record_changes, restart_outcomes
+from patchkit.actions import (
+    Decision,
+    Options,
+    Outcome,
+    action_lock,
+    commit,
+    decide_patch,
+    load_checked,
+    plan_writes,
+    record_changes,
+    restart_outcomes,
+)
 from patchkit.errors import ExitCode, ManifestError, RegistryError
+from patchkit.fastpath import series_entry
+from patchkit.hunkset import HunkSet
 from patchkit.manifest import PatchSpec, line_of_key
-from patchkit.outcome import STATUS_EXIT, Action, Options, Outcome, PatchState, RecordCheck, Result, TreeState
+from patchkit.outcome import STATUS_EXIT, Action, PatchState, Result
 from patchkit.progress import Phase, Progress
-from patchkit.provenance import check_hunkset_pin, read_record
+from patchkit.provenance import RecordCheck, read_record
 from patchkit.registry import load_registry
 from patchkit.tree import Root, Snapshot, read_all
-from patchkit.workspace.lock import locked
+from patchkit.treestate import TreeState
 
 if TYPE_CHECKING:
     from patchkit.hunks import FilePatch
-    from patchkit.hunkset import HunkSet
     from patchkit.plan import Plan
     from patchkit.verdicts import FileVerdict
     from patchkit.workspace.recovery import Recovery
@@ -202,20 +214,15 @@ def run_series(
     quick, earlier = restart_outcomes(specs, root, action, options)
     if quick is not None:
         return SeriesOutcome(action, root.path, tuple(quick), None, earlier, keep_going)
-    from patchkit.filtering import load_hunk_set  # deferred: the parse stage, as in actions.run
-    from patchkit.hunks import paths_of  # deferred: the judgement, which a restart the records answer skips
+    from patchkit.hunks import paths_of  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_sets = []
     for spec in specs:  # every manifest, diff and pin is checked before the lock is taken
         if progress is not None:
             progress.phase(Phase.PARSE, spec.id)
-        hunk_set = load_hunk_set(spec, base_tree=root.path)
-        check_hunkset_pin(spec, hunk_set)
-        hunk_sets.append(hunk_set)
-    shared = action is Action.STATUS or options.dry_run
+        hunk_sets.append(load_checked(spec, base_tree=root.path))
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
-    with locked(root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
-        recovered = recovered or earlier
+    with action_lock(root, action, options, earlier) as recovered:
         if progress is not None:
             progress.phase(Phase.JUDGE, "the series")
         patches = [
@@ -252,8 +259,6 @@ def run_series(
                 result = Result.DRY_RUN if options.dry_run else outcomes[i].result
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
-            from patchkit.fastpath import series_entry  # deferred: the write stage, as in actions
-
             state_files: dict[str, bytes | None] = {}
             after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
             together = [series_entry(patches[i].spec) for i in active]
@@ -285,7 +290,7 @@ def _settle(
     keep_going: bool,
 ) -> _Settled:
     """Judge and decide every patch; with keep_going, leave the refused ones and re-judge the rest until none is."""
-    from patchkit.hunks import paths_of  # deferred: the judgement (see run_series)
+    from patchkit.hunks import paths_of  # lazy: the judgement (see run_series)
     from patchkit.state import judge_sections
 
     outcomes: dict[int, Outcome] = {}
@@ -359,7 +364,6 @@ def _tied_to(patches: Sequence[_Patch], refused: Sequence[int], active: Sequence
 
 def _joined(hunk_sets: Iterable[HunkSet]) -> HunkSet:
     """The sections of several hunk sets, in order, as one: judged together, they stack."""
-    from patchkit.hunkset import HunkSet  # deferred: the judgement (see run_series)
 
     files: list[FilePatch] = []
     for hunk_set in hunk_sets:

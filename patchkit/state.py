@@ -22,10 +22,11 @@ from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, paths_of
 from patchkit.hunkset import HunkSet
-from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
-from patchkit.outcome import PatchState, TreeState, combine  # at home in the light outcome module: a restart needs them
+from patchkit.matching import FileLines, Located, Reading, read_file, simulate_git
+from patchkit.outcome import HunkState, PatchState, combine
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.tree import Root, Snapshot, read_all
+from patchkit.treestate import TreeState
 from patchkit.verdicts import FileVerdict, HunkVerdict
 
 __all__ = [

@@ -26,16 +26,20 @@ from urllib.parse import urlsplit
 from patchkit import __version__
 from patchkit.diffs import parse_diff
 from patchkit.errors import BadInputError, ManifestError
-from patchkit.filtering import exclude_where, filter_diff, place_path, refuse_zero_context
-from patchkit.forge import GIT_DIFF_OPTIONS, count_mbox_commits, net_diff, repeated_paths
+from patchkit.filtering import exclude_where, filter_diff, load_hunk_set, place_path, refuse_zero_context
+from patchkit.forge import GIT_DIFF_OPTIONS, net_diff
 from patchkit.hunks import Diff, paths_of
 from patchkit.hunkset import HunkSet
 from patchkit.manifest import PatchSpec
-from patchkit.outcome import PatchState, Relation, TreeState
+from patchkit.mbox import count_mbox_commits, repeated_paths
+from patchkit.outcome import PatchState, Relation
 from patchkit.plan import plan_changes
 from patchkit.provenance import compare_head, fingerprint_tree, read_paths
+from patchkit.registry import load_registry
+from patchkit.series import order_series
 from patchkit.state import judge_sections, scan_tree
 from patchkit.tree import Root, Snapshot, open_root, read_snapshot
+from patchkit.treestate import TreeState
 
 MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
 FETCH_TIMEOUT = 30.0
@@ -112,7 +116,6 @@ def read_file(path: Path, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
 
 def check_url(url: str) -> None:
     """https anywhere; plain http only to the loopback interface; no other scheme."""
-    from urllib.parse import urlsplit
 
     parts = urlsplit(url)
     if parts.scheme == "https" and parts.hostname:
@@ -127,9 +130,8 @@ def check_url(url: str) -> None:
 
 def fetch_url(url: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
     """GET url (following redirects, each one checked like the first) and return at most max_bytes."""
-    import urllib.error
+    import urllib.error  # lazy: vendor's fetch (urllib.request: ~20 ms; only a URL fetches)
     import urllib.request
-    from urllib.parse import urlsplit
 
     class _CheckedRedirect(urllib.request.HTTPRedirectHandler):
         def redirect_request(
@@ -196,7 +198,7 @@ def _check_size(data: bytes, max_bytes: int, where: str, announced: int | None =
 def export_git_range(repo_dir: Path, rev_range: str) -> Fetched:
     """`git diff BASE HEAD` for `BASE..HEAD`, or from their merge base for `BASE...HEAD` (what a PR shows)."""
     base, three_dots, head = _split_range(rev_range)
-    import git  # deferred: ~140 ms, only this path needs it
+    import git  # lazy: gitpython (~140 ms)
 
     try:
         repo = git.Repo(repo_dir)
@@ -238,7 +240,7 @@ def _split_range(rev_range: str) -> tuple[str, bool, str]:
 
 
 def _resolve_commit(repo: Any, rev: str, repo_dir: Path) -> str:
-    import git
+    import git  # lazy: gitpython (~140 ms)
 
     try:
         sha = repo.git.rev_parse("--verify", "--end-of-options", f"{rev}^{{commit}}")
@@ -331,9 +333,6 @@ def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
     """The patches `spec` comes after (transitively), in series order, each with its filtered hunk set."""
     if not spec.after:
         return []
-    from patchkit.filtering import load_hunk_set
-    from patchkit.registry import load_registry
-    from patchkit.series import order_series
 
     ordered = order_series(load_registry(spec.folder.parent))
     by_id = {s.id: s for s in ordered}
@@ -480,7 +479,7 @@ def update_manifest(
 ) -> str:
     """The manifest text with the pins (and the [source] the diff came from) set; comments, order and layout
     untouched. Pure."""
-    import tomlkit  # deferred: only vendor edits manifests
+    import tomlkit  # lazy: vendor's manifest edit (tomlkit: ~40 ms; `new` without --from edits none)
 
     doc = tomlkit.parse(text)
     for key, value in (("sha256", sha256), ("hunkset_sha256", hunkset_sha256)):

@@ -11,8 +11,8 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk
-from patchkit.matching import HunkState, Located
-from patchkit.outcome import PatchState
+from patchkit.matching import Located
+from patchkit.outcome import HunkState, PatchState
 from patchkit.tree import Snapshot
 
 

@@ -62,8 +62,12 @@ def read_tree(root: Path) -> dict[str, tuple[bytes, bool]]:
     return out
 
 
-def git_diff(tmp: Path, before: Mapping[str, FileSpec], after: Mapping[str, FileSpec], renames: bool = True) -> bytes:
-    """The diff real git makes from tree `before` to `before` updated with `after`."""
+def git_diff(
+    tmp: Path, before: Mapping[str, FileSpec], after: Mapping[str, FileSpec], renames: bool = True, context: int = 3
+) -> bytes:
+    """The diff real git makes (`git diff -U<context>`) from tree `before` to `before` updated with `after`.
+
+    The one helper every test makes its diffs with (safety_helpers.exec_bits adapts its (bytes, mode) trees)."""
     repo = tmp / f"gitdiff-{len(list(tmp.glob('gitdiff-*')))}"
     repo.mkdir()
     git(repo, "init", "-q")
@@ -72,7 +76,7 @@ def git_diff(tmp: Path, before: Mapping[str, FileSpec], after: Mapping[str, File
     git(repo, "commit", "-q", "--allow-empty", "-m", "before")
     write_tree(repo, after)
     git(repo, "add", "-A")
-    return git(repo, "diff", "--cached", "--no-color", "-M" if renames else "--no-renames").stdout
+    return git(repo, "diff", "--cached", "--no-color", "-M" if renames else "--no-renames", f"-U{context}").stdout
 
 
 @dataclass

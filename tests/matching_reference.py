@@ -15,7 +15,6 @@ from patchkit.hunks import Hunk
 from patchkit.matching import (
     MAX_READINGS,
     FileLines,
-    HunkState,
     Located,
     Reading,
     _find,
@@ -28,6 +27,7 @@ from patchkit.matching import (
     explain_conflict,
     image_of,
 )
+from patchkit.outcome import HunkState
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from patchkit.tree import Snapshot, open_root
 
 if TYPE_CHECKING:
     from patchkit.hunkset import HunkSet
-    from patchkit.outcome import TreeState
     from patchkit.plan import FileChange
+    from patchkit.treestate import TreeState
     from patchkit.workspace.recovery import Recovery
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.workspace.names import TEMP_NAME
-from tests.conftest import GIT_ENV
+from tests.conftest import FileSpec, git_diff
 
 REPO = Path(__file__).resolve().parent.parent
 PATCH_ID = "safety-pr1"
@@ -63,11 +63,6 @@ AFTER: dict[str, tuple[bytes, int] | None] = {
 }
 
 
-def git(cwd: Path, *args: str) -> bytes:
-    env = {**os.environ, **GIT_ENV, "GIT_CEILING_DIRECTORIES": str(cwd.parent)}
-    return subprocess.run(["git", *args], cwd=cwd, env=env, capture_output=True, check=True).stdout
-
-
 def write_files(root: Path, files: Files) -> None:
     for rel, spec in files.items():
         path = root / rel
@@ -80,16 +75,9 @@ def write_files(root: Path, files: Files) -> None:
         path.chmod(mode)
 
 
-def git_diff(workdir: Path, before: Files, after: Files) -> bytes:
-    """The diff real git makes from `before` to `before` updated with `after` (renames detected)."""
-    repo = Path(tempfile.mkdtemp(prefix="gitdiff-", dir=workdir))
-    git(repo, "init", "-q")
-    write_files(repo, before)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "before")
-    write_files(repo, after)
-    git(repo, "add", "-A")
-    return git(repo, "diff", "--cached", "--no-color", "-M")
+def exec_bits(files: Files) -> dict[str, FileSpec]:
+    """`files` as conftest's tree spec, for conftest.git_diff: git records a file's exec bit, no other mode bit."""
+    return {rel: None if spec is None else (spec[0], bool(spec[1] & 0o100)) for rel, spec in files.items()}
 
 
 def add_patch(patches: Path, patch_id: str, diff: bytes, extra: str = "") -> Path:
@@ -153,7 +141,7 @@ class Case:
 
 def build_case(workdir: Path, before: Files = BEFORE, after: Files = AFTER) -> Case:
     patches = workdir / "patches"
-    add_patch(patches, PATCH_ID, git_diff(workdir, before, after))
+    add_patch(patches, PATCH_ID, git_diff(workdir, exec_bits(before), exec_bits(after)))
     pristine = workdir / "pristine"
     pristine.mkdir()
     write_files(pristine, before)

@@ -8,6 +8,7 @@ answer differently. Which path answered is read from PATCHKIT_DEBUG_FASTPATH's l
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 import os
 import pwd
@@ -399,3 +400,35 @@ def test_the_program_prints_the_same_bytes_on_both_paths(
 def test_the_program_prints_the_same_bytes_for_a_series_on_both_paths(series: Path, registry: Registry) -> None:
     out = _same_bytes(["apply", "--all", "--root", str(series), "--patches", str(registry.path)])
     assert out.count(b"already applied, nothing written") == 2
+
+
+FINGERPRINT_PROBE = """
+import importlib.util, sys
+sys.path.insert(0, sys.argv[1])
+from patchkit.fastpath import code_fingerprint
+assert importlib.util.find_spec("patchkit").origin.startswith(sys.argv[1]), "not the copy"
+print(code_fingerprint())
+"""
+
+
+def test_the_seal_covers_every_module_of_the_package_wherever_it_lives(tmp_path: Path) -> None:
+    """The records' seal changes when any of patchkit's modules changes, not only the fast path's neighbours: a
+    change to the judgement (in another folder than the fast path once the stages have folders of their own), to
+    the writing code or to the vocabulary makes every record's fast answer stale."""
+    source = Path(__file__).resolve().parent.parent / "patchkit"
+    copy = tmp_path / "copy"
+    shutil.copytree(source, copy / "patchkit", ignore=shutil.ignore_patterns("__pycache__"))
+
+    def fingerprint() -> str:
+        done = subprocess.run([sys.executable, "-c", FINGERPRINT_PROBE, str(copy)], capture_output=True, text=True)
+        assert done.returncode == 0, done.stderr
+        return done.stdout.strip()
+
+    seen = {fingerprint()}
+    for module in ("patchkit.state", "patchkit.workspace.commit", "patchkit.outcome"):
+        spec = importlib.util.find_spec(module)  # this checkout's file: the same place in the copy
+        assert spec is not None and spec.origin is not None
+        changed = copy / Path(spec.origin).relative_to(source.parent)
+        changed.write_bytes(changed.read_bytes() + b"\n# changed\n")
+        seen.add(fingerprint())
+    assert len(seen) == 4

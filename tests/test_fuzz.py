@@ -31,8 +31,9 @@ from patchkit.manifest import Exclude, load_manifest
 from patchkit.paths import reserved_name
 from patchkit.plan import plan_changes
 from patchkit.tree import split_relative
+from tests.conftest import git_diff
 from tests.rooted import scan_tree
-from tests.safety_helpers import AFTER, BEFORE, git_diff, run_forked, warm_up, write_files
+from tests.safety_helpers import AFTER, BEFORE, exec_bits, run_forked, warm_up, write_files
 
 CI = settings(max_examples=250, derandomize=True, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -80,7 +81,7 @@ def corpus() -> tuple[tuple[bytes, Path], ...]:
     for name, before, after in (("all-ops", BEFORE, AFTER), ("quoted", QUOTED_BEFORE, QUOTED_AFTER)):
         root = workdir / name
         write_files(root, before)
-        out.append((git_diff(workdir, before, after), root))
+        out.append((git_diff(workdir, exec_bits(before), exec_bits(after)), root))
     return tuple(out)
 
 

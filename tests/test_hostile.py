@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import UnsafePathError
+from tests.conftest import git_diff
 from tests.rooted import read_snapshot
-from tests.safety_helpers import PATCH_ID, add_patch, git_diff, image, run_forked, warm_up, write_files
+from tests.safety_helpers import PATCH_ID, add_patch, exec_bits, image, run_forked, warm_up, write_files
 
 H = b"@@ -1 +1 @@\n-x = 1\n+x = 2\n"
 TREE = {"engine/x.py": (b"x = 1\n", 0o644), "engine/y.py": (b"y = 1\n", 0o644)}
@@ -262,7 +263,7 @@ def test_invalid_utf8_and_huge_lines_are_just_bytes(tmp_path: Path) -> None:
     before = {"engine/bin.py": (b"\xff\xfe?\n\xc3\x28\n" + huge, 0o644), "engine/lat.py": (b"caf\xe9\n", 0o600)}
     after = {"engine/bin.py": (b"\xff\xfe!\n\xc3\x28\n" + huge + b"tail\n", 0o644),
              "engine/lat.py": (b"caf\xe9 cr\xe8me\r\n", 0o600)}
-    diff = git_diff(tmp_path, before, after)
+    diff = git_diff(tmp_path, exec_bits(before), exec_bits(after))
     root = tmp_path / "root"
     write_files(root, before)
     patches = tmp_path / "patches"

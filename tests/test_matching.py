@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from patchkit.hunks import Hunk
-from patchkit.matching import FileLines, HunkState, locate, read_file, simulate_git, split_lines
+from patchkit.matching import FileLines, locate, read_file, simulate_git, split_lines
+from patchkit.outcome import HunkState
 
 
 def make_hunk(old: list[bytes], new: list[bytes], old_start: int, new_start: int | None = None,

@@ -23,10 +23,16 @@ print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("patchkit"
 """
 
 
+def with_packages(modules: tuple[str, ...]) -> list[str]:
+    """The modules and every package above them (importing patchkit.a.b loads patchkit and patchkit.a first)."""
+    return sorted({".".join(m.split(".")[:end]) for m in modules for end in range(1, m.count(".") + 2)})
+
+
 def test_version_imports_only_the_cli() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.splitlines()[-1])
-    assert loaded == ["patchkit", "patchkit.cli", "patchkit.console", "patchkit.errors"]
+    only = ("patchkit.cli", "patchkit.console", "patchkit.display", "patchkit.errors")
+    assert loaded == with_packages(only)
 
 
 def test_every_registered_module_gives_its_command() -> None:
@@ -42,16 +48,16 @@ def test_unknown_command_is_still_a_usage_error() -> None:
     assert cli_module.main.get_command(click.Context(cli_module.main), "no-such-command") is None
 
 
-# What a small status and a container restart may not load: the writing code, the planner, the series, the
-# parser (the parse cache answers), and the modules only an error message or a rare path needs. An eager import
-# put back anywhere on their way (a module level import of one of these) fails these tests.
+# What a small status and a container restart may not load: what sits behind the lazy boundaries (the `# lazy:`
+# comments; tests/test_imports.py checks that every lazy import names one): the write stage, the parser (the parse
+# cache answers), gitpython, the series and a bug's traceback (the CLI), and what only --root-from-package or
+# vendor needs. An eager import put back anywhere on their way (a module level import of one of these) fails these
+# tests. Everything else loads at the top of its module (the fast path, json, difflib, shlex, the glob automaton).
 NEVER_FOR_STATUS = (
     "patchkit.bytecode",
+    "patchkit.series",  # only --all (the CLI's boundary)
     "patchkit.diffs",
-    "patchkit.fastpath",
-    "patchkit.glob_automaton",  # the test patch excludes nothing: no glob to compile
     "patchkit.plan",
-    "patchkit.series",
     "patchkit.workspace.commit",
     "patchkit.workspace.disk",
     "patchkit.workspace.folders",
@@ -59,17 +65,18 @@ NEVER_FOR_STATUS = (
     "patchkit.workspace.recovery",
     "unidiff",
     "git",
-    "difflib",
+    "importlib.metadata",  # --root-from-package
+    "subprocess",  # --root-from-package runs the engine's interpreter; status runs nothing
+    "tomlkit",  # vendor
+    "urllib.request",  # vendor
     "secrets",
-    "shlex",
-    "traceback",
-    "json",  # the test tree has no record, and the report is text
+    "traceback",  # only a bug's report (the CLI's boundary)
 )
 # A restart answered from the records (patchkit.fastpath) does not parse either: no filtering, no parse cache; and
-# it judges nothing: its Outcome and report are made of patchkit.outcome's records, so none of the judging modules
-# loads (they do once the fast path declines).
+# it judges nothing: its Outcome and report are made of light records (patchkit.outcome, treestate, hunkset), so
+# none of the judging modules loads (they do once the fast path declines).
 NEVER_FOR_RESTART = (
-    *(m for m in NEVER_FOR_STATUS if m not in ("patchkit.fastpath", "json")),  # a restart reads its records
+    *NEVER_FOR_STATUS,
     "patchkit.filtering",
     "patchkit.cache",
     "patchkit.state",
@@ -118,12 +125,11 @@ def test_status_loads_only_what_it_uses(small_patch: tuple[Path, Path]) -> None:
     code, loaded, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", patches)
     assert code == 3, err
     assert not loaded & set(NEVER_FOR_STATUS), sorted(loaded & set(NEVER_FOR_STATUS))
-    assert {"patchkit.state", "patchkit.workspace.lock", "patchkit.report"} <= loaded  # it did judge and speak
+    assert {"patchkit.state", "patchkit.workspace.lock", "patchkit.report"} <= loaded  # it judged and spoke
     assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
     code, loaded, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", patches)
     assert code == 0, err  # applied, with its record read
-    assert "json" in loaded  # the record is JSON
-    assert not loaded & (set(NEVER_FOR_STATUS) - {"json"}), sorted(loaded & set(NEVER_FOR_STATUS))
+    assert not loaded & set(NEVER_FOR_STATUS), sorted(loaded & set(NEVER_FOR_STATUS))
 
 
 def test_a_first_apply_declines_the_fast_path_before_reading_any_diff(
@@ -131,8 +137,9 @@ def test_a_first_apply_declines_the_fast_path_before_reading_any_diff(
 ) -> None:
     """No record under .patchkit: the fast path declines at once, without reading (and hashing) the diff or
     taking the lock; with a record there, it reads the diff as before."""
+    from patchkit.actions import Options
     from patchkit.manifest import PatchSpec, load_manifest
-    from patchkit.outcome import Action, Options
+    from patchkit.outcome import Action
     from tests.rooted import restart_outcomes
 
     engine, patches = small_patch

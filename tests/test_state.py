@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.matching import HunkState
-from patchkit.outcome import PatchState, combine
+from patchkit.outcome import HunkState, PatchState, combine
 from tests.conftest import CliResult, Registry, cli, git, git_diff, read_tree, write_tree
 
 A, U, C, X = HunkState.APPLIED, HunkState.UNAPPLIED, HunkState.CONFLICT, HunkState.AMBIGUOUS
@@ -78,19 +77,6 @@ def test_the_rest_of_the_file_settles_a_look_alike(tmp_path: Path, registry: Reg
 # Issue 16: never a wrong verdict. One small case per class of the issue, each checked against real git.
 
 
-def diff_u(tmp: Path, before: dict[str, bytes], after: dict[str, bytes], context: int = 3) -> bytes:
-    """`git diff -U<context>` from tree `before` to tree `after`."""
-    repo = tmp / f"diff-u-{len(list(tmp.glob('diff-u-*')))}"
-    repo.mkdir()
-    git(repo, "init", "-q")
-    write_tree(repo, before)
-    git(repo, "add", "-A")
-    git(repo, "commit", "-q", "-m", "before")
-    write_tree(repo, after)
-    git(repo, "add", "-A")
-    return git(repo, "diff", "--cached", "--no-color", f"-U{context}").stdout
-
-
 def git_applied(tmp: Path, files: dict[str, bytes], diff: bytes, *args: str) -> dict[str, bytes] | None:
     """What real `git apply [args]` makes of a tree (None: git refuses)."""
     root = tmp / f"git-apply-{len(list(tmp.glob('git-apply-*')))}"
@@ -120,7 +106,7 @@ def test_class1_a_decoy_of_the_other_image_farther_away_never_decides(
     # end of the file. The tree is shifted by three lines and ends with a copy of the post-image.
     before = b"".join(LINES)
     after = before.replace(LINES[28], b"changed = 1\n")
-    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after})
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
     registry.add("p", diff)
     post = b"".join(LINES[25:28]) + b"changed = 1\n" + LINES[29]
     pre = b"".join(LINES[25:30])
@@ -148,7 +134,7 @@ def _repeated_block_case(tmp_path: Path) -> tuple[bytes, bytes, bytes, bytes]:
         before.replace(LINES[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
         .replace(LINES[15], b"changed = 15\n")
     )
-    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
     parts = diff.split(b"\n@@ ")
     assert len(parts) == 4, diff  # header + three hunks
     subset = git_applied(tmp_path, {"f.py": before}, parts[0] + b"\n@@ " + parts[2] + b"\n")
@@ -186,7 +172,7 @@ def _two_way_after_apply(tmp_path: Path) -> tuple[bytes, bytes, bytes]:
     pre- and post-image both match at the same line, and git applies it both ways there."""
     before = b"".join(LINES[:10]) + b"\nx = 1\n" + b"".join(LINES[10:20])
     after = before.replace(LINES[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
-    return before, after, diff_u(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
+    return before, after, git_diff(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
 
 
 def test_class3_complete_refuses_naming_the_hunk_when_its_result_would_not_read_applied(
@@ -233,7 +219,7 @@ def test_class5_offsets_with_repeated_lines_and_lines_after_the_last_hunk(
     body = [b"}\n", b"\n", b"pass\n"] * 3 + LINES[:12] + [b"}\n", b"\n"] + LINES[12:20]
     before = b"".join(body)
     after = before.replace(LINES[4], b"changed_4\n").replace(LINES[18], b"changed_18\n")
-    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after})
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
     registry.add("p", diff)
     tree = b"}\n\npass\n}\n" + before + b"}\n\n"
     write_tree(engine, {"f.py": tree})
@@ -252,7 +238,7 @@ def test_class6_a_single_u1_hunk_near_the_start_reads_unapplied_on_its_own_base(
 ) -> None:
     before = b"".join(b"line %d\n" % i for i in range(1, 41))
     after = before.replace(b"line 2\n", b"line two\n")
-    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after}, context=1)
     assert b"@@ -1,3 +1,3 @@" in diff
     registry.add("p", diff)
     write_tree(engine, {"f.py": before})
@@ -264,7 +250,7 @@ def test_class6_a_single_u1_hunk_near_the_start_reads_unapplied_on_its_own_base(
 
 def test_u0_diff_is_refused_at_load(tmp_path: Path, registry: Registry, engine: Path) -> None:
     before = b"".join(LINES)
-    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": before.replace(LINES[10], b"changed\n")}, context=0)
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": before.replace(LINES[10], b"changed\n")}, context=0)
     registry.add("p", diff)
     write_tree(engine, {"f.py": before})
     for action in ("status", "apply"):
@@ -282,7 +268,7 @@ def test_where_git_would_match_a_last_line_without_newline_elsewhere_the_hunk_is
     # patchkit matches only exactly: it must not write where git would write elsewhere.
     before = b"".join(LINES[:19]) + b"value_19 = compute(19)"
     after = before.replace(LINES[17], b"changed = 17\n")
-    diff = diff_u(tmp_path, {"f.py": before}, {"f.py": after})
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
     registry.add("p", diff)
     copy = b"".join(LINES[14:20])  # the pre-image (value_14 .. value_19), with a newline at its end
     tree = b"".join(LINES[:10]) + copy + b"".join(LINES[10:19]) + b"value_19 = compute(19)"

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import click
 
+from patchkit.actions import Options
 from patchkit.commands.options import (
     Selection,
     keep_going_option,
@@ -10,7 +11,7 @@ from patchkit.commands.options import (
     strict_base_option,
 )
 from patchkit.console import settings
-from patchkit.outcome import Action, Options
+from patchkit.outcome import Action
 
 
 @click.command("apply")

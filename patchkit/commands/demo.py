@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from patchkit.cli import run
 from patchkit.console import settings
 from patchkit.demo import DEMO_ID, build_demo, default_fixtures
 
@@ -25,7 +26,6 @@ def command(fixtures: Path | None, keep: bool) -> None:
     Builds a toy engine laid out like ATOM from the package's demo data, makes the pull request's diff with git, and
     runs the real commands on it. Exits 0 only if every step gives the exit code it should.
     """
-    from patchkit.cli import run
 
     quiet = settings().quiet  # -q: only the steps that misbehaved (and the exit code)
     with tempfile.TemporaryDirectory(prefix="patchkit-demo-") as tmp:

@@ -24,11 +24,12 @@ from typing import Any, NamedTuple
 import click
 
 from patchkit import __version__
+from patchkit.actions import Options
 from patchkit.commands.options import FolderPath, Selection, choose_root, invocation, json_option, patches_option
 from patchkit.console import echo, settings
 from patchkit.display import show_path
 from patchkit.errors import ExitCode, PatchkitError
-from patchkit.outcome import Action, Options
+from patchkit.outcome import Action
 from patchkit.registry import check_registry_folder, find_locations, load_registry, stray_folders
 from patchkit.report import render_json, series_lines, summary_line, versioned
 from patchkit.series import load_series, run_series

@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
 import click
 from click.core import ParameterSource
 
-from patchkit.actions import run
+from patchkit.actions import Invocation, Options, Outcome, run
 from patchkit.console import echo, json_option, progress, settings, warn
 from patchkit.errors import ExitCode, PatchkitError
-from patchkit.outcome import Action, Invocation, Options, Outcome, PatchState, Result
+from patchkit.outcome import Action, PatchState, Result
 from patchkit.registry import check_registry_folder, find_locations, list_patch_ids, resolve_patch, stray_folders
 from patchkit.report import (
     cause_lines,
@@ -223,8 +223,7 @@ def choose_root(root: str | None, package: str | None, python: str | None = None
             raise click.UsageError(f"{both}; give one of them")
         root, package = (None, package) if root_env else (root, None)
     if package is not None:
-        # deferred, a boundary: only --root-from-package looks at a Python environment (json, subprocess)
-        from patchkit.environment import locate_distribution_root
+        from patchkit.environment import locate_distribution_root  # lazy: --root-from-package (subprocess, checks)
 
         return str(locate_distribution_root(package, python))
     if root is None:
@@ -290,7 +289,7 @@ def _run_patch_command(
             commands = invocation(root, patches, selection)
             options = replace(options, invocation=commands)
             if selection.patch is None:
-                from patchkit.series import load_series, run_series  # deferred: only --all runs a series
+                from patchkit.series import load_series, run_series  # lazy: the CLI (only --all runs a series)
 
                 warn_stray_folders(patches)
                 specs = load_series(patches, selection.target)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -81,8 +82,6 @@ def report_lines(result: PortResult, target: Path, fuzz: int, *, verbose: bool) 
 
 
 def vendor_command(result: PortResult, target: Path) -> str:
-    import shlex  # deferred: only the final hint quotes a command
-
     spec = result.spec
     return shlex.join(["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
                        "--from", str(target.absolute()), "--base-tree", str(result.root)])

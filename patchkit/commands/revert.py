@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import click
 
+from patchkit.actions import Options
 from patchkit.commands.options import Selection, keep_going_option, patch_command_options, run_patch_command
-from patchkit.outcome import Action, Options
+from patchkit.outcome import Action
 
 
 @click.command("revert")

@@ -2,8 +2,9 @@ from __future__ import annotations
 
 import click
 
+from patchkit.actions import Options
 from patchkit.commands.options import Selection, read_command_options, run_patch_command, strict_base_option
-from patchkit.outcome import Action, Options
+from patchkit.outcome import Action
 
 
 @click.command("status")

@@ -19,6 +19,7 @@ from patchkit.lint.baseline import read_baseline, write_baseline
 from patchkit.lint.ci import PullRequest, find_pull_request
 from patchkit.lint.coverage import Cover, SiteCover, cover_site
 from patchkit.lint.findings import Finding, Rule, Severity
+from patchkit.lint.history import check_history, check_site_history, read_base_snapshot, read_range_changes
 from patchkit.lint.inputs import Confinement, LintInput, read_lint_input
 from patchkit.lint.rules import RULES
 from patchkit.registry import find_locations, find_project_config
@@ -71,7 +72,6 @@ def run_lint(request: LintRequest) -> LintReport:
     registry_changed = None
     if request.base is not None:
         # git is only needed here
-        from patchkit.lint.history import check_history, check_site_history, read_base_snapshot, read_range_changes
 
         changes = read_range_changes(request.base, lint_input.patches_dir, lint_input.waivers_dir)
         pull_request = _pull_request(request.pr)

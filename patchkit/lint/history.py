@@ -49,7 +49,7 @@ def read_range_changes(rev: str, patches_dir: Path, waivers_dir: Path) -> RangeC
         raise BadInputError(
             f"--base {rev!r} is not a revision", hint="pass a branch, tag or commit, e.g. origin/main"
         )
-    import git  # ~140 ms; only history mode pays for it
+    import git  # lazy: gitpython (~140 ms; only history mode pays for it)
 
     repo = _open_repository(start)
     root = Path(str(repo.working_tree_dir)).resolve()
@@ -85,7 +85,7 @@ def read_range_changes(rev: str, patches_dir: Path, waivers_dir: Path) -> RangeC
 
 
 def _open_repository(start: Path) -> git.Repo:
-    import git  # ~140 ms; only history mode pays for it
+    import git  # lazy: gitpython (~140 ms; only history mode pays for it)
 
     # A waiver-only repository has no patches folder: look from the nearest folder that exists.
     while not start.exists() and start != start.parent:
@@ -124,7 +124,7 @@ class BaseSnapshot:
 
 def read_base_snapshot(changes: RangeChanges, lint_input: LintInput, config: ScanConfig) -> BaseSnapshot:
     """Scan the merge base's files (the same globs as the work tree) and read its waivers, through git."""
-    from git.objects import Blob
+    from git.objects import Blob  # lazy: gitpython
 
     repo = _open_repository(changes.root)
     commit = repo.commit(changes.merge_base)

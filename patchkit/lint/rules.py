@@ -74,7 +74,7 @@ def check_diff_excludes(lint_input: LintInput) -> Iterator[Finding]:
     vendored = [spec for spec in lint_input.specs if not spec.pending]
     if not vendored:
         return
-    from patchkit.diffs import parse_diff  # imports unidiff: only now
+    from patchkit.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
     from patchkit.filtering import filter_diff, match_exclude
     from patchkit.hunks import paths_of
 
@@ -311,7 +311,7 @@ def _excluded_files(spec: PatchSpec, pattern: str) -> list[str]:
     """The files of the vendored diff an exclude matches; none when the diff is pending or unreadable."""
     if spec.pending:
         return []
-    from patchkit.diffs import parse_diff  # imports unidiff: only now
+    from patchkit.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
     from patchkit.filtering import match_exclude
     from patchkit.hunks import paths_of
 

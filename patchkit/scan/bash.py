@@ -41,7 +41,7 @@ _STATEMENT_PARENTS = frozenset(
 @functools.lru_cache(maxsize=1)
 def _parser() -> Parser:
     try:
-        import tree_sitter_bash  # the lint boundary: a compiled grammar, never loaded by apply/status/revert
+        import tree_sitter_bash  # lazy: lint (a compiled grammar, never loaded by apply/status/revert)
         from tree_sitter import Language, Parser
     except ImportError as exc:
         raise ScanUnavailableError(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import json
 import os
 import re
 import stat
@@ -96,7 +97,7 @@ def locked(
             if needs_recovery(root):
                 if shared:  # flock converts the shared lock in place
                     _acquire(fd, path, timeout, False, on_wait)
-                from patchkit.workspace.recovery import recover  # deferred: only a journal needs it
+                from patchkit.workspace.recovery import recover  # lazy: the write stage (only a journal needs it)
 
                 recovery = recover(root)  # first: a refused journal means nothing at all is written
             if not shared:
@@ -142,7 +143,6 @@ def recover_pending(root: Root, timeout: float, on_wait: WaitHook | None = None)
 
 def pending_label(root: Root) -> str:
     """What the interrupted transaction on root was doing, for a message ("transaction" if unknown)."""
-    import json
 
     try:
         data = read_state(root, JOURNAL_NAME).data or b""
@@ -256,7 +256,7 @@ def _ensure_gitignore(root: Root) -> None:
     if state_fd is not None:
         try:
             if not _present(state_fd, GITIGNORE_NAME):  # every write but the first: nothing to do
-                from patchkit.workspace.commit import ensure_gitignore  # deferred: the writing code
+                from patchkit.workspace.commit import ensure_gitignore  # lazy: the write stage
                 from patchkit.workspace.folders import Roots
 
                 ensure_gitignore(Roots(root.path, root.fd, state_fd))
