@@ -1,7 +1,7 @@
 """Exit codes and the one error hierarchy.
 
 Every failure patchkit raises is a PatchkitError; each subclass owns its exit code. Core code raises, only the
-CLI turns an error into a message and an exit code (see cli.py), so a bad input never prints a traceback. Any
+CLI turns an error into a message and an exit code (see cli/main.py), so a bad input never prints a traceback. Any
 other exception that reaches the CLI is a bug: exit INTERNAL (10), never the code for "refused".
 """
 

@@ -49,7 +49,7 @@ if sys.version_info < (3, 10):
 # Nothing to write: zipimport never caches bytecode, and this keeps any other import from trying either.
 sys.dont_write_bytecode = True
 
-from patchkit.cli import entry  # noqa: E402
+from patchkit.cli.main import entry  # noqa: E402
 
 entry()
 '''
@@ -118,7 +118,7 @@ def _distribution_files(dist: metadata.Distribution) -> list[tuple[str, bytes]]:
 
 def _check_requirements() -> None:
     """Every distribution patchkit needs, transitively, is vendored (markers aside: 3.10 needs tomli)."""
-    from patchkit.tomlcompat import tomllib
+    from patchkit.input.tomlcompat import tomllib
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
     wanted = {_requirement_name(r) for r in project["dependencies"]}
@@ -178,5 +178,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))  # patchkit.tomlcompat, from this checkout
+    sys.path.insert(0, str(REPO))  # patchkit.input.tomlcompat, from this checkout
     sys.exit(main())

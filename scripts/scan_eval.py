@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from patchkit.scan import ScanConfig, scan_tree  # noqa: E402
-from patchkit.tomlcompat import tomllib  # noqa: E402
+from patchkit.input.tomlcompat import tomllib  # noqa: E402
 
 CORPUS = REPO / "fixtures" / "scan-corpus"
 

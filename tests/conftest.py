@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from patchkit.cli import main
+from patchkit.cli.main import main
 
 # A file in a tree spec: bytes (mode 644), (bytes, executable), or None (absent).
 FileSpec = bytes | tuple[bytes, bool] | None

@@ -13,13 +13,13 @@ from typing import Any
 
 from click.testing import CliRunner
 
-from patchkit.cli import main
-from patchkit.commands import lint as lint_command
+from patchkit.cli.commands import lint as lint_command
+from patchkit.cli.main import main
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures" / "lint"
 
-# Until cli.py lists `lint` in _register() (test_cli_registers_lint checks it), register it here so the
+# Until cli/main.py lists `lint` in _register() (test_cli_registers_lint checks it), register it here so the
 # scenarios still run through the real group and its PatchkitError -> exit code boundary.
 if "lint" not in main.commands:
     main.add_command(lint_command.command)

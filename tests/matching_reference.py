@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from patchkit.hunks import Hunk
-from patchkit.matching import (
+from patchkit.diff.hunks import Hunk
+from patchkit.judge.matching import (
     MAX_READINGS,
     FileLines,
     Located,

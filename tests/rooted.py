@@ -8,13 +8,13 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchkit import tree
-from patchkit.tree import Snapshot, open_root
+from patchkit.input import tree
+from patchkit.input.tree import Snapshot, open_root
 
 if TYPE_CHECKING:
-    from patchkit.hunkset import HunkSet
-    from patchkit.plan import FileChange
-    from patchkit.treestate import TreeState
+    from patchkit.diff.hunkset import HunkSet
+    from patchkit.judge.treestate import TreeState
+    from patchkit.plan.plan import FileChange
     from patchkit.workspace.recovery import Recovery
 
 
@@ -29,7 +29,7 @@ def read_all(root: Path, paths: Iterable[str]) -> dict[str, Snapshot]:
 
 
 def scan_tree(root: Path, hunk_set: HunkSet) -> TreeState:
-    from patchkit import state
+    from patchkit.judge import state
 
     with open_root(root) as handle:
         return state.scan_tree(handle, hunk_set)
@@ -58,7 +58,7 @@ def locked(root: Path, timeout: float, **kwargs: Any) -> Iterator[Recovery | Non
 
 
 def restart_outcomes(specs: Sequence[Any], root: Path, action: Any, options: Any) -> tuple[Any, Any]:
-    from patchkit import actions
+    from patchkit.run import actions
 
     with open_root(root) as handle:
         return actions.restart_outcomes(specs, handle, action, options)

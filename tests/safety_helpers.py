@@ -167,7 +167,7 @@ def warm_up(workdir: Path) -> None:
 
 def run_here(args: Sequence[str]) -> int:
     """Run the CLI in this process, output discarded; the exit code."""
-    from patchkit.cli import run
+    from patchkit.cli.main import run
 
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         return run(list(args))
@@ -243,7 +243,7 @@ def start_forked(
                 os.read(gate[0], 1)
             if before is not None:
                 before()
-            from patchkit.cli import run
+            from patchkit.cli.main import run
 
             code = run(list(args))
         except BaseException as exc:

@@ -39,7 +39,7 @@ needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creat
 STATE = ".patchkit"
 GiB = 1 << 30
 MiB = 1 << 20
-FILE_BOUND = 64 * MiB  # patchkit.limits.MAX_TREE_FILE_BYTES, restated: an oracle does not import what it checks
+FILE_BOUND = 64 * MiB  # patchkit.input.limits.MAX_TREE_FILE_BYTES, restated: an oracle does not import what it checks
 
 SOURCE = b"".join(b"v%d = %d\n" % (i, i) for i in range(1, 15)) + b"VALUE = 'old'\n"
 PATCHED = SOURCE.replace(b"VALUE = 'old'", b"VALUE = 'new'")
@@ -70,7 +70,7 @@ def run_capped(args: Sequence[str], env: dict[str, str] | None = None, *, headro
                         if line.startswith("VmSize:"))
             resource.setrlimit(resource.RLIMIT_AS, (size + headroom, size + headroom))
             signal.alarm(alarm)
-            from patchkit.cli import run
+            from patchkit.cli.main import run
 
             code = run(list(args))
         except BaseException as exc:
@@ -193,7 +193,7 @@ def test_the_files_one_command_reads_are_bounded_together(
 ) -> None:
     # The total bound is 1 GiB; lowered here to 1 MiB (in the forked child too), so two files of 700 KiB pass
     # the per-file bound and cross the total one.
-    import patchkit.tree
+    import patchkit.input.tree
 
     before = {f"engine/m{i}.py": (SOURCE + b"# pad\n" * (700 * 1024 // 6), 0o644) for i in range(2)}
     after = {p: (data.replace(b"'old'", b"'new'"), mode) for p, (data, mode) in before.items()}
@@ -204,7 +204,7 @@ def test_the_files_one_command_reads_are_bounded_together(
     chown_tree(root, *user)
     args = ["two", "--root", str(root), "--patches", str(patches)]
     assert run_capped(["status", *args]).code == 3
-    monkeypatch.setattr(patchkit.tree, "MAX_TREE_READ_BYTES", MiB)
+    monkeypatch.setattr(patchkit.input.tree, "MAX_TREE_READ_BYTES", MiB)
     run = run_capped(["status", *args])
     assert run.code == 2 and "add up to more than 1048576 bytes" in run.err and "engine/m1.py" in run.err, run.err
 

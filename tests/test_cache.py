@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from patchkit import cache
-from patchkit.diffs import parse_diff
+from patchkit.diff import cache
+from patchkit.diff.diffs import parse_diff
+from patchkit.diff.hunks import FilePatch
 from patchkit.errors import DiffError
-from patchkit.hunks import FilePatch
 
 DIFF = b"""diff --git a/atom/model_ops/layout.py b/atom/model_ops/layout.py
 index 3b18e51..a9c1f03 100644

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.cli import COMMAND_MODULES, command_name, main
+from patchkit.cli.main import COMMAND_MODULES, command_name, main
 from tests.conftest import Registry, cli, git_diff, write_tree
 
 README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")

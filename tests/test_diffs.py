@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.diffs import parse_diff
+from patchkit.diff.diffs import parse_diff
+from patchkit.diff.filtering import filter_diff, match_exclude
+from patchkit.diff.hunks import FileOp
 from patchkit.errors import DiffError, ManifestError, UnsafePathError
-from patchkit.filtering import filter_diff, match_exclude
-from patchkit.hunks import FileOp
-from patchkit.manifest import Exclude
+from patchkit.input.manifest import Exclude
 from tests.conftest import git_diff
 
 SIMPLE = b"""diff --git a/x.py b/x.py

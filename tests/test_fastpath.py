@@ -1,4 +1,4 @@
-"""The restart fast path (patchkit.fastpath): `apply` on a tree patchkit applied answers from the record.
+"""The restart fast path (patchkit.run.fastpath): `apply` on a tree patchkit applied answers from the record.
 
 Every test drives the real CLI on a real tree with a diff made by real git, and compares the answer with the
 full judgement's (PATCHKIT_NO_FASTPATH=1) on the same tree: the fast path may only ever skip work, never
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.fastpath import BLOCK
+from patchkit.run.fastpath import BLOCK
 from tests.conftest import CliResult, FileSpec, Registry, cli, git, git_diff, read_tree, write_tree
 
 PID = "fast-pr1"
@@ -405,7 +405,7 @@ def test_the_program_prints_the_same_bytes_for_a_series_on_both_paths(series: Pa
 FINGERPRINT_PROBE = """
 import importlib.util, sys
 sys.path.insert(0, sys.argv[1])
-from patchkit.fastpath import code_fingerprint
+from patchkit.run.fastpath import code_fingerprint
 assert importlib.util.find_spec("patchkit").origin.startswith(sys.argv[1]), "not the copy"
 print(code_fingerprint())
 """
@@ -425,7 +425,7 @@ def test_the_seal_covers_every_module_of_the_package_wherever_it_lives(tmp_path:
         return done.stdout.strip()
 
     seen = {fingerprint()}
-    for module in ("patchkit.state", "patchkit.workspace.commit", "patchkit.outcome"):
+    for module in ("patchkit.judge.state", "patchkit.workspace.commit", "patchkit.outcome"):
         spec = importlib.util.find_spec(module)  # this checkout's file: the same place in the copy
         assert spec is not None and spec.origin is not None
         changed = copy / Path(spec.origin).relative_to(source.parent)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.manifest import load_manifest
-from patchkit.mbox import count_mbox_commits
+from patchkit.diff.mbox import count_mbox_commits
+from patchkit.input.manifest import load_manifest
 from tests.conftest import Registry, cli, git, read_tree, write_tree
 
 

@@ -23,14 +23,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from patchkit.diffs import parse_diff
+from patchkit.diff.diffs import parse_diff
+from patchkit.diff.filtering import filter_diff
 from patchkit.errors import ExitCode, PatchkitError
-from patchkit.filtering import filter_diff
-from patchkit.limits import MAX_PATH_BYTES, MAX_PATH_DEPTH
-from patchkit.manifest import Exclude, load_manifest
-from patchkit.paths import reserved_name
-from patchkit.plan import plan_changes
-from patchkit.tree import split_relative
+from patchkit.input.limits import MAX_PATH_BYTES, MAX_PATH_DEPTH
+from patchkit.input.manifest import Exclude, load_manifest
+from patchkit.input.paths import reserved_name
+from patchkit.input.tree import split_relative
+from patchkit.plan.plan import plan_changes
 from tests.conftest import git_diff
 from tests.rooted import scan_tree
 from tests.safety_helpers import AFTER, BEFORE, exec_bits, run_forked, warm_up, write_files

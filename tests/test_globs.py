@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from patchkit.errors import ManifestError
-from patchkit.globs import match_glob, parse_glob
+from patchkit.input.globs import match_glob, parse_glob
 
 
 def reference(pattern: str) -> re.Pattern[str]:

@@ -277,7 +277,7 @@ def test_the_command_gets_the_containers_environment_unchanged(setup: Setup) -> 
 
 
 def test_the_hook_docs_name_every_environment_variable_and_exit_code() -> None:
-    from patchkit.commands.apply import command
+    from patchkit.cli.commands.apply import command
 
     docs = (REPO / "docs" / "hook.md").read_text(encoding="utf-8")
     envvars = {p.envvar for p in command.params if isinstance(p, click.Option) and isinstance(p.envvar, str)}

@@ -331,7 +331,7 @@ def test_read_snapshot_catches_a_swap_between_check_and_open(
                 target.write_bytes(b"x = 1\n")  # same content, another inode
         return result
 
-    monkeypatch.setattr("patchkit.tree.os.stat", stat_then_swap)
+    monkeypatch.setattr("patchkit.input.tree.os.stat", stat_then_swap)
     with pytest.raises(UnsafePathError, match=message):
         read_snapshot(root, "engine/x.py")
 
@@ -380,7 +380,7 @@ def test_the_depth_bound_is_exact_and_the_deepest_legal_file_round_trips(tmp_pat
 
 def test_the_longest_legal_name_and_path_are_accepted(tmp_path: Path) -> None:
     """Bounds refuse only what Linux itself cannot hold: a 255-byte name and a 4096-byte path parse."""
-    from patchkit.diffs import parse_diff
+    from patchkit.diff.diffs import parse_diff
 
     name = "n" * 255
     path = "/".join(["p" * 254] * 16) + "/" + "q" * (4096 - 255 * 16)

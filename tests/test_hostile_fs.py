@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import WriteFailedError
-from patchkit.plan import FileChange
-from patchkit.tree import Snapshot
+from patchkit.input.tree import Snapshot
+from patchkit.plan.plan import FileChange
 from patchkit.workspace.disk import Disk
 from patchkit.workspace.lock import LockHolder
 from patchkit.workspace.names import TEMP_NAME

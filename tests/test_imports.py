@@ -33,46 +33,7 @@ VOCABULARY = {"patchkit", "patchkit.errors", "patchkit.outcome", "patchkit.displ
 ENTRY_POINTS = {"patchkit.__main__": "cli"}  # `python -m patchkit` needs it at the top
 
 # FLAT_STAGES: the flat layout's table (a module or a package, and everything under it). The relayout empties it.
-FLAT_STAGES: dict[str, str] = {
-    "patchkit.manifest": "input",
-    "patchkit.registry": "input",
-    "patchkit.limits": "input",
-    "patchkit.paths": "input",
-    "patchkit.globs": "input",
-    "patchkit.glob_automaton": "input",
-    "patchkit.tomlcompat": "input",
-    "patchkit.tree": "input",
-    "patchkit.environment": "input",
-    "patchkit.diffs": "diff",
-    "patchkit.hunks": "diff",
-    "patchkit.filtering": "diff",
-    "patchkit.hunkset": "diff",
-    "patchkit.mbox": "diff",
-    "patchkit.cache": "diff",
-    "patchkit.matching": "judge",
-    "patchkit.verdicts": "judge",
-    "patchkit.rewrite": "judge",
-    "patchkit.treestate": "judge",
-    "patchkit.state": "judge",
-    "patchkit.plan": "plan",
-    "patchkit.bytecode": "plan",
-    "patchkit.interrupts": "workspace",
-    "patchkit.actions": "run",
-    "patchkit.series": "run",
-    "patchkit.fastpath": "run",
-    "patchkit.provenance": "run",
-    "patchkit.records": "run",
-    "patchkit.progress": "run",
-    "patchkit.vendor": "tooling",
-    "patchkit.forge": "tooling",
-    "patchkit.scaffold": "tooling",
-    "patchkit.demo": "tooling",
-    "patchkit.port": "tooling",
-    "patchkit.report": "speak",
-    "patchkit.console": "speak",
-    "patchkit.cli": "cli",
-    "patchkit.commands": "cli",
-}
+FLAT_STAGES: dict[str, str] = {}
 # FLAT_STAGES end
 
 

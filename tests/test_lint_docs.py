@@ -41,7 +41,7 @@ def test_help_lists_every_option() -> None:
 
 
 def test_cli_registers_lint() -> None:
-    # A fresh interpreter: the test helpers register the command themselves until cli.py does.
+    # A fresh interpreter: the test helpers register the command themselves until cli/main.py does.
     result = subprocess.run(
         [sys.executable, "-m", "patchkit", "lint", "--help"], capture_output=True, text=True, cwd=REPO
     )

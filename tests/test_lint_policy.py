@@ -172,7 +172,7 @@ def test_a_local_patch_must_say_it_is_local(clean: Path) -> None:
 
 def _spec_without(manifest: Path, *prefixes: str) -> tuple[object, ...]:
     """The manifest loaded with the keys this version's loader does not know yet left out."""
-    from patchkit.manifest import load_manifest
+    from patchkit.input.manifest import load_manifest
 
     original = manifest.read_text()
     manifest.write_text("".join(line for line in original.splitlines(True) if not line.startswith(prefixes)))

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.input.manifest import Upstream
 from patchkit.lint.rules import cites_upstream
-from patchkit.manifest import Upstream
 from tests.lint_helpers import copy_scenario, findings, isolate_env, lint_scenario
 
 ATOM = Upstream("ROCm/ATOM", 2106, "https://github.com/ROCm/ATOM/pull/2106", None)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import ManifestError, PendingPatchError, RegistryError
-from patchkit.manifest import load_manifest
-from patchkit.registry import find_locations, resolve_patch
+from patchkit.input.manifest import load_manifest
+from patchkit.input.registry import find_locations, resolve_patch
 from tests.conftest import cli
 
 GOOD = """\

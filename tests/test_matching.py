@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from patchkit.hunks import Hunk
-from patchkit.matching import FileLines, locate, read_file, simulate_git, split_lines
+from patchkit.diff.hunks import Hunk
+from patchkit.judge.matching import FileLines, locate, read_file, simulate_git, split_lines
 from patchkit.outcome import HunkState
 
 

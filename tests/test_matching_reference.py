@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from patchkit import matching
-from patchkit.hunks import Hunk
-from patchkit.matching import FileLines, Reading
+from patchkit.diff.hunks import Hunk
+from patchkit.judge import matching
+from patchkit.judge.matching import FileLines, Reading
 from tests import matching_reference as reference
 
 EXAMPLES = int(os.environ.get("PATCHKIT_MATCHING_EXAMPLES", "400"))

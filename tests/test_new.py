@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from patchkit.manifest import load_manifest
-from patchkit.scaffold import read_template
+from patchkit.input.manifest import load_manifest
+from patchkit.tooling.scaffold import read_template
 from tests.conftest import cli, git, git_diff, write_tree
 
 

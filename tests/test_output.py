@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.cli import COMMAND_MODULES, command_name
+from patchkit.cli.main import COMMAND_MODULES, command_name
 from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
 from tests.output_helpers import REPO, cli_env, command, run_into_closed_pipe, run_plain
 from tests.schema_check import SCHEMA, check, errors_of
@@ -155,11 +155,11 @@ def test_json_docs_and_readme_name_the_schema_keys() -> None:
 
 FAULT = """
 import sys
-import patchkit.state
+import patchkit.judge.state
 def scan_tree(*args, **kwargs):
     raise RuntimeError("the state scan broke")
-patchkit.state.scan_tree = scan_tree
-from patchkit.cli import main
+patchkit.judge.state.scan_tree = scan_tree
+from patchkit.cli.main import main
 main(prog_name="patchkit")
 """
 

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from patchkit.diffs import parse_diff
+from patchkit.diff.diffs import parse_diff
+from patchkit.diff.filtering import filter_diff
 from patchkit.errors import ExitCode, InternalError, RefusedError
-from patchkit.filtering import filter_diff
+from patchkit.judge.rewrite import with_exec
 from patchkit.outcome import PatchState
-from patchkit.plan import plan_changes
-from patchkit.rewrite import with_exec
+from patchkit.plan.plan import plan_changes
 from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
 from tests.rooted import scan_tree
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from patchkit.outcome import Relation
-from patchkit.provenance import compare_head
+from patchkit.run.provenance import compare_head
 from tests.conftest import FileSpec, cli, copy_tree, git, git_diff, read_tree, write_tree
 from tests.provenance_helpers import (
     BASE,
@@ -345,7 +345,7 @@ def test_status_on_a_plain_tree_does_not_import_gitpython(tmp_path: Path, patche
     )
     assert done.returncode == 3, done.stderr[-2000:]
     modules = {line.rsplit("|", 1)[-1].strip() for line in done.stderr.splitlines() if "|" in line}
-    assert "patchkit.provenance" in modules
+    assert "patchkit.run.provenance" in modules
     assert not {"git", "tomlkit", "urllib.request"} & modules
 
 

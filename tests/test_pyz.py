@@ -68,7 +68,7 @@ def test_two_builds_are_byte_identical_and_hold_no_bytecode(tmp_path: Path, pyz:
     assert names == sorted(names)
     assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
     assert not [n for n in names if n.endswith((".pyc", ".so")) or "__pycache__" in n]
-    assert "__main__.py" in names and "patchkit/cli.py" in names and "patchkit/py.typed" in names
+    assert "__main__.py" in names and "patchkit/cli/main.py" in names and "patchkit/py.typed" in names
     for top in ("click/", "unidiff/", "tomlkit/", "tomli/", "git/", "gitdb/", "smmap/"):
         assert any(n.startswith(top) for n in names), top
     assert [n for n in names if n.startswith("patchkit/data/demo/")] == sorted(
@@ -99,7 +99,7 @@ def test_its_own_copies_win_over_site_packages_and_version_stays_lazy(tmp_path: 
     assert done.stdout.splitlines()[2] == f"installed in {pyz}/patchkit"  # --version says which patchkit ran
     imported = dict(re.findall(r"^import '([\w.]+)' # (.*)$", done.stderr, re.MULTILINE))
     ours = {m: where for m, where in imported.items() if m.split(".")[0] in ("patchkit", "click")}
-    assert "patchkit.cli" in ours and "click.core" in ours
+    assert "patchkit.cli.main" in ours and "click.core" in ours
     assert {m: w for m, w in ours.items() if f'"{pyz}' not in w} == {}  # every one from the archive
     assert not [m for m in imported if m.split(".")[0] in ("unidiff", "git", "gitdb", "tomlkit")]
 

@@ -12,8 +12,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from patchkit.input.tomlcompat import tomllib
 from patchkit.scan.sites import SiteKind
-from patchkit.tomlcompat import tomllib
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "fixtures" / "scan-corpus"

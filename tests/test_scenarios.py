@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from patchkit.tomlcompat import tomllib
+from patchkit.input.tomlcompat import tomllib
 from tests.conftest import Registry, cli, copy_tree, git, read_tree
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "fixtures" / "scenarios"

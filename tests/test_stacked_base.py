@@ -6,7 +6,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from patchkit.manifest import load_manifest
+from patchkit.input.manifest import load_manifest
 from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
 
 

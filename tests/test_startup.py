@@ -12,12 +12,12 @@ from pathlib import Path
 import click
 import pytest
 
-from patchkit import cli as cli_module
+from patchkit.cli import main as cli_module
 from tests.conftest import Registry, cli, git_diff, write_tree
 
 PROBE = """
 import json, sys
-from patchkit.cli import run
+from patchkit.cli.main import run
 run(["--version"])
 print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] in ("patchkit", "unidiff", "git"))))
 """
@@ -31,7 +31,7 @@ def with_packages(modules: tuple[str, ...]) -> list[str]:
 def test_version_imports_only_the_cli() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.splitlines()[-1])
-    only = ("patchkit.cli", "patchkit.console", "patchkit.display", "patchkit.errors")
+    only = ("patchkit.cli.main", "patchkit.speak.console", "patchkit.display", "patchkit.errors")
     assert loaded == with_packages(only)
 
 
@@ -54,10 +54,10 @@ def test_unknown_command_is_still_a_usage_error() -> None:
 # vendor needs. An eager import put back anywhere on their way (a module level import of one of these) fails these
 # tests. Everything else loads at the top of its module (the fast path, json, difflib, shlex, the glob automaton).
 NEVER_FOR_STATUS = (
-    "patchkit.bytecode",
-    "patchkit.series",  # only --all (the CLI's boundary)
-    "patchkit.diffs",
-    "patchkit.plan",
+    "patchkit.plan.bytecode",
+    "patchkit.run.series",  # only --all (the CLI's boundary)
+    "patchkit.diff.diffs",
+    "patchkit.plan.plan",
     "patchkit.workspace.commit",
     "patchkit.workspace.disk",
     "patchkit.workspace.folders",
@@ -72,23 +72,23 @@ NEVER_FOR_STATUS = (
     "secrets",
     "traceback",  # only a bug's report (the CLI's boundary)
 )
-# A restart answered from the records (patchkit.fastpath) does not parse either: no filtering, no parse cache; and
+# A restart answered from the records (patchkit.run.fastpath) does not parse either: no filtering, no parse cache; and
 # it judges nothing: its Outcome and report are made of light records (patchkit.outcome, treestate, hunkset), so
 # none of the judging modules loads (they do once the fast path declines).
 NEVER_FOR_RESTART = (
     *NEVER_FOR_STATUS,
-    "patchkit.filtering",
-    "patchkit.cache",
-    "patchkit.state",
-    "patchkit.matching",
-    "patchkit.verdicts",
-    "patchkit.rewrite",
-    "patchkit.hunks",  # its answer holds an empty patchkit.hunkset.HunkSet, no hunk
+    "patchkit.diff.filtering",
+    "patchkit.diff.cache",
+    "patchkit.judge.state",
+    "patchkit.judge.matching",
+    "patchkit.judge.verdicts",
+    "patchkit.judge.rewrite",
+    "patchkit.diff.hunks",  # its answer holds an empty patchkit.diff.hunkset.HunkSet, no hunk
 )
 
 RUN_PROBE = """
 import sys
-from patchkit.cli import run
+from patchkit.cli.main import run
 code = run(sys.argv[1:])
 loaded = sorted(sys.modules)  # before the probe's own json import
 import json
@@ -125,7 +125,7 @@ def test_status_loads_only_what_it_uses(small_patch: tuple[Path, Path]) -> None:
     code, loaded, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", patches)
     assert code == 3, err
     assert not loaded & set(NEVER_FOR_STATUS), sorted(loaded & set(NEVER_FOR_STATUS))
-    assert {"patchkit.state", "patchkit.workspace.lock", "patchkit.report"} <= loaded  # it judged and spoke
+    assert {"patchkit.judge.state", "patchkit.workspace.lock", "patchkit.speak.report"} <= loaded  # it judged and spoke
     assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
     code, loaded, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", patches)
     assert code == 0, err  # applied, with its record read
@@ -137,9 +137,9 @@ def test_a_first_apply_declines_the_fast_path_before_reading_any_diff(
 ) -> None:
     """No record under .patchkit: the fast path declines at once, without reading (and hashing) the diff or
     taking the lock; with a record there, it reads the diff as before."""
-    from patchkit.actions import Options
-    from patchkit.manifest import PatchSpec, load_manifest
+    from patchkit.input.manifest import PatchSpec, load_manifest
     from patchkit.outcome import Action
+    from patchkit.run.actions import Options
     from tests.rooted import restart_outcomes
 
     engine, patches = small_patch
@@ -167,7 +167,7 @@ def test_a_restart_loads_neither_the_parser_nor_the_write_stage(
         "apply", *which, "--root", engine, "--patches", patches, env={"PATCHKIT_DEBUG_FASTPATH": "1"}
     )
     assert code == 0 and "fast path used" in err, err
-    forbidden = loaded & set(NEVER_FOR_RESTART) - ({"patchkit.series"} if which == ["--all"] else set())
+    forbidden = loaded & set(NEVER_FOR_RESTART) - ({"patchkit.run.series"} if which == ["--all"] else set())
     assert not forbidden, sorted(forbidden)
 
 
@@ -193,7 +193,7 @@ def test_the_program_collects_cycles_rarely_and_embedders_keep_their_settings() 
     """cli.entry raises the collector's first threshold for the program's run only; `run` (in-process) leaves it."""
     probe = (
         "import gc, sys\n"
-        "from patchkit import cli\n"
+        "from patchkit.cli import main as cli\n"
         "default = gc.get_threshold()\n"
         "cli.run(['--version'])\n"
         "assert gc.get_threshold() == default, gc.get_threshold()\n"

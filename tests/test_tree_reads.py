@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from patchkit.errors import PatchkitError
-from patchkit.tree import Snapshot
+from patchkit.input.tree import Snapshot
 from tests.rooted import read_all, read_snapshot
 
 

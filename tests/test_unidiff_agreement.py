@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from unidiff import PatchSet
 
-from patchkit.diffs import parse_diff
+from patchkit.diff.diffs import parse_diff
 from tests.conftest import FileSpec, git_diff
 
 

@@ -146,7 +146,7 @@ def run_as_that_user(case: Case, user: tuple[int, int], args: list[str]) -> None
     pyproject.toml the registry lookup would read). The parse cache is turned off: it lives in the test
     session's private temp folder.
     """
-    from patchkit.fastpath import code_fingerprint
+    from patchkit.run.fastpath import code_fingerprint
 
     code_fingerprint()  # cached in this process: the child reuses it instead of reading the checkout's sources
 
@@ -260,7 +260,7 @@ def test_a_user_who_cannot_reach_the_root_gets_a_clear_error(case: Case, user: t
         import contextlib
         import io
 
-        from patchkit.cli import run
+        from patchkit.cli.main import run
 
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from patchkit.errors import BadInputError
-from patchkit.manifest import load_manifest
-from patchkit.vendor import check_url, fetch_url, update_manifest
+from patchkit.input.manifest import load_manifest
+from patchkit.tooling.vendor import check_url, fetch_url, update_manifest
 from tests.conftest import cli, git, git_diff, read_tree, write_tree
 from tests.provenance_helpers import (
     BASE,

@@ -19,8 +19,8 @@ from patchkit.errors import (
     UnsafePathError,
     WriteFailedError,
 )
-from patchkit.plan import FileChange
-from patchkit.tree import Snapshot
+from patchkit.input.tree import Snapshot
+from patchkit.plan.plan import FileChange
 from patchkit.workspace.disk import Disk
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 from patchkit.workspace.recovery import Direction

@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchkit.errors import BadInputError
+from patchkit.input.registry import find_locations, find_project_config
 from patchkit.lint.baseline import read_baseline, write_baseline
 from patchkit.lint.ci import PullRequest, find_pull_request
 from patchkit.lint.coverage import Cover, SiteCover, cover_site
@@ -22,7 +23,6 @@ from patchkit.lint.findings import Finding, Rule, Severity
 from patchkit.lint.history import check_history, check_site_history, read_base_snapshot, read_range_changes
 from patchkit.lint.inputs import Confinement, LintInput, read_lint_input
 from patchkit.lint.rules import RULES
-from patchkit.registry import find_locations, find_project_config
 from patchkit.scan import ScanConfig, scan_tree
 from patchkit.scan.config import read_scan_config
 

@@ -15,11 +15,11 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInputError
+from patchkit.input.manifest import MANIFEST_NAME, line_of_key
 from patchkit.lint.ci import PullRequest
 from patchkit.lint.coverage import Cover, cover_site, names_file, project_relative, waivers_naming
 from patchkit.lint.findings import Finding, Rule
 from patchkit.lint.inputs import PENDING_NAME, WAIVER_NAME, LintInput, WaiverFile
-from patchkit.manifest import MANIFEST_NAME, line_of_key
 from patchkit.scan import PatchSite, ScanConfig, scan_files
 from patchkit.scan.sources import select_paths
 

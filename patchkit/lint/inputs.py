@@ -9,13 +9,13 @@ from enum import Enum
 from pathlib import Path
 
 from patchkit.errors import ManifestError, RegistryError, UnsafePathError
-from patchkit.limits import MAX_MANIFEST_BYTES
+from patchkit.input.limits import MAX_MANIFEST_BYTES
+from patchkit.input.manifest import MANIFEST_NAME, PatchSpec, load_manifest
+from patchkit.input.tomlcompat import tomllib
 from patchkit.lint.findings import split_where
 from patchkit.lint.waivers import WaiverDoc, parse_waiver
-from patchkit.manifest import MANIFEST_NAME, PatchSpec, load_manifest
 from patchkit.scan import PatchSite, ScanProblem
 from patchkit.scan.sources import read_capped
-from patchkit.tomlcompat import tomllib
 
 MAX_WAIVER_BYTES = 4 << 20  # a waiver is a page of markdown; the scan reads scripts up to the same size
 

@@ -11,11 +11,11 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from patchkit.errors import PatchkitError
+from patchkit.input.manifest import PatchSpec, Upstream, line_of_key
 from patchkit.lint.coverage import Cover, cover_site, waivers_naming
 from patchkit.lint.findings import Finding, Rule, split_where
 from patchkit.lint.inputs import PENDING_NAME, LintInput, WaiverFile, WaiverKind
 from patchkit.lint.waivers import Topic, WaiverDoc
-from patchkit.manifest import PatchSpec, Upstream, line_of_key
 
 RuleCheck = Callable[[LintInput], Iterator[Finding]]
 
@@ -74,9 +74,9 @@ def check_diff_excludes(lint_input: LintInput) -> Iterator[Finding]:
     vendored = [spec for spec in lint_input.specs if not spec.pending]
     if not vendored:
         return
-    from patchkit.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
-    from patchkit.filtering import filter_diff, match_exclude
-    from patchkit.hunks import paths_of
+    from patchkit.diff.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
+    from patchkit.diff.filtering import filter_diff, match_exclude
+    from patchkit.diff.hunks import paths_of
 
     for spec in vendored:
         try:
@@ -311,9 +311,9 @@ def _excluded_files(spec: PatchSpec, pattern: str) -> list[str]:
     """The files of the vendored diff an exclude matches; none when the diff is pending or unreadable."""
     if spec.pending:
         return []
-    from patchkit.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
-    from patchkit.filtering import match_exclude
-    from patchkit.hunks import paths_of
+    from patchkit.diff.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
+    from patchkit.diff.filtering import match_exclude
+    from patchkit.diff.hunks import paths_of
 
     try:
         diff = parse_diff(spec.read_diff(), spec.strip, str(spec.diff_path))

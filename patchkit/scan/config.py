@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from patchkit.errors import RegistryError
-from patchkit.registry import ProjectConfig, project_path
+from patchkit.input.registry import ProjectConfig, project_path
 from patchkit.scan.sites import SiteKind
 
 DEFAULT_INCLUDE = (

@@ -3,7 +3,7 @@
 `commit_changes`, under the root's exclusive lock and with SIGINT/SIGTERM held:
 
 1. re-reads every file the plan was made from: each must be as planned, a regular file, with one link if it
-   is to be replaced (a stale bytecode cache is not read: patchkit.bytecode);
+   is to be replaced (a stale bytecode cache is not read: patchkit.plan.bytecode);
 2. checks free space and inodes on every filesystem it will write (statvfs, with a margin);
 3. writes the journal (journal.py) atomically and durably;
 4. for each path: links the original to a random `.patchkit-<hex>.orig` name in its folder (so a rollback
@@ -42,8 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
-from patchkit.interrupts import interrupt_pending, signals_held
-from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative
+from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
     Roots,
@@ -54,6 +53,7 @@ from patchkit.workspace.folders import (
     open_roots,
     read,
 )
+from patchkit.workspace.interrupts import interrupt_pending, signals_held
 from patchkit.workspace.journal import (
     Area,
     Entry,
@@ -68,7 +68,7 @@ from patchkit.workspace.recovery import HeldFolders, finish, roll_back
 from patchkit.workspace.trust import JOURNAL_MODE, STATE_FILE_MODE, read_state_at
 
 if TYPE_CHECKING:
-    from patchkit.plan import FileChange  # only its fields are read: the workspace does not depend on the plan
+    from patchkit.plan.plan import FileChange  # only its fields are read: the workspace does not depend on the plan
 
 _NO_STATE_FILES: Mapping[str, bytes | None] = {}
 # Free space and inodes a transaction leaves untouched on each filesystem, on top of what it needs.
@@ -139,7 +139,7 @@ def commit_changes(
         entries: list[Entry] = []
         contents: list[bytes | None] = []
         for change in ordered:
-            # An unread cache (patchkit.bytecode) is checked by its lstat in _entry and right before its rename.
+            # An unread cache (patchkit.plan.bytecode) is checked by its lstat in _entry and right before its rename.
             now = change.before if change.before.unread else read(roots, Area.TREE, change.path)
             if now != change.before:  # the plan must still describe the tree
                 raise WriteFailedError(

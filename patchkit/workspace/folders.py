@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_at, split_relative
+from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_at, split_relative
 from patchkit.workspace.disk import Disk, lstat_at, unlink_present
 from patchkit.workspace.journal import Area
 from patchkit.workspace.names import JOURNAL_NAME

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
-from patchkit.paths import reserved_name
-from patchkit.tree import STATE_DIR, Snapshot, split_relative
+from patchkit.input.paths import reserved_name
+from patchkit.input.tree import STATE_DIR, Snapshot, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS
 from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, TEMP_NAME, TEMP_PREFIX
 

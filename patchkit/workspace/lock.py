@@ -32,7 +32,7 @@ from patchkit.errors import (
     RecoveryFailedError,
     WriteFailedError,
 )
-from patchkit.tree import STATE_DIR, Root, open_child_dir
+from patchkit.input.tree import STATE_DIR, Root, open_child_dir
 from patchkit.workspace.names import GITIGNORE_NAME, JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 from patchkit.workspace.trust import STATE_FILE_MODE, check_trusted, open_state_dir, read_state
 

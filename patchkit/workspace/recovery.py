@@ -21,8 +21,7 @@ from enum import Enum
 from pathlib import Path
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
-from patchkit.interrupts import signals_held
-from patchkit.tree import Root, Snapshot, open_folder, read_entry, split_relative
+from patchkit.input.tree import Root, Snapshot, open_folder, read_entry, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, unlink_present
 from patchkit.workspace.folders import (
     Roots,
@@ -33,6 +32,7 @@ from patchkit.workspace.folders import (
     read,
     rmdir_if_empty,
 )
+from patchkit.workspace.interrupts import signals_held
 from patchkit.workspace.journal import Area, Entry, Original, matches, parse_journal
 from patchkit.workspace.names import JOURNAL_NAME, TEMP_NAME
 from patchkit.workspace.trust import check_trusted, read_state_at

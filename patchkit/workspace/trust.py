@@ -22,8 +22,8 @@ import stat
 from pathlib import Path
 
 from patchkit.errors import UntrustedStateError
-from patchkit.limits import MAX_JOURNAL_BYTES
-from patchkit.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_entry, split_relative
+from patchkit.input.limits import MAX_JOURNAL_BYTES
+from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_entry, split_relative
 
 STATE_DIR_MODE = 0o755
 STATE_FILE_MODE = 0o644
@@ -118,7 +118,7 @@ def read_state_at(state_fd: int, state_path: Path, rel: str) -> Snapshot:
         if stat.S_ISREG(st.st_mode):
             check_trusted(st, shown, state_path)
         # Refuses links and non-files. State files are trusted by now; the largest, the journal, holds originals
-        # read under the tree's bounds (patchkit.limits).
+        # read under the tree's bounds (patchkit.input.limits).
         return read_entry(folder, parts[-1], rel, shown, limit=MAX_JOURNAL_BYTES)
     finally:
         os.close(folder)

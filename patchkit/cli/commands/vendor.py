@@ -1,0 +1,143 @@
+"""`patchkit vendor`: write a patch's diff into its folder and pin it in manifest.toml."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from patchkit.cli.commands.options import json_option, patches_option
+from patchkit.display import show_path
+from patchkit.input.manifest import PatchSpec
+from patchkit.input.registry import find_locations, resolve_patch
+from patchkit.speak.console import echo, settings
+from patchkit.speak.report import excluded_json, render_json, size_text, versioned
+from patchkit.tooling.vendor import FETCH_TIMEOUT, Fetched, VendorResult, export_git_range, read_source, vendor_patch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def vendor_options(func: F) -> F:
+    """--from / --from-git + --range / --base-tree / --timeout: where a diff comes from (vendor and new)."""
+    decorators = [
+        click.option("--from", "source", metavar="SOURCE",
+                     help="A local diff file, or an https:// URL such as a pull request's .diff."),
+        click.option("--from-git", "git_repo", metavar="REPO", type=click.Path(file_okay=False, path_type=Path),
+                     help="A local git clone to export the diff from; needs --range."),
+        click.option("--range", "rev_range", metavar="BASE..HEAD",
+                     help="With --from-git: the commits to diff (BASE...HEAD diffs from their merge base, as a PR "
+                     "does)."),
+        click.option("--base-tree", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
+                     help="The pristine pinned engine tree: record the sha256 of every file the diff reads in "
+                     "[base] (for a patch with `after`, as the patches before it leave that tree)."),
+        click.option("--timeout", type=click.FloatRange(min=0.1), default=FETCH_TIMEOUT, show_default=True,
+                     metavar="SECONDS", help="Network timeout for a URL source."),
+    ]
+    for decorator in reversed(decorators):
+        func = decorator(func)
+    return func
+
+
+def fetch_source(source: str | None, git_repo: Path | None, rev_range: str | None, timeout: float) -> Fetched:
+    if (source is None) == (git_repo is None):
+        raise click.UsageError("give exactly one of --from SOURCE and --from-git REPO")
+    if (git_repo is None) != (rev_range is None):
+        raise click.UsageError("--from-git and --range go together")
+    if git_repo is not None and rev_range is not None:
+        return export_git_range(git_repo, rev_range)
+    assert source is not None
+    return read_source(source, timeout=timeout)
+
+
+@click.command("vendor")
+@click.argument("patch")
+@patches_option
+@vendor_options
+@click.option("--dry-run", is_flag=True, help="Check and report; write nothing.")
+@json_option
+def command(
+    patch: str, patches_dir: str | None, source: str | None, git_repo: Path | None, rev_range: str | None,
+    base_tree: Path | None, timeout: float, dry_run: bool, as_json: bool,
+) -> None:
+    """Vendor PATCH's diff from SOURCE into its folder and pin it in manifest.toml.
+
+    Records sha256 (the exact bytes), hunkset_sha256 (the filtered hunk set: the same for a re-export that
+    differs only in index lines or hunk headings), [source] (the URL or file, or the git repository, range and
+    resolved commits), and with --base-tree the [base] fingerprint. Refuses a diff that does not contain every
+    excluded file, and a diff without context lines (-U0). Comments in the manifest are kept; an identical
+    rerun writes nothing. Exit 0 when vendored or already vendored, 2 on bad input (nothing written).
+
+    \b
+    Examples:
+      patchkit vendor atom-pr2106 \\
+          --from https://github.com/ROCm/ATOM/pull/2106.diff
+      patchkit vendor atom-pr2106 --from ~/2106.diff --base-tree /opt/ATOM
+      patchkit vendor atom-pr2106 --from-git ~/src/ATOM \\
+          --range main...fix-draft-kv
+    """
+    if (source is None) == (git_repo is None) or (git_repo is None) != (rev_range is None):
+        fetch_source(source, git_repo, rev_range, timeout)  # the usage error, before the registry is read
+    spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
+    fetched = fetch_source(source, git_repo, rev_range, timeout)
+    result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
+    if as_json:
+        echo(render_json(versioned(result_json(spec, result, dry_run))))
+    elif not settings().quiet:  # -q: the exit code says it was vendored
+        for line in result_lines(result, dry_run):
+            echo(line)
+
+
+def result_json(spec: PatchSpec, r: VendorResult, dry_run: bool) -> dict[str, Any]:
+    return {
+        "patch": r.patch,
+        "source": {"kind": r.source.kind.value, "location": r.source.label, "bytes": len(r.source.data)},
+        "diff": str(r.diff_path),
+        "manifest": str(r.manifest_path),
+        "sha256": r.sha256,
+        "hunk_set_sha256": r.hunkset_sha256,
+        "previous_sha256": r.previous_sha256,
+        "previous_hunk_set_sha256": r.previous_hunkset_sha256,
+        "hunk_set_changed": r.hunkset_changed,
+        "hunks": r.hunk_set.hunk_count,
+        "files": len(r.hunk_set.files),
+        "excluded": excluded_json(spec, r.hunk_set),
+        "base": dict(r.base),
+        "recorded_source": r.source.source_table,
+        "changed": r.changed,
+        "dry_run": dry_run,
+        "written": [str(p) for p in r.written],
+    }
+
+
+def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
+    name = r.diff_path.name
+    if not r.changed:
+        return [f"{r.patch}: already vendored ({name}, sha256 {r.sha256[:12]}); nothing written"]
+    if r.previous_sha256 is None:
+        verb = "vendored"
+    elif r.previous_sha256 == r.sha256:
+        verb = "re-pinned"
+    else:
+        verb = f"re-vendored (sha256 was {r.previous_sha256[:12]})"
+    lead = f"{r.patch}: {'dry run: would be ' if dry_run else ''}{verb} {name} from {r.source.label}"
+    lines = [
+        f"{lead} ({len(r.source.data)} bytes)",
+        f"  sha256          {r.sha256}",
+        f"  hunkset_sha256  {r.hunkset_sha256} ({size_text(r.hunk_set)})",
+    ]
+    if r.hunkset_changed:
+        lines.append("  the hunk set changed: review the diff; trees holding the old version will read as stale")
+    elif r.previous_sha256 not in (None, r.sha256) and r.previous_hunkset_sha256 is not None:
+        lines.append("  the hunk set is unchanged: only header noise (index lines, headings) differs")
+    if r.kept is not None:
+        lines.append(f"  the mbox it replaces is kept as {r.kept.name} ([source] names it)")
+    if r.hunk_set.excluded:
+        lines.append("  excluded by the manifest: " + ", ".join(show_path(p) for p in r.hunk_set.excluded))
+    lines.append("  source recorded: " + ", ".join(f"{k} {v}" for k, v in r.source.source_table.items()))
+    if r.base_tree is not None:
+        lines.append(f"  base: {len(r.base)} files fingerprinted from {r.base_tree}")
+    elif r.base:
+        lines.append(f"  base: the [base] fingerprint of {len(r.base)} files is kept")
+    return lines

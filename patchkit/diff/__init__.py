@@ -1,0 +1,2 @@
+"""diff: parse bytes (the only unidiff user) into frozen records, drop the excludes: the HunkSet.
+"""

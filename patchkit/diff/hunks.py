@@ -1,0 +1,111 @@
+"""The records a diff becomes: frozen, bytes-exact, and shared by every later stage.
+
+`FilePatch` is one file section of a diff and `Hunk` one hunk of it; `HunkSet` (patchkit.diff.hunkset) is the diff
+minus the manifest's excludes. Nothing here parses or reads files.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
+
+DEV_NULL = "/dev/null"
+MODE_FILE = 0o100644
+MODE_EXEC = 0o100755
+MODE_SYMLINK = 0o120000
+MODE_GITLINK = 0o160000
+
+
+class FileOp(Enum):
+    MODIFY = "modify"
+    CREATE = "create"
+    DELETE = "delete"
+    RENAME = "rename"
+
+
+@dataclass(frozen=True)
+class Hunk:
+    """One hunk. Images are raw lines with their endings; a side that ends without a newline lacks it."""
+
+    index: int  # 1-based, within its FilePatch
+    diff_line: int  # line of the @@ header in the diff file
+    old_start: int
+    old_len: int
+    new_start: int
+    new_len: int
+    old_lines: tuple[bytes, ...]
+    new_lines: tuple[bytes, ...]
+    leading: int  # context lines before the first change
+    trailing: int  # context lines after the last change
+
+    @property
+    def at_end(self) -> bool:
+        """A hunk without trailing context must match at the end of the file, as in git (and only then).
+
+        Short trailing context proves nothing: a -U1 diff has one line of it everywhere.
+        """
+        return self.trailing == 0
+
+    @property
+    def header(self) -> str:
+        return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
+
+    @property
+    def old_index(self) -> int:
+        """0-based position of the pre-image in the file it was made from."""
+        return self.old_start if self.old_len == 0 else self.old_start - 1
+
+
+@dataclass(frozen=True)
+class FilePatch:
+    """One file section of a diff (a file touched twice has two sections)."""
+
+    old_path: str | None  # None when the file is created
+    new_path: str | None  # None when the file is deleted
+    old_mode: int | None
+    new_mode: int | None
+    hunks: tuple[Hunk, ...]
+    diff_line: int
+    binary: bool
+
+    @property
+    def path(self) -> str:
+        """The path users know the file by: the new one, or the old one for a deletion."""
+        path = self.new_path or self.old_path
+        assert path is not None  # parse_diff never builds a section without a path
+        return path
+
+    @property
+    def op(self) -> FileOp:
+        if self.old_path is None:
+            return FileOp.CREATE
+        if self.new_path is None:
+            return FileOp.DELETE
+        if self.old_path != self.new_path:
+            return FileOp.RENAME
+        return FileOp.MODIFY
+
+    @property
+    def mode_change(self) -> tuple[int, int] | None:
+        """(old, new) when an existing file's mode changes."""
+        old, new = self.old_mode, self.new_mode
+        if self.op in (FileOp.MODIFY, FileOp.RENAME) and old and new and old != new:
+            return old, new
+        return None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        return tuple(p for p in dict.fromkeys((self.old_path, self.new_path)) if p is not None)
+
+
+class Diff(NamedTuple):
+    """A parsed diff: every file section, in diff order, before the manifest's excludes."""
+
+    source: str  # the diff's file name, for messages
+    files: tuple[FilePatch, ...]
+
+
+def paths_of(files: Iterable[FilePatch]) -> list[str]:
+    return list(dict.fromkeys(p for f in files for p in f.paths))

@@ -1,0 +1,374 @@
+"""Pure: where do a file section's hunks sit in a file's lines? Exact matches only (no fuzz), offsets allowed.
+
+The rule (docs/judgement.md states it in full):
+
+- An image (a hunk's pre- or post-image) is searched outward from an expected line in git's order: the line
+  itself, then one line further down, one up, two down, two up, ... The first exact match is the nearest.
+  Like git, an image whose hunk starts at line 1 (or 0) must match at the start of the file, and a hunk without
+  trailing context must match at its end; nothing else is pinned.
+- The expected line of hunk 1 is its header line. For hunk N it is where hunk N-1 was found, plus the end of
+  its image, plus the gap of unchanged lines the diff has between them: offsets accumulate.
+- Hunk N is read as unapplied (pre-image) or applied (post-image), whichever image is nearer to that line; a
+  hunk whose two images are equally near is read both ways, and each reading goes on with the next hunk
+  (`read_file` returns every reading; state.py decides between them).
+- The match must also be the nearest one counted from the line the header names (where git looks, since git
+  carries no offset from one hunk to the next). When the two countings find different matches, a look-alike
+  is nearer to one of them: the hunk is ambiguous and both lines are named, never a guess.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from patchkit.diff.hunks import Hunk
+from patchkit.outcome import HunkState
+
+# At most this many readings of one file (each equally near pre-/post-image pair doubles them).
+MAX_READINGS = 64
+
+
+@dataclass
+class FileLines:
+    """A file's content split into lines that keep their endings, with a lazy first-line index."""
+
+    lines: tuple[bytes, ...]
+    _index: dict[bytes, list[int]] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> FileLines:
+        return cls(tuple(split_lines(data)))
+
+    def positions(self, line: bytes) -> list[int]:
+        if self._index is None:
+            index: dict[bytes, list[int]] = {}
+            for i, text in enumerate(self.lines):
+                index.setdefault(text, []).append(i)
+            self._index = index
+        return self._index.get(line, [])
+
+    def matches_at(self, image: Sequence[bytes], pos: int) -> bool:
+        end = pos + len(image)
+        return pos >= 0 and end <= len(self.lines) and tuple(self.lines[pos:end]) == tuple(image)
+
+
+def split_lines(data: bytes) -> list[bytes]:
+    """Lines with their endings; the last one may lack a newline. Only LF ends a line (CR is content)."""
+    # A binary BytesIO splits on LF alone, in C: about 2.5x faster than split() and re-adding each LF.
+    return io.BytesIO(data).readlines()
+
+
+class Located(NamedTuple):
+    """Where one hunk was judged to be (0-based line in the current content)."""
+
+    state: HunkState
+    pos: int | None  # start of the image that decided the state; None for conflict / ambiguous
+    span: int  # length of that image (how many current lines the hunk occupies)
+    detail: str | None  # why, for conflicts and ambiguity
+    candidates: tuple[int, ...] = ()  # ambiguous: the 0-based lines of the matches that compete
+    candidate_span: int = 0  # ambiguous: length of the first candidate's image
+
+
+def git_order(pos: int, expected: int) -> tuple[int, bool]:
+    """Sort key of git's search: the expected line, then +1, -1, +2, -2, ... (further down wins a tie)."""
+    return abs(pos - expected), pos < expected
+
+
+def locate(
+    content: FileLines, image: Sequence[bytes], expected: int, low: int, at_start: bool, at_end: bool
+) -> int | None:
+    """The position of `image` nearest to `expected` in git's order, not before `low`; None if it does not occur."""
+    n, m = len(content.lines), len(image)
+    expected = min(max(expected, 0), n)
+    if at_start and at_end:  # the image is the whole file
+        candidates: Sequence[int] = [0] if n == m else []
+    elif at_start:
+        candidates = [0]
+    elif at_end:
+        candidates = [n - m]
+    elif m == 0:
+        candidates = [max(expected, low)]
+    elif content.matches_at(image, expected) and expected >= low:
+        return expected
+    else:
+        candidates = sorted((p for p in content.positions(image[0]) if p >= low), key=lambda p: git_order(p, expected))
+    for pos in candidates:
+        if low <= pos and pos + m <= n and (m == 0 or content.matches_at(image, pos)):
+            return pos
+    return None
+
+
+def image_of(hunk: Hunk, state: HunkState) -> tuple[bytes, ...]:
+    return hunk.new_lines if state is HunkState.APPLIED else hunk.old_lines
+
+
+def _pinned(hunk: Hunk, state: HunkState) -> tuple[bool, bool]:
+    """(at_start, at_end) for one image of a hunk, as git decides them."""
+    start = hunk.new_start if state is HunkState.APPLIED else hunk.old_start
+    return start <= 1, hunk.at_end
+
+
+def _find(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: int) -> int | None:
+    return locate(content, image_of(hunk, state), expected, low, *_pinned(hunk, state))
+
+
+def _here(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: int) -> int | None:
+    """`expected` if the image matches there (a pinned image: where its pin puts it, if that is `expected`)."""
+    at_start, at_end = _pinned(hunk, state)
+    if at_start or at_end:
+        pos = _find(content, hunk, state, expected, low)
+        return pos if pos == expected else None
+    return expected if expected >= low and content.matches_at(image_of(hunk, state), expected) else None
+
+
+class Reading(NamedTuple):
+    """One way to read a file: for every hunk, which image is where, and the line it was expected at."""
+
+    located: tuple[Located, ...]
+    expected: tuple[int, ...]
+
+    @property
+    def complete(self) -> bool:
+        """Every hunk found, applied or unapplied, with nothing left to doubt."""
+        return all(loc.state in (HunkState.APPLIED, HunkState.UNAPPLIED) for loc in self.located)
+
+    @property
+    def states(self) -> tuple[HunkState, ...]:
+        return tuple(loc.state for loc in self.located)
+
+    @property
+    def positions(self) -> tuple[int | None, ...]:
+        return tuple(loc.pos for loc in self.located)
+
+
+def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading], bool]:
+    """Every reading of `content` by the rule above, and whether MAX_READINGS cut the list short.
+
+    Readings come in a fixed order (at each tie, unapplied first), so the first one is a stable default for
+    reports when none is complete. The search is depth first: a reading goes on in place while each hunk reads
+    one way, and a tie leaves its later branches on a stack for after it.
+    """
+    done: list[Reading] = []
+    # (located so far, expected lines so far, end, low, growth): `end` is the current line just past the
+    # previous hunk (or where it was expected to end), `low` the line no hunk may start before (the end of the
+    # previous found one), `growth` the lines the previous applied hunks added (header lines -> current lines).
+    stack: list[tuple[list[Located], list[int], int, int, int]] = [([], [], 0, 0, 0)]
+    cut = False
+    count = len(hunks)
+    lines = content.lines
+    n = len(lines)
+    starts = [hunk.old_index for hunk in hunks]
+    while stack:
+        located, expecteds, end, low, growth = stack.pop()
+        i = len(located)
+        while i < count:
+            hunk = hunks[i]
+            start = starts[i]
+            # keep the gap of unchanged lines the diff has between this hunk and the one before it
+            expected = start if i == 0 else end + start - (starts[i - 1] + hunks[i - 1].old_len)
+            header = start + growth  # where the header puts it, given the states read so far
+            if header == expected and expected >= low and hunk.trailing and hunk.old_start > 1 and hunk.new_start > 1:
+                # The common case, inline: no image is pinned, git's line is the running one, and exactly one
+                # image is at `expected`: that decides, as _choices would (the other could only tie there).
+                # One choice never meets MAX_READINGS: the readings done, waiting and this one are at most it.
+                old, new = hunk.old_lines, hunk.new_lines
+                stop_old, stop_new = expected + len(old), expected + len(new)
+                pre = stop_old <= n and lines[expected:stop_old] == old
+                if pre is not (stop_new <= n and lines[expected:stop_new] == new):
+                    if pre:
+                        located.append(Located(HunkState.UNAPPLIED, expected, len(old), None))
+                        end = low = stop_old
+                    else:
+                        located.append(Located(HunkState.APPLIED, expected, len(new), None))
+                        end = low = stop_new
+                        growth += len(new) - len(old)
+                    expecteds.append(expected)
+                    i += 1
+                    continue
+            choices = _choices(content, hunk, expected, header, low)
+            if len(done) + len(stack) + len(choices) > MAX_READINGS:
+                cut = True
+                del choices[1:]
+            for other in reversed(choices[1:]):  # read after this one, in order
+                stack.append(([*located, other], [*expecteds, expected], *_past(hunk, other, expected, low, growth)))
+            located.append(choices[0])
+            expecteds.append(expected)
+            end, low, growth = _past(hunk, choices[0], expected, low, growth)
+            i += 1
+        done.append(Reading(tuple(located), tuple(expecteds)))
+    return done, cut
+
+
+def _past(hunk: Hunk, located: Located, expected: int, low: int, growth: int) -> tuple[int, int, int]:
+    """(end, low, growth) after reading `hunk` as `located` (see read_file)."""
+    if located.pos is not None:
+        end = low = located.pos + located.span
+    elif located.candidates:  # ambiguous: go on from the running-offset match, for the report
+        end = low = located.candidates[0] + located.candidate_span
+    else:
+        end = expected + hunk.old_len
+    if located.state is HunkState.APPLIED:
+        growth += len(hunk.new_lines) - len(hunk.old_lines)
+    return end, low, growth
+
+
+def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: int) -> list[Located]:
+    """How hunk may read at `expected`: one Located, or two when its images are equally near."""
+    # An image at `expected` itself is at distance 0: the other image then matters only at `expected` too,
+    # so the whole-file search for it (and its line index) is skipped, with the same result.
+    pre = _here(content, hunk, HunkState.UNAPPLIED, expected, low)
+    post = _here(content, hunk, HunkState.APPLIED, expected, low)
+    if pre is None and post is None:
+        pre = _find(content, hunk, HunkState.UNAPPLIED, expected, low)
+        post = _find(content, hunk, HunkState.APPLIED, expected, low)
+    if pre is None and post is None:
+        return [Located(HunkState.CONFLICT, None, 0, explain_conflict(content, hunk, expected))]
+    options: list[tuple[HunkState, int]] = []
+    if pre is not None and (post is None or abs(pre - expected) <= abs(post - expected)):
+        options.append((HunkState.UNAPPLIED, pre))
+    if post is not None and (pre is None or abs(post - expected) <= abs(pre - expected)):
+        options.append((HunkState.APPLIED, post))
+    out = []
+    for state, pos in options:
+        git_pos = _find(content, hunk, state, header, 0) if header != expected else pos
+        image = image_of(hunk, state)
+        if git_pos != pos:
+            out.append(Located(
+                HunkState.AMBIGUOUS, None, 0,
+                f"the {_image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
+                f"it (line {expected + 1}), and at line {_line(git_pos)}, nearest to the line its header names "
+                f"(line {header + 1}); a look-alike is near, and position cannot tell which one is the hunk",
+                (pos,) + ((git_pos,) if git_pos is not None else ()), len(image),
+            ))
+        else:
+            out.append(Located(state, pos, len(image), None))
+    return out
+
+
+def _image_name(state: HunkState) -> str:
+    return "post-image" if state is HunkState.APPLIED else "pre-image"
+
+
+def _line(pos: int | None) -> str:
+    return "none" if pos is None else str(pos + 1)
+
+
+def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) -> tuple[int | None, ...]:
+    """Where `git apply` (or `git apply -R`) would put each hunk, in current 0-based lines (None: fails there).
+
+    git applies hunk after hunk to the image as modified so far, searching each one outward from its header's
+    new-side line, with no offset carried over and no lower bound. state.py uses this to make sure that what
+    patchkit writes is exactly what git would write.
+    """
+    found: list[int | None] = []
+    shift = 0  # lines the hunks applied so far added: image line = current line + shift, past them
+    end = 0  # current line just past the last hunk applied
+    lines = content.lines
+    n = len(lines)
+    from_state = HunkState.APPLIED if reverse else HunkState.UNAPPLIED
+    for i, hunk in enumerate(hunks):
+        if reverse:  # the image git starts from, the one it writes, and the header line it looks at
+            old, new, new_start, start = hunk.new_lines, hunk.old_lines, hunk.old_start, hunk.new_start
+        else:
+            old, new, new_start, start = hunk.old_lines, hunk.new_lines, hunk.new_start, hunk.old_start
+        at_start, at_end = start <= 1, hunk.at_end  # _pinned(hunk, from_state)
+        expected = new_start - 1 if new_start else 0
+        # git tries the expected line first: when the image is there (past the hunks applied so far, so the
+        # image as modified has the current lines there), that is git's answer, without building the image.
+        first = 0 if at_start else (n + shift - len(old) if at_end else expected)
+        here = first - shift
+        stop = here + len(old)
+        if here >= end and stop <= n and lines[here:stop] == old and (not at_end or stop == n):
+            pos: int | None = here
+        else:
+            image = _modified(content, hunks[:i], found, from_state)
+            at = _git_locate(FileLines(tuple(image)), old, expected, at_start, at_end)
+            pos = None if at is None else at - shift
+        if pos is None:
+            found += [None] * (len(hunks) - len(found))
+            break
+        found.append(pos)
+        shift += len(new) - len(old)
+        end = pos + len(old)
+    return tuple(found)
+
+
+def _modified(content: FileLines, hunks: Sequence[Hunk], found: Sequence[int | None], state: HunkState) -> list[bytes]:
+    """The content with `hunks` (found at `found`, in `state`) turned into their other image."""
+    out: list[bytes] = []
+    at = 0
+    other = HunkState.APPLIED if state is HunkState.UNAPPLIED else HunkState.UNAPPLIED
+    for hunk, pos in zip(hunks, found, strict=True):
+        assert pos is not None
+        out += content.lines[at:pos]
+        out += image_of(hunk, other)
+        at = pos + len(image_of(hunk, state))
+    out += content.lines[at:]
+    return out
+
+
+def _git_locate(content: FileLines, image: Sequence[bytes], expected: int, at_start: bool, at_end: bool) -> int | None:
+    """locate() as git matches: an image whose last line lacks its newline ("\\ No newline at end of file")
+    also matches, away from the end of the file, a line that continues with whitespace only (git compares the
+    image's bytes as a prefix, and line hashes that ignore whitespace). patchkit itself never matches that way;
+    it only needs to know where git would."""
+    if not image or image[-1].endswith(b"\n") or at_end:
+        return locate(content, image, expected, 0, at_start, at_end)
+    lines, m = content.lines, len(image)
+    head, last = tuple(image[:-1]), image[-1]
+
+    def fits(q: int) -> bool:
+        if q < 0 or q + m > len(lines) or tuple(lines[q:q + m - 1]) != head:
+            return False
+        line = lines[q + m - 1]
+        return line.startswith(last) and (line[len(last):].isspace() or line == last)
+
+    spots = [0] if at_start else sorted(range(len(lines) - m + 1), key=lambda q: git_order(q, expected))
+    return next((q for q in spots if fits(q)), None)
+
+
+def explain_conflict(content: FileLines, hunk: Hunk, expected: int) -> str:
+    """A one-line reason a hunk matched neither way: line endings, or the first differing line."""
+    lines = content.lines
+    crlf_file = any(line.endswith(b"\r\n") for line in lines)
+    crlf_diff = any(line.endswith(b"\r\n") for line in hunk.old_lines + hunk.new_lines)
+    if crlf_file != crlf_diff and _same_without_cr(content, hunk):
+        file_kind, diff_kind = ("CRLF", "LF") if crlf_file else ("LF", "CRLF")
+        return (
+            f"line endings differ: the file uses {file_kind}, the diff {diff_kind}; "
+            "regenerate the diff from a tree with the same line endings"
+        )
+    pos = min(max(expected, 0), len(lines))
+    for i, want in enumerate(hunk.old_lines):
+        have = lines[pos + i] if pos + i < len(lines) else None
+        if have != want:
+            return (
+                f"at line {pos + i + 1} the diff expects {_preview(want)} (or its post-image), "
+                f"the file has {_preview(have)}"
+            )
+    if hunk.at_end:
+        return "the hunk has no trailing context and must match at the end of the file, which it does not"
+    return "the hunk's context does not match the file"
+
+
+def _same_without_cr(content: FileLines, hunk: Hunk) -> bool:
+    def norm(seq: Sequence[bytes]) -> tuple[bytes, ...]:
+        return tuple(line.replace(b"\r\n", b"\n") for line in seq)
+
+    normal = FileLines(norm(content.lines))
+    return any(
+        locate(normal, norm(image), 0, 0, False, False) is not None
+        for image in (hunk.old_lines, hunk.new_lines)
+        if image
+    )
+
+
+def _preview(line: bytes | None) -> str:
+    if line is None:
+        return "end of file"
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    if not text.strip():  # `expects ''` reads as a quoting slip: say what the line is
+        return "a blank line" if not text else f"a line of whitespace only ({text!r})"
+    return repr(text[:60] + ("..." if len(text) > 60 else ""))

@@ -1,0 +1,479 @@
+"""Combine hunk states into file and patch verdicts: the one module that decides what state a tree is in.
+
+A file section is judged on a snapshot of the tree (never on excluded files: they are not in the hunk set).
+matching.read_file lists the readings of the file's content that the location rule allows (docs/judgement.md);
+this module picks the one reading that holds, or says why none does. A verdict is reported only after it passed
+a round trip in memory: `unapplied` means that applying gives content that reads `applied` and that reverting
+that gives back exactly the bytes judged (and the mirror for `applied`; for `partial`, completing in either
+direction gives such content). A reading that fails is reported as ambiguous, with the hunk and the reason.
+
+Whole-file facts (created, deleted, renamed, mode) are units of their own. All applied -> applied; all
+unapplied -> unapplied; only those two -> partial; any conflict -> conflict; otherwise any undecidable hunk ->
+ambiguous. Sections that touch the same path (a file touched twice in one diff, stacked patches of a series)
+are judged as a chain: each on the content the sections before it leave, and the chain as a whole passes the
+same round trip, through the very replay that plan.py writes from.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from typing import NamedTuple
+
+from patchkit.diff.hunks import FileOp, FilePatch, Hunk, paths_of
+from patchkit.diff.hunkset import HunkSet
+from patchkit.input.tree import Root, Snapshot, read_all
+from patchkit.judge.matching import FileLines, Located, Reading, read_file, simulate_git
+from patchkit.judge.rewrite import moved_positions, rewrite_lines, rewrite_section
+from patchkit.judge.treestate import TreeState
+from patchkit.judge.verdicts import FileVerdict, HunkVerdict
+from patchkit.outcome import HunkState, PatchState, combine
+
+__all__ = [
+    "FileVerdict",
+    "HunkVerdict",
+    "Undecided",
+    "judge_section",
+    "judge_sections",
+    "replay_sections",
+    "scan_tree",
+]
+
+A, U = HunkState.APPLIED, HunkState.UNAPPLIED
+
+
+def scan_tree(root: Root, hunk_set: HunkSet) -> TreeState:
+    """Read every path of the filtered hunk set once and judge each section."""
+    snapshots = read_all(root, paths_of(hunk_set.files))
+    verdicts = judge_sections(hunk_set.files, snapshots)
+    return TreeState(root.path, hunk_set, tuple(verdicts), snapshots)
+
+
+def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) -> list[FileVerdict]:
+    """Judge sections in order; chains of sections sharing a path are judged as one stack (_judge_chain)."""
+    verdicts: dict[int, FileVerdict] = {}
+    for chain in _chains(sections):
+        if len(chain) == 1:
+            verdicts[chain[0]] = judge_section(sections[chain[0]], snapshots)
+        else:
+            members = [sections[i] for i in chain]
+            judged = _verify_chain(members, snapshots, _judge_chain(members, snapshots))
+            verdicts.update(zip(chain, judged, strict=True))
+    return [verdicts[i] for i in range(len(sections))]
+
+
+# ------------------------------------------------------------------------------------------ replay (plan)
+
+
+class Undecided(NamedTuple):  # immutable and compared by value, ~5x cheaper to create than a frozen dataclass
+    """Why a replay stopped: a section whose state lets nothing be written."""
+
+    where: str
+    message: str
+
+
+def replay_sections(
+    verdicts: Sequence[FileVerdict], snapshots: Mapping[str, Snapshot], *, forward: bool
+) -> tuple[dict[str, Snapshot], Undecided | None]:
+    """The tree (an overlay of `snapshots`) after moving every section forward or back: what a plan writes.
+
+    Sections run in order (backwards for a revert); one whose file an earlier one changed is judged again on
+    the content that one left.
+    """
+    overlay = dict(snapshots)
+    touched: set[str] = set()
+    indexes = range(len(verdicts))
+    for i in indexes if forward else reversed(indexes):
+        verdict = verdicts[i]
+        if touched.intersection(verdict.section.paths):
+            verdict = judge_section(verdict.section, overlay)
+        problem = _undecided(verdict)
+        if problem is not None:
+            return overlay, problem
+        updates = rewrite_section(verdict, forward=forward)
+        overlay.update(updates)
+        touched.update(updates)
+    return overlay, None
+
+
+def _undecided(verdict: FileVerdict) -> Undecided | None:
+    where = verdict.section.path
+    for hv in verdict.hunks:
+        if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS):
+            return Undecided(where, f"hunk {hv.hunk.index} {hv.hunk.header} is {hv.state.value}: {hv.located.detail}")
+    if verdict.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
+        return Undecided(where, f"{verdict.state.value}: {verdict.detail}")
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- chains
+
+
+def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) -> list[FileVerdict]:
+    """Sections that touch the same file, in order: find the reading "the first j are applied, the rest not".
+
+    Each candidate j is checked for real: the first j sections, peeled off the tree from the last one back,
+    must each read as applied, and the others, applied in turn from the tree, must each read as unapplied.
+    The largest j that holds wins. If none does, the chain is judged forward on the tree (partial, conflict).
+    """
+
+    def stack(order: Sequence[int], want: PatchState, forward: bool, out: list[FileVerdict | None]) -> bool:
+        overlay = dict(snapshots)
+        for i in order:
+            verdict = judge_section(chain[i], overlay)
+            if verdict.state is not want:
+                return False
+            out[i] = verdict
+            overlay.update(rewrite_section(verdict, forward=forward))
+        return True
+
+    for j in range(len(chain), -1, -1):
+        found: list[FileVerdict | None] = [None] * len(chain)
+        if stack(range(j - 1, -1, -1), PatchState.APPLIED, False, found) and stack(
+            range(j, len(chain)), PatchState.UNAPPLIED, True, found
+        ):
+            return [v for v in found if v is not None]
+    overlay = dict(snapshots)
+    verdicts = []
+    for section in chain:
+        verdict = judge_section(section, overlay)
+        verdicts.append(verdict)
+        if verdict.state is PatchState.UNAPPLIED:
+            overlay.update(rewrite_section(verdict, forward=True))
+    return verdicts
+
+
+def _verify_chain(
+    chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot], verdicts: list[FileVerdict]
+) -> list[FileVerdict]:
+    """The chain's round trip, through replay_sections exactly as a plan would run it."""
+    state = combine(v.state for v in verdicts)
+    if state not in (PatchState.APPLIED, PatchState.UNAPPLIED, PatchState.PARTIAL):
+        # No order of the sections explains the file: the state a section reads on it means nothing on its own
+        # (a later section may sit on top of it), so only the undecided ones keep their verdict.
+        bad = next(i for i, v in enumerate(verdicts) if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS))
+        detail = (
+            f"{len(chain)} sections of the diff touch this file, and section {bad + 1} is "
+            f"{verdicts[bad].state.value}, so the state of the others cannot be told"
+        )
+        return [
+            v if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS)
+            else replace(v, state=PatchState.AMBIGUOUS, detail=detail)
+            for v in verdicts
+        ]
+    paths = paths_of(chain)
+
+    def move(judged: Sequence[FileVerdict], tree: Mapping[str, Snapshot], forward: bool, goal: PatchState
+             ) -> tuple[dict[str, Snapshot], list[FileVerdict]] | str:
+        after, problem = replay_sections(judged, tree, forward=forward)
+        if problem is not None:
+            return f"{'applying' if forward else 'reverting'} it in memory stops: {problem.message}"
+        again = _judge_chain(chain, after)
+        if combine(v.state for v in again) is not goal:
+            bad = next(i for i, v in enumerate(again) if v.state is not goal)
+            return (
+                f"after {'applying' if forward else 'reverting'} it in memory, section {bad + 1} of the sections "
+                f"touching it reads {again[bad].state.value}, not {goal.value}"
+            )
+        return after, again
+
+    def same(a: Mapping[str, Snapshot], b: Mapping[str, Snapshot]) -> bool:
+        return all((a[p].data, a[p].mode) == (b[p].data, b[p].mode) for p in paths)
+
+    failure: str | None = None
+    goals = {PatchState.UNAPPLIED: [True], PatchState.APPLIED: [False], PatchState.PARTIAL: [True, False]}[state]
+    ends: dict[bool, tuple[dict[str, Snapshot], list[FileVerdict]]] = {}
+    for forward in goals:
+        moved = move(verdicts, snapshots, forward, PatchState.APPLIED if forward else PatchState.UNAPPLIED)
+        if isinstance(moved, str):
+            failure = moved
+            break
+        ends[forward] = moved
+    if failure is None:
+        for forward, (after, again) in ends.items():
+            back = move(again, after, not forward, PatchState.UNAPPLIED if forward else PatchState.APPLIED)
+            expected = ends[not forward][0] if (not forward) in ends else snapshots
+            if isinstance(back, str):
+                failure = back
+            elif not same(back[0], expected):
+                failure = "moving it there and back in memory does not give back the same content"
+            if failure:
+                break
+    if failure is None:
+        return verdicts
+    detail = f"{len(chain)} sections of the diff touch this file; {failure}"
+    return [replace(v, state=PatchState.AMBIGUOUS, detail=detail) for v in verdicts]
+
+
+def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
+    """Group section indexes that share a path (transitively), keeping diff order."""
+    owner: dict[str, int] = {}
+    parent = list(range(len(sections)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    for i, section in enumerate(sections):
+        for path in section.paths:
+            if path in owner:
+                parent[find(i)] = find(owner[path])
+            owner[path] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(sections)):
+        groups.setdefault(find(i), []).append(i)
+    return sorted(groups.values(), key=lambda g: g[0])
+
+
+# -------------------------------------------------------------------------------------------- one section
+
+
+def judge_section(section: FilePatch, snapshots: Mapping[str, Snapshot]) -> FileVerdict:
+    op = section.op
+    if op is FileOp.CREATE:
+        return _judge_whole(section, snapshots[section.path], created=True)
+    if op is FileOp.DELETE:
+        return _judge_whole(section, snapshots[section.path], created=False)
+    old = snapshots[section.old_path or ""]
+    if op is FileOp.RENAME:
+        new = snapshots[section.new_path or ""]
+        if old.exists and not new.exists:
+            return _judge_content(section, old, HunkState.UNAPPLIED, snapshots)
+        if new.exists and not old.exists:
+            return _judge_content(section, new, HunkState.APPLIED, snapshots)
+        detail = (
+            f"both {section.old_path} and {section.new_path} exist" if old.exists
+            else f"neither {section.old_path} nor {section.new_path} exists"
+        )
+        return _conflict_all(section, detail, snapshots)
+    if not old.exists:
+        return _conflict_all(section, "the file does not exist", snapshots)
+    return _judge_content(section, old, None, snapshots)
+
+
+def _judge_content(
+    section: FilePatch, snap: Snapshot, presence: HunkState | None, snapshots: Mapping[str, Snapshot]
+) -> FileVerdict:
+    assert snap.data is not None
+    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks)
+    verdicts = [
+        HunkVerdict(h, loc, e) for h, loc, e in zip(section.hunks, reading.located, reading.expected, strict=True)
+    ]
+    mode = _judge_mode(section, snap)
+    units: list[HunkState] = [v.state for v in verdicts]
+    units += [u for u in (presence, mode) if u is not None]
+    state = combine(units)
+    detail = next((v.located.detail for v in verdicts if v.located.detail), None)
+    if mode is HunkState.CONFLICT:
+        detail = detail or f"file mode is {snap.mode:o}, neither the old nor the new mode of the diff"
+    return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots))
+
+
+def judge_lines(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+    """The reading of one file's content that holds, after its round trip; or one that says why none does."""
+    reading = _decide(content, hunks)
+    if not reading.complete:
+        return reading
+    problem = _round_trip(content, hunks, reading)
+    if problem is None:
+        return reading
+    index, why = problem
+    return _doubt(reading, index, why)
+
+
+def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+    """The one complete, git-consistent reading of `content`; else the reason why there is none, in a reading."""
+    readings, cut = read_file(content, hunks)
+    consistent: list[Reading] = []
+    failed: tuple[Reading, int, str] | None = None
+    for reading in readings:
+        if not reading.complete:
+            continue
+        problem = _git_check(content, hunks, reading)
+        if problem is None:
+            consistent.append(reading)
+        elif failed is None:
+            failed = (reading, *problem)
+    if len(consistent) > 1:
+        consistent = _nearest(consistent)
+    if len(consistent) > 1:
+        consistent = _edges(content, hunks, consistent)
+    if len(consistent) == 1 and not cut:
+        return consistent[0]
+    if consistent:
+        return _tie(consistent, cut)
+    if failed is not None:
+        return _doubt(*failed)
+    return readings[0]
+
+
+def _nearest(readings: Sequence[Reading]) -> list[Reading]:
+    """The reading that puts every hunk at least as near to its expected line as each other one does, and one
+    hunk nearer, if there is one (position separates them); else all of them (position cannot)."""
+
+    def distances(r: Reading) -> tuple[int, ...]:
+        return tuple(abs((pos or 0) - e) for pos, e in zip(r.positions, r.expected, strict=True))
+
+    measured = [distances(r) for r in readings]
+    for i, mine in enumerate(measured):
+        others = [d for j, d in enumerate(measured) if j != i]
+        if all(d != mine and all(m <= t for m, t in zip(mine, d, strict=True)) for d in others):
+            return [readings[i]]
+    return list(readings)
+
+
+def _edges(content: FileLines, hunks: Sequence[Hunk], readings: Sequence[Reading]) -> list[Reading]:
+    """Among readings position cannot separate, the one that agrees with where the diff saw the file end.
+
+    A hunk with less context than the section's other hunks (its context size) was cut short by the start or
+    the end of the file. git does not pin such a hunk (patchkit neither), so this is only a preference, and
+    only when it leaves exactly one reading.
+    """
+    size = max((max(h.leading, h.trailing) for h in hunks), default=0)
+    n = len(content.lines)
+
+    def fits(reading: Reading) -> bool:
+        for hunk, loc in zip(hunks, reading.located, strict=True):
+            assert loc.pos is not None
+            if hunk.trailing < size and loc.pos + loc.span != n:
+                return False
+            if hunk.leading < size and loc.pos != 0:
+                return False
+        return True
+
+    fitting = [r for r in readings if fits(r)]
+    return fitting if len(fitting) == 1 else list(readings)
+
+
+def _git_check(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
+    """A pure reading must put every hunk exactly where `git apply` (-R for applied) would: else git and
+    patchkit would write different files, and the look-alike that makes them differ is near."""
+    states = set(reading.states)
+    if len(states) != 1:
+        return None
+    reverse = states == {A}
+    git = simulate_git(content, hunks, reverse=reverse)
+    for i, (ours, theirs) in enumerate(zip(reading.positions, git, strict=True)):
+        if ours != theirs:
+            command = "git apply -R" if reverse else "git apply"
+            where = "would not find it" if theirs is None else f"would use the match at line {theirs + 1}"
+            assert ours is not None
+            return i, (
+                f"read as {reading.states[i].value}, its image is at line {ours + 1}, but `{command}` {where}; "
+                "a look-alike is near, and position cannot tell which one is the hunk"
+            )
+    return None
+
+
+def _tie(readings: Sequence[Reading], cut: bool) -> Reading:
+    """Several readings hold: every hunk they read differently is ambiguous, naming each position."""
+    first = readings[0]
+    located = list(first.located)
+    for i in range(len(located)):
+        options = list(dict.fromkeys((r.located[i].state, r.located[i].pos) for r in readings))
+        if len(options) == 1:
+            continue
+        described = "; ".join(
+            f"read as {state.value}, its {'post' if state is A else 'pre'}-image is at line {(pos or 0) + 1}"
+            for state, pos in options[:4]
+        )
+        located[i] = Located(
+            HunkState.AMBIGUOUS, None, 0,
+            f"{described}; each reading of the whole file holds, and position cannot tell them apart",
+            tuple(pos for _, pos in options if pos is not None),
+        )
+    if cut and all(loc.state is not HunkState.AMBIGUOUS for loc in located):
+        located[0] = Located(
+            HunkState.AMBIGUOUS, None, 0, "too many equally near look-alikes to read the file safely", ()
+        )
+    return Reading(tuple(located), first.expected)
+
+
+def _doubt(reading: Reading, index: int, why: str) -> Reading:
+    loc = reading.located[index]
+    located = list(reading.located)
+    located[index] = Located(HunkState.AMBIGUOUS, None, 0, why, (loc.pos,) if loc.pos is not None else ())
+    return Reading(tuple(located), reading.expected)
+
+
+def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
+    """None if the reading survives its round trip in memory; else (hunk index, why)."""
+    if not hunks:
+        return None
+    lines = list(content.lines)
+    states = set(reading.states)
+    # A pure reading moves one way only: rewriting it the other way would give back `lines`, so it is not done.
+    forward_lines = rewrite_lines(lines, hunks, reading.located, forward=True) if states != {A} else lines
+    reverse_lines = rewrite_lines(lines, hunks, reading.located, forward=False) if states != {U} else lines
+    checks = []
+    if states != {A}:  # unapplied or partial: applying (completing) must read applied, and revert to ...
+        back = lines if states == {U} else reverse_lines
+        checks.append((forward_lines, A, moved_positions(hunks, reading.located, forward=True), back))
+    if states != {U}:
+        back = lines if states == {A} else forward_lines
+        checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
+    for result, want, positions, back in checks:
+        verb = "applying" if want is A else "reverting"
+        again = _decide(FileLines(tuple(result)), hunks)
+        for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
+            if loc.state is not want or loc.pos != pos:
+                seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")
+                return i, (
+                    f"read as {reading.states[i].value}, the file does not survive a round trip: after {verb} "
+                    f"in memory this hunk reads {seen}, not {want.value} at line {(pos or 0) + 1}"
+                )
+        if rewrite_lines(result, hunks, again.located, forward=want is U) != back:
+            return 0, f"read as {combine(reading.states).value}, {verb} and back in memory does not give the same bytes"
+    return None
+
+
+def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:
+    change = section.mode_change
+    if change is None:
+        return None
+    old_exec, new_exec = bool(change[0] & 0o100), bool(change[1] & 0o100)
+    if old_exec == new_exec:
+        return None
+    return HunkState.APPLIED if snap.executable == new_exec else HunkState.UNAPPLIED
+
+
+def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdict:
+    """Created and deleted files: the whole content is one unit, compared byte for byte."""
+    image = b"".join(line for h in section.hunks for line in (h.new_lines if created else h.old_lines))
+    mode = section.new_mode if created else section.old_mode
+    wants_exec = bool(mode and mode & 0o100)
+    absent_state, present_state = (
+        (HunkState.UNAPPLIED, HunkState.APPLIED) if created else (HunkState.APPLIED, HunkState.UNAPPLIED)
+    )
+    detail = None
+    if not snap.exists:
+        unit = absent_state
+    elif snap.data == image and (snap.executable == wants_exec or not created):
+        unit = present_state
+    else:
+        unit = HunkState.CONFLICT
+        if snap.data == image:
+            detail = f"exists with the new content but mode {snap.mode:o} (the diff says {mode:o})"
+        elif created:
+            detail = "already exists with content other than the file this diff creates"
+        else:
+            detail = "exists with content other than the file this diff deletes"
+    span = len(section.hunks[0].new_lines if created else section.hunks[0].old_lines) if section.hunks else 0
+    hunks = tuple(
+        HunkVerdict(h, Located(unit, 0 if snap.exists and unit is not HunkState.CONFLICT else None, span, detail), 0)
+        for h in section.hunks
+    )
+    return FileVerdict(section, combine([unit]), hunks, unit, None, detail, {snap.path: snap})
+
+
+def _conflict_all(section: FilePatch, detail: str, snapshots: Mapping[str, Snapshot]) -> FileVerdict:
+    hunks = tuple(HunkVerdict(h, Located(HunkState.CONFLICT, None, 0, detail), h.old_index) for h in section.hunks)
+    return FileVerdict(
+        section, PatchState.CONFLICT, hunks, HunkState.CONFLICT, None, detail, _subset(section, snapshots)
+    )
+
+
+def _subset(section: FilePatch, snapshots: Mapping[str, Snapshot]) -> dict[str, Snapshot]:
+    return {p: snapshots[p] for p in section.paths}

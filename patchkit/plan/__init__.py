@@ -1,0 +1,2 @@
+"""plan: every new file content in memory, re-judged; stale .pyc removals.
+"""

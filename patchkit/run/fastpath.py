@@ -1,0 +1,256 @@
+"""Restart fast path: answer "already applied, nothing to do" from the applied records, without parsing a diff.
+
+Every container restart runs `patchkit apply` on a tree that patchkit itself patched moments (or days) ago.
+The full judgement parses the diff and matches every hunk; when nothing changed since the apply, its answer
+is known in advance. At apply, the record (`.patchkit/applied/<id>.json`, written in the same transaction as
+the tree) therefore also holds a `fast_path` block:
+
+- `code`: sha256 of the code that judges (every patchkit module, unidiff's sources, the Python version),
+- `series`: the patches that were judged together, in order, each as [id, manifest sha256, diff sha256],
+- `files`: every path of the patch's filtered hunk set as the transaction left it: sha256, mode and size of
+  its bytes, or null for an absent file,
+- `seal`: sha256 of the record's own bytes without the seal, so any edit of the record is seen.
+
+A rerun may answer "already applied" from this block only if all of these hold, for every patch of the run:
+the record and its folders are owned by this user and writable by no one else; the record's bytes are exactly
+the ones patchkit writes, with an intact seal; `code` is this code, `series` is this run's patches with the
+manifest and diff hashes computed now; and every listed file has exactly the recorded bytes and mode, read
+link-free like every other read. Then the full judgement would see the very bytes it judged applied when it
+wrote them, with the same code, manifest and diff, so it could only answer the same. Anything else (no record,
+an old record, one changed byte anywhere, a --json or -v report that needs per-hunk verdicts, a manifest with a
+[base] fingerprint) means `None`: the caller runs the full judgement. This module never writes and never
+decides anything but "applied"; a record is only ever a reason to skip work, never a reason to write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from importlib.util import find_spec
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import patchkit
+from patchkit import source_archive
+from patchkit.errors import PatchkitError
+from patchkit.input.tree import STATE_DIR, Root, Snapshot, iter_all_at, open_folder
+from patchkit.run.records import AppliedRecord, parse_record, record_names
+
+if TYPE_CHECKING:
+    from patchkit.input.manifest import PatchSpec
+    from patchkit.input.tree import Snapshot
+
+BLOCK = "fast_path"
+_SEAL_KEY = b'"seal": "'
+_ZERO_SEAL = "0" * 64
+DISABLE_ENV = "PATCHKIT_NO_FASTPATH"  # set (non-empty): always run the full judgement
+_UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
+
+
+# -------------------------------------------------------------------------------------------------- writing
+
+
+def series_entry(spec: PatchSpec) -> list[str]:
+    """[id, sha256 of the manifest's bytes, sha256 of the diff]: one patch of the `series` list."""
+    return [spec.id, _sha256(spec.manifest_path.read_bytes()), spec.sha256 or ""]
+
+
+def fast_block(series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot]) -> dict[str, Any]:
+    """The `fast_path` block of a record (without its seal): the state `paths` are left in by the transaction."""
+    files: dict[str, dict[str, Any] | None] = {}
+    for path in paths:
+        snap = after[path]
+        if snap.data is None:
+            files[path] = None
+        else:
+            files[path] = {"sha256": _sha256(snap.data), "mode": snap.mode, "size": len(snap.data)}
+    return {"code": code_fingerprint(), "series": [list(e) for e in series], "files": files}
+
+
+def add_block(record: bytes, block: Mapping[str, Any]) -> bytes:
+    """The record's bytes (records.record_files) with a fast_path block added and sealed.
+
+    The seal is the last key of the last block: sha256 of the record's bytes with the seal's value zeroed.
+    """
+    raw = json.loads(record)
+    raw[BLOCK] = {**block, "seal": _ZERO_SEAL}
+    data = (json.dumps(raw, indent=2) + "\n").encode()
+    start = data.rindex(_SEAL_KEY) + len(_SEAL_KEY)
+    return data[:start] + _sha256(data).encode() + data[start + len(_ZERO_SEAL):]
+
+
+def _sealed(data: bytes) -> bool:
+    """The record's bytes are exactly the ones add_block sealed (any other byte changed: False)."""
+    start = data.rfind(_SEAL_KEY) + len(_SEAL_KEY)
+    if start < len(_SEAL_KEY):
+        return False
+    seal = data[start:start + len(_ZERO_SEAL)]
+    return _sha256(data[:start] + _ZERO_SEAL.encode() + data[start + len(_ZERO_SEAL):]).encode() == seal
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 of every source that can change a verdict: patchkit's modules, unidiff's, the Python version."""
+    h = hashlib.sha256(f"{sys.version}\0".encode())
+    archive = source_archive()
+    if archive is not None:  # patchkit.pyz: its modules (and its unidiff) are members of the one archive
+        try:
+            with open(archive, "rb") as handle:
+                h.update(b"archive\0" + handle.read())
+        except OSError:
+            h.update(b"unreadable archive")
+        return h.hexdigest()
+    folders = [os.path.dirname(os.path.abspath(patchkit.__file__))]  # the whole package, every stage folder
+    spec = find_spec("unidiff")  # locates the package without importing it
+    if spec is not None and spec.origin:
+        folders.append(os.path.dirname(spec.origin))
+    for folder in folders:
+        for rel in _python_sources(folder):
+            h.update(rel.encode() + b"\0")
+            try:
+                with open(os.path.join(folder, rel), "rb") as handle:
+                    h.update(handle.read())
+            except OSError:
+                h.update(b"unreadable")
+            h.update(b"\0")
+    return h.hexdigest()
+
+
+def _python_sources(folder: str) -> list[str]:
+    """Every `*.py` under `folder` (not into linked folders), as sorted relative POSIX paths.
+
+    What Path.rglob("*.py") finds, without pathlib's glob machinery (its pattern compiler runs at every start)."""
+    found = []
+    for top, dirs, files in os.walk(folder):
+        rel = os.path.relpath(top, folder)
+        prefix = "" if rel == "." else rel.replace(os.sep, "/") + "/"
+        found += [prefix + name for name in (*files, *dirs) if name.endswith(".py")]
+    return sorted(found, key=lambda rel: rel.split("/"))
+
+
+# -------------------------------------------------------------------------------------------------- reading
+
+
+def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[AppliedRecord, ...] | None:
+    """The records proving every patch of `specs` (judged together, in this order) is applied as written: the
+    fast path's answer, one record per patch, in order.
+
+    None: the full judgement must run. Call under the lock the full judgement would take on `root` (the
+    command's tree.Root). Never raises for what it finds in the tree: an odd tree is the full path's to report.
+    """
+    if os.environ.get(DISABLE_ENV):
+        return None
+    if any(spec.base_files or spec.sha256 is None for spec in specs):
+        return None  # a [base] fingerprint is checked against per-hunk verdicts: only the full path has them
+    try:
+        series = [series_entry(spec) for spec in specs]
+    except (OSError, PatchkitError):
+        return None
+    try:
+        records = []
+        for spec, entry in zip(specs, series, strict=True):
+            record = _vouching_record(root.fd, root.path, spec, entry, series)
+            if record is None:
+                return None
+            records.append(record)
+        return tuple(records)
+    except (OSError, PatchkitError):
+        return None
+
+
+def _vouching_record(
+    root_fd: int, root: Path, spec: PatchSpec, entry: list[str], series: list[list[str]]
+) -> AppliedRecord | None:
+    json_name, _ = record_names(spec.id)
+    data = _read_trusted(root_fd, root, f"{STATE_DIR}/{json_name}")
+    if data is None:
+        return None
+    try:
+        if not _sealed(data):
+            return None  # not byte for byte the record patchkit wrote
+        block = json.loads(data)[BLOCK]
+        if not isinstance(block, dict) or not _sealed_by(block, data):
+            return None
+        record = parse_record(data)
+        files = block["files"]
+        if not isinstance(files, dict):
+            return None
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+    fresh = (spec.id, entry[1], entry[2])
+    if (record.patch, record.manifest_sha256, record.diff_sha256) != fresh or record.strip != spec.strip:
+        return None
+    if block.get("code") != code_fingerprint() or block.get("series") != series:
+        return None
+    if not all(isinstance(path, str) for path in files):
+        return None
+    # One file in memory at a time: each is read, hashed and dropped (a restart's peak stays below the tree's size).
+    with contextlib.closing(iter_all_at(root_fd, root, files)) as found:
+        if not all(_file_is(snap, files[path]) for path, snap in found):
+            return None
+    return record
+
+
+def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:
+    """The seal _sealed checked is the block's own `seal` key (its last one), not text elsewhere."""
+    keys = list(block)
+    return bool(keys) and keys[-1] == "seal" and data.endswith(f'{block["seal"]}"\n  }}\n}}\n'.encode())
+
+
+def _file_is(snap: Snapshot, want: Any) -> bool:
+    """The file as read is byte for byte (and mode for mode) what the record says the transaction left."""
+    if want is None:
+        return snap.data is None
+    if not isinstance(want, dict) or snap.data is None:
+        return False
+    return (
+        snap.mode == want.get("mode")
+        and len(snap.data) == want.get("size")
+        and _sha256(snap.data) == want.get("sha256")
+    )
+
+
+def _read_trusted(root_fd: int, root: Path, rel: str) -> bytes | None:
+    """The bytes of `rel` if it and the folders under the root leading to it belong to this user and are
+    writable by nobody else; None otherwise (or when it is absent)."""
+    parts = rel.split("/")
+    me = os.geteuid()
+    folder = open_folder(root_fd, root, tuple(parts[:-1]), rel)
+    if folder is None:
+        return None
+    try:
+        for i in range(1, len(parts)):  # each folder on the way: .patchkit, .patchkit/applied
+            sub = open_folder(root_fd, root, tuple(parts[:i]), rel)
+            if sub is None:
+                return None
+            try:
+                st = os.fstat(sub)
+            finally:
+                os.close(sub)
+            if st.st_uid != me or st.st_mode & _UNSAFE_BITS:
+                return None
+        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
+    except FileNotFoundError:
+        return None
+    finally:
+        os.close(folder)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_uid != me or st.st_mode & _UNSAFE_BITS:
+            return None
+        chunks = []
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

@@ -1,0 +1,311 @@
+"""Provenance: is the tree the base the patch was made for, and which version of the patch is in it.
+
+A manifest promises "this exact diff, validated on this exact engine commit". Three facts check that promise
+on the tree as found (under the lock), each a frozen record:
+
+- BaseCheck: on a git checkout, HEAD against `target.pinned_commit`; on any tree, the files the hunk set reads
+  against the `[base]` fingerprint (sha256 of each pre-image, recorded by `patchkit vendor --base-tree`).
+- RecordCheck: `.patchkit/applied/<id>.json`, written by every successful apply next to a stored copy of the
+  diff it applied (the format: patchkit.run.records), against the hunk set the manifest names now.
+- Origin: who put the change into an applied tree: this version, another version (stale), or nobody we know
+  of (the tree already contained it: upstream-contains, the patch can be retired).
+
+Base drift never changes a hunk-level verdict; it explains it. gitpython is imported only for a git checkout
+with a known pinned commit, so status on a plain tree stays cheap.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from patchkit.errors import BadInputError, ManifestError, PatchkitError
+from patchkit.input.tree import STATE_DIR, Root
+from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
+from patchkit.run.records import AppliedRecord, parse_record, record_names
+from patchkit.workspace.trust import read_state
+
+if TYPE_CHECKING:
+    from patchkit.diff.hunkset import HunkSet
+    from patchkit.input.manifest import PatchSpec
+    from patchkit.judge.treestate import TreeState
+    from patchkit.judge.verdicts import FileVerdict
+
+
+class RecordCheck(NamedTuple):
+    """The applied record as found, against the hunk set the manifest names now."""
+
+    state: RecordState
+    path: str  # relative to the root
+    record: AppliedRecord | None
+    stored: HunkSet | None  # the stored copy, rebuilt and verified: only for a stale record
+    detail: str | None  # why the record (or its stored copy) cannot be used
+
+
+class Provenance(NamedTuple):
+    """What provenance found for one patch on one tree: base, applied record and origin (see provenance.py)."""
+
+    base: BaseCheck
+    record: RecordCheck
+    origin: Origin | None  # None: the change is not (recognisably) in the tree
+    used_stored_copy: bool  # the action judged the tree with the stored copy, not the manifest's diff
+
+    @property
+    def can_retire(self) -> bool:
+        return self.origin is Origin.UPSTREAM
+
+
+# ------------------------------------------------------------------------------------------------------ base
+
+
+class HeadCheck(NamedTuple):
+    """HEAD of a git checkout against the pinned commit (None where git could not tell).
+
+    A NamedTuple, not a frozen dataclass: as immutable, compared by value, and ~5x cheaper to create at import
+    (every status loads this module; only a git checkout with a pinned commit makes one that says anything)."""
+
+    head: str | None
+    relation: Relation | None
+    detail: str | None  # why git could not answer
+
+
+def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
+    pinned = spec.target.pinned_commit
+    head = HeadCheck(None, None, None)
+    if pinned is not None and (tree.root / ".git").exists():  # by path: git reads the checkout by its path,
+        head = compare_head(tree.root, pinned)  # not through the command's root descriptor (tree.Root)
+    drifted: list[str] = []
+    unchecked: list[str] = []
+    matched = 0
+    by_old_path: dict[str, list[FileVerdict]] = {}  # once: a [base] table names every file the diff reads
+    for v in tree.files:
+        if v.section.old_path is not None:
+            by_old_path.setdefault(v.section.old_path, []).append(v)
+    for path, digest in spec.base_files:
+        verdict = _judge_base_file(path, digest, tree, by_old_path.get(path, []))
+        if verdict is None:
+            unchecked.append(path)
+        elif verdict:
+            matched += 1
+        else:
+            drifted.append(path)
+    moved = head.relation in (Relation.DESCENDANT, Relation.ANCESTOR, Relation.UNRELATED)
+    if drifted or moved:
+        state = BaseState.DRIFTED
+    elif head.relation is Relation.SAME or matched:
+        state = BaseState.PINNED
+    else:
+        state = BaseState.UNKNOWN
+    return BaseCheck(
+        state, pinned, head.head, head.relation, tuple(p for p, _ in spec.base_files),
+        tuple(drifted), tuple(unchecked), head.detail or _unknown_why(state, spec),
+    )
+
+
+def _unknown_why(state: BaseState, spec: PatchSpec) -> str | None:
+    if state is not BaseState.UNKNOWN:
+        return None
+    if spec.base_files:
+        return "no [base] file can be checked while its hunks are in this state"
+    if spec.target.pinned_commit is None:
+        return "target.pinned_commit is unknown and the manifest has no [base] fingerprint"
+    return "not a git checkout, and the manifest has no [base] fingerprint"
+
+
+def compare_head(root: Path, pinned: str) -> HeadCheck:
+    """HEAD of the git checkout at root against `pinned` (a full commit id, validated by the manifest)."""
+    try:
+        import git  # lazy: gitpython (~140 ms; only a git checkout with a pinned commit)
+    except ImportError as exc:  # gitpython refuses to import when no git executable is found
+        return HeadCheck(None, None, f"cannot run git: {exc}")
+    try:
+        repo = git.Repo(root)
+    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError) as exc:
+        return HeadCheck(None, None, f"not a usable git checkout: {exc}")
+    with repo:
+        try:
+            head_commit = repo.head.commit
+        except ValueError as exc:  # unborn branch: no commit yet
+            return HeadCheck(None, None, f"HEAD names no commit: {exc}")
+        head = head_commit.hexsha
+        if head == pinned:
+            return HeadCheck(head, Relation.SAME, None)
+        try:
+            repo.git.rev_parse("--verify", "--quiet", f"{pinned}^{{commit}}")
+        except git.exc.GitCommandError as exc:
+            if exc.status == 1:  # --quiet: the object is simply not there
+                return HeadCheck(head, Relation.UNKNOWN_OBJECT, f"commit {pinned} is not in {root}")
+            return HeadCheck(head, None, f"git cannot read {root}: {str(exc.stderr).strip()}")
+        pinned_commit = repo.commit(pinned)
+        try:
+            if repo.is_ancestor(pinned_commit, head_commit):
+                return HeadCheck(head, Relation.DESCENDANT, None)
+            if repo.is_ancestor(head_commit, pinned_commit):
+                return HeadCheck(head, Relation.ANCESTOR, None)
+        except git.exc.GitCommandError as exc:
+            return HeadCheck(head, None, f"git cannot compare the commits: {str(exc.stderr).strip()}")
+        return HeadCheck(head, Relation.UNRELATED, None)
+
+
+def read_paths(hunk_set: HunkSet) -> list[str]:
+    """The files whose existing content the hunk set reads: every section's old path, except for creations."""
+    return list(dict.fromkeys(f.old_path for f in hunk_set.files if f.old_path is not None))
+
+
+def fingerprint_tree(tree: TreeState) -> dict[str, str]:
+    """path -> sha256 of every file the hunk set reads, on a tree where the patch is not applied."""
+    if tree.state is not PatchState.UNAPPLIED:
+        raise BadInputError(
+            f"the base tree reads as {tree.state.value}, not unapplied", where=str(tree.root),
+            hint="fingerprint the pristine pinned tree, before any patch is applied to it",
+        )
+    out: dict[str, str] = {}
+    for path in read_paths(tree.hunk_set):
+        data = tree.snapshots[path].data
+        assert data is not None  # an unapplied section's old file exists
+        out[path] = _sha256(data)
+    return out
+
+
+def missing_files(tree: TreeState) -> tuple[str, ...]:
+    """Files a section edits that are not under the root at all (nor at a rename's new path).
+
+    That is a wrong --root or prefix / [paths], not drift: no advice about drift or retiring applies.
+    """
+    from patchkit.diff.hunks import FileOp  # lazy: the judgement (loaded by what made `tree`)
+
+    missing = []
+    for verdict in tree.files:
+        section = verdict.section
+        if section.op not in (FileOp.MODIFY, FileOp.RENAME):
+            continue
+        seen = verdict.judged_on
+        if all(not (seen[p].exists if p in seen else True) for p in section.paths):
+            missing.append(section.old_path or section.path)
+    return tuple(dict.fromkeys(missing))
+
+
+def missing_reason(missing: Sequence[str], root: Path) -> str:
+    shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+    return (
+        f"{shown} not found under the root {root}: check --root / the prefix (the manifest's prefix and "
+        "[paths] place the diff's paths under the root)"
+    )
+
+
+def _judge_base_file(path: str, digest: str, tree: TreeState, sections: Sequence[FileVerdict]) -> bool | None:
+    """True: the file's pre-image matches the fingerprint; False: it differs; None: cannot tell.
+
+    `sections`: the verdicts of the sections whose old path is `path`, in order."""
+    snap = tree.snapshots.get(path)
+    if snap is None or not sections or not snap.exists:
+        return None  # no longer read by this hunk set (its excludes changed), or not there to judge
+    if snap.data is not None and _sha256(snap.data) == digest:
+        return True
+    states = {v.state for v in sections}
+    if states == {PatchState.UNAPPLIED}:
+        return False  # the current content is the pre-image
+    if len(sections) > 1:
+        return None  # a file touched twice: its pre-image is only known when every section is unapplied
+    verdict = sections[0]
+    if verdict.state in (PatchState.APPLIED, PatchState.PARTIAL):
+        pre = _pre_image(verdict, path)
+        return None if pre is None else _sha256(pre) == digest
+    # Conflict or ambiguous: this patch alone cannot turn the fingerprinted content into what is there now.
+    return False
+
+
+def _pre_image(verdict: FileVerdict, path: str) -> bytes | None:
+    """The file's content with this section's applied hunks taken back out."""
+    from patchkit.judge.rewrite import rewrite_section  # lazy: the judgement (loaded by what made `verdict`)
+
+    snap = rewrite_section(verdict, forward=False).get(path)
+    return snap.data if snap is not None else None
+
+
+# ---------------------------------------------------------------------------------------------------- record
+
+
+def read_record(root: Root, patch_id: str, hunk_set: HunkSet) -> RecordCheck:
+    """The applied record of patch_id under root, compared with the digest of the hunk set the manifest gives now
+    (hashed only when there is a record to compare it with: a tree without one never pays for it)."""
+    json_name, diff_name = record_names(patch_id)
+    rel = f"{STATE_DIR}/{json_name}"
+    snap = read_state(root, json_name)  # refused (exit 2) unless nobody but us or root could have written it
+    if snap.data is None:
+        return RecordCheck(RecordState.NONE, rel, None, None, None)
+    try:
+        record = parse_record(snap.data)
+    except (ValueError, KeyError, TypeError) as exc:
+        return RecordCheck(RecordState.INVALID, rel, None, None, f"unreadable record: {exc}")
+    if record.patch != patch_id:
+        return RecordCheck(RecordState.INVALID, rel, None, None, f"the record is for patch {record.patch!r}")
+    if record.hunkset_sha256 == hunk_set.digest:
+        return RecordCheck(RecordState.CURRENT, rel, record, None, None)
+    try:
+        stored = _load_stored(root, diff_name, record)
+    except PatchkitError as exc:
+        return RecordCheck(RecordState.STALE, rel, record, None, f"the stored copy is unusable: {exc.message}")
+    return RecordCheck(RecordState.STALE, rel, record, stored, None)
+
+
+def _load_stored(root: Root, name: str, record: AppliedRecord) -> HunkSet:
+    """Rebuild the hunk set a record names from its stored diff, and prove it is the same one."""
+    rel = f"{STATE_DIR}/{name}"
+    data = read_state(root, name).data
+    if data is None:
+        raise BadInputError(f"{rel} is missing")
+    if _sha256(data) != record.diff_sha256:
+        raise BadInputError(f"{rel} does not have the sha256 its record names")
+    from patchkit.diff.diffs import parse_diff  # lazy: the parser (only a stale record's stored copy)
+    from patchkit.diff.filtering import filter_diff
+
+    hunk_set = filter_diff(parse_diff(data, record.strip, rel), record.excludes)
+    if hunk_set.digest != record.hunkset_sha256:
+        raise BadInputError(f"{rel} does not give the hunk set its record names")
+    return hunk_set
+
+
+# ---------------------------------------------------------------------------------------------------- origin
+
+
+def assess(spec: PatchSpec, tree: TreeState, record: RecordCheck, *, used_stored_copy: bool) -> Provenance:
+    base = check_base(spec, tree)
+    return Provenance(base, record, origin_of(tree.state, record, base), used_stored_copy)
+
+
+def origin_of(state: PatchState, record: RecordCheck, base: BaseCheck | None = None) -> Origin | None:
+    if record.state is RecordState.STALE:
+        return Origin.OTHER_VERSION
+    if state is not PatchState.APPLIED:
+        return None
+    if record.state is RecordState.CURRENT:
+        return Origin.THIS_VERSION
+    if record.state is RecordState.NONE:
+        return Origin.UPSTREAM if ships_upstream(base) else Origin.OUTSIDE
+    return None
+
+
+def ships_upstream(base: BaseCheck | None) -> bool:
+    """An applied tree without a record is the image's own only when the base shows the engine moved on: HEAD
+    descends from the pinned commit, or a file differs from its [base] pre-image fingerprint."""
+    if base is None or base.state is not BaseState.DRIFTED:
+        return False
+    return base.relation is Relation.DESCENDANT or bool(base.drifted)
+
+
+def check_hunkset_pin(spec: PatchSpec, hunk_set: HunkSet) -> None:
+    """The manifest's hunkset_sha256, when recorded, must name the hunk set its diff and excludes give."""
+    if spec.hunkset_sha256 is not None and spec.hunkset_sha256 != hunk_set.digest:
+        raise ManifestError(
+            f"the filtered hunk set has sha256 {hunk_set.digest}, the manifest records {spec.hunkset_sha256}",
+            where=str(spec.manifest_path),
+            hint="the excludes or strip changed since the diff was vendored; review, then re-pin with "
+            f"`{spec.vendor_command()}`",
+        )
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()

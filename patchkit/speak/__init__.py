@@ -1,0 +1,2 @@
+"""speak: text, JSON, colour and progress; decides nothing; the folder that speaks.
+"""

@@ -1,0 +1,325 @@
+"""How one run speaks on the terminal: -q / -v / --color, colour conventions, pipe-safe output, TTY progress.
+
+Settings live in the click context's `meta` (shared by the group and its subcommand), so `-v` works before or
+after the command name. Everything here is CLI side: core code only sees the `Progress` protocol.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass, replace
+from typing import IO, TYPE_CHECKING, Any, TypeVar
+
+import click
+from click.core import ParameterSource
+
+from patchkit.errors import OutputError
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from patchkit.run.progress import Phase
+    from patchkit.workspace.lock import LockHolder
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_META = "patchkit.speak.console"
+PHASE_WORDS = {"parse": "parsing the diff", "judge": "judging the tree", "write": "writing"}
+PROGRESS_DELAY = 1.0  # seconds a phase runs before progress is drawn ($PATCHKIT_PROGRESS_DELAY overrides)
+
+
+@dataclass(frozen=True)
+class Settings:
+    """The output options of this run (-q, -v, --color, --json)."""
+
+    color: str = "auto"  # auto | always | never
+    quiet: bool = False
+    verbose: bool = False
+    json: bool = False
+
+
+def settings() -> Settings:
+    """This run's settings (the defaults outside a command)."""
+    ctx = click.get_current_context(silent=True)
+    return settings_of(ctx) if ctx is not None else Settings()
+
+
+def _update(ctx: click.Context, **changes: Any) -> None:
+    ctx.meta[_META] = replace(settings_of(ctx), **changes)
+    ctx.color = use_colour(ctx.meta[_META].color)
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    found = ctx.meta.get(_META)
+    return found if isinstance(found, Settings) else Settings()
+
+
+def use_colour(choice: str) -> bool | None:
+    """True: always colour; False: never; None: only on a terminal (click decides per stream).
+
+    --color always/never wins; then NO_COLOR (any non-empty value), then FORCE_COLOR / CLICOLOR_FORCE
+    (non-empty and not 0), then TERM=dumb.
+    """
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    if os.environ.get("NO_COLOR"):
+        return False
+    if any(os.environ.get(name, "") not in ("", "0", "false") for name in ("FORCE_COLOR", "CLICOLOR_FORCE")):
+        return True
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return None
+
+
+def _given(ctx: click.Context, param: click.Parameter) -> bool:
+    return param.name is not None and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT
+
+
+def _on_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if _given(ctx, param) and value:
+        if settings_of(ctx).verbose:
+            raise click.UsageError("-q/--quiet and -v/--verbose exclude each other")
+        _update(ctx, quiet=True)
+
+
+def _on_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if _given(ctx, param) and value:
+        if settings_of(ctx).quiet:
+            raise click.UsageError("-q/--quiet and -v/--verbose exclude each other")
+        _update(ctx, verbose=True)
+
+
+def _on_color(ctx: click.Context, param: click.Parameter, value: str) -> None:
+    if _given(ctx, param) or _META not in ctx.meta:  # the default too: NO_COLOR etc. apply to every echo
+        _update(ctx, color=value)
+
+
+def _on_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
+    json_when(ctx, value)
+    return value
+
+
+def json_when(ctx: click.Context, wanted: bool) -> None:
+    """The command prints JSON (--json, lint --format json): its errors are JSON objects on stdout too."""
+    if wanted:
+        _update(ctx, json=True)
+
+
+def json_format(json_value: str) -> Callable[[click.Context, click.Parameter, str], str]:
+    """The callback of a --format option: choosing `json_value` makes the command's errors JSON too."""
+    def callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
+        json_when(ctx, value == json_value)
+        return value
+
+    return callback
+
+
+VERBOSE_HELP = {  # what -v adds, by where it is given
+    "group": "More detail: status, apply and revert print the per-file, per-hunk table; tracebacks of internal "
+    "errors.",
+    "table": "More detail: the per-file, per-hunk table and provenance; tracebacks of internal errors.",
+    "other": "More detail: the traceback of an internal error.",
+}
+
+
+def output_params(verbose_help: str = VERBOSE_HELP["group"]) -> list[click.Option]:
+    """-q, -v and --color: on the group and on every command, so either place works."""
+    return [
+        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_on_quiet,
+                     help="Only errors and refusals; no progress. The exit code says the rest."),
+        click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, callback=_on_verbose,
+                     help=verbose_help),
+        click.Option(["--color"], type=click.Choice(["auto", "always", "never"]), default="auto",
+                     show_default=True, expose_value=False, callback=_on_color,
+                     help="Colour: auto (a terminal, unless NO_COLOR or TERM=dumb; FORCE_COLOR forces), "
+                     "always, never."),
+    ]
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True, callback=_on_json,
+                        help="Print one JSON object on stdout (errors too).")(func)
+
+
+# -------------------------------------------------------------------------------------------------- output
+
+_active: list[TerminalProgress] = []  # the progress line being drawn, if any
+_closed: set[str] = set()  # streams found closed in this run (cleared by reset_streams at the start of a run)
+
+
+def reset_streams() -> None:
+    _closed.clear()
+
+
+def echo(message: str = "", *, err: bool = False) -> None:
+    """click.echo with the run's colour choice; a closed pipe silences the stream instead of failing the run
+    (the exit code stays the outcome's, as `status -v | head -2` needs)."""
+    name = "stderr" if err else "stdout"
+    if name in _closed:
+        return
+    # A progress line is erased first (and not redrawn while the line is written); the next tick draws it below.
+    with _active[-1].paused() if _active else nullcontext():
+        try:
+            click.echo(message, err=err, color=use_colour(settings().color))
+        except BrokenPipeError:
+            silence(name)
+        except OSError as exc:  # a full disk, EIO: the report cannot be written; not a bug
+            silence(name)
+            raise output_error(name, exc) from None
+
+
+def output_error(name: str, exc: OSError) -> OutputError:
+    return OutputError(
+        f"cannot write to {name}: {exc.strerror or exc}", where=None,
+        hint="the command's work is not affected (a write to the tree is a transaction, finished or rolled back "
+        f"before the report); send {name} somewhere with room and rerun to see the report: it is safe to repeat",
+    )
+
+
+def warn(message: str) -> None:
+    """`patchkit: warning: ...` on stderr: something looks wrong but the run goes on (-q leaves it out)."""
+    if not settings().quiet:
+        echo(f"patchkit: warning: {message}", err=True)
+
+
+def note(message: str) -> None:
+    """`patchkit: note: ...` on stderr: a fact worth knowing, nothing wrong (-q leaves it out)."""
+    if not settings().quiet:
+        echo(f"patchkit: note: {message}", err=True)
+
+
+def silence(name: str) -> None:
+    """Point a closed stdout/stderr at /dev/null, so later writes and the flush at exit cannot fail."""
+    _closed.add(name)
+    stream = getattr(sys, name)
+    try:
+        fd = stream.fileno()
+    except (AttributeError, OSError, ValueError):  # not a real file (tests' captured streams)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, fd)
+    finally:
+        os.close(devnull)
+
+
+# ------------------------------------------------------------------------------------------------ progress
+
+
+class TerminalProgress:
+    """A one-line spinner on stderr for a phase running longer than `delay`; cleared before any other output."""
+
+    _FRAMES = "|/-\\"
+
+    def __init__(self, stream: IO[str], delay: float) -> None:
+        self._stream = stream
+        self._delay = delay
+        self._lock = threading.Lock()
+        self._label: str | None = None
+        self._started = 0.0
+        self._drawn = False
+        self._tick = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._erase = "\x1b[K" if os.environ.get("TERM") != "dumb" else ""
+
+    def phase(self, phase: Phase, subject: str) -> None:
+        with self._lock:
+            self._label = f"{PHASE_WORDS.get(phase.value, phase.value)} ({subject})"
+            self._started = time.monotonic()
+            if self._delay <= 0:
+                self._draw()
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="patchkit-progress", daemon=True)
+            self._thread.start()
+
+    def lock_wait(self, holder: LockHolder | None, path: Path) -> None:
+        """workspace's WaitHook: a note of its own line; the spinner goes on below it."""
+        who = f"pid {holder.pid} since {holder.since}" if holder is not None else "a process"
+        with self._lock:
+            self._clear()
+            self._write(f"patchkit: waiting for the lock held by {who} ({path})\n")
+            self._label, self._started = "waiting for the lock", time.monotonic()
+
+    @contextmanager
+    def paused(self) -> Iterator[None]:
+        with self._lock:
+            self._clear()
+            yield
+
+    def close(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        with self._lock:
+            self._clear()
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.1):
+            with self._lock:
+                if self._label is not None and time.monotonic() - self._started >= self._delay:
+                    self._draw()
+
+    def _draw(self) -> None:
+        elapsed = time.monotonic() - self._started
+        frame = self._FRAMES[self._tick % len(self._FRAMES)]
+        self._tick += 1
+        text = f"patchkit: {frame} {self._label} {elapsed:.0f}s"[: self._columns() - 1]  # a wrapped line stays
+        self._write("\r" + text + (self._erase or "   "))
+        self._drawn = True
+
+    def _clear(self) -> None:
+        if self._drawn:
+            self._write("\r" + (self._erase or " " * (self._columns() - 1)) + "\r")
+            self._drawn = False
+
+    def _columns(self) -> int:
+        try:
+            columns = os.get_terminal_size(self._stream.fileno()).columns
+        except (AttributeError, OSError, ValueError):
+            columns = 0
+        return max(20, columns) if columns else 80  # 0: the terminal does not say
+
+    def _write(self, text: str) -> None:
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self._stop.set()
+
+
+def _delay() -> float:
+    try:
+        return float(os.environ.get("PATCHKIT_PROGRESS_DELAY", PROGRESS_DELAY))
+    except ValueError:
+        return PROGRESS_DELAY
+
+
+@contextmanager
+def progress() -> Iterator[TerminalProgress | None]:
+    """A TerminalProgress when stderr is a terminal and not -q; None (no cost) otherwise."""
+    stream = sys.stderr
+    if settings().quiet or not _isatty(stream):
+        yield None
+        return
+    reporter = TerminalProgress(stream, _delay())
+    _active.append(reporter)
+    try:
+        yield reporter
+    finally:
+        _active.remove(reporter)
+        reporter.close()
+
+
+def _isatty(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False

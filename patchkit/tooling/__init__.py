@@ -1,0 +1,2 @@
+"""tooling: the registry's tooling: vendor (with the forge formats), new (scaffold), the demo.
+"""
