@@ -223,9 +223,7 @@ def choose_root(root: str | None, package: str | None, python: str | None = None
             raise click.UsageError(f"{both}; give one of them")
         root, package = (None, package) if root_env else (root, None)
     if package is not None:
-        from patchkit.input.environment import (
-            locate_distribution_root,  # lazy: --root-from-package (subprocess, checks)
-        )
+        from patchkit.input.environment import locate_distribution_root  # lazy: --root-from-package
 
         return str(locate_distribution_root(package, python))
     if root is None:
