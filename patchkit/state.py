@@ -16,6 +16,7 @@ same round trip, through the very replay that plan.py writes from.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -23,7 +24,7 @@ from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, paths_of
 from patchkit.hunkset import HunkSet
-from patchkit.matching import FileLines, HunkState, Located, Reading, read_file, simulate_git
+from patchkit.matching import FileLines, HunkState, Located, Reading, possible_places, read_file, simulate_git
 from patchkit.outcome import PatchState, TreeState, combine  # at home in the light outcome module: a restart needs them
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.tree import Snapshot, read_all
@@ -257,7 +258,7 @@ def _judge_content(
     section: FilePatch, snap: Snapshot, presence: HunkState | None, snapshots: Mapping[str, Snapshot]
 ) -> FileVerdict:
     assert snap.data is not None
-    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks)
+    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks, (section.old_blob, section.new_blob))
     verdicts = [
         HunkVerdict(h, loc, e) for h, loc, e in zip(section.hunks, reading.located, reading.expected, strict=True)
     ]
@@ -271,20 +272,26 @@ def _judge_content(
     return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots))
 
 
-def judge_lines(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+Blobs = tuple[str | None, str | None]  # a section's git blob ids of the whole file before and after (or None)
+
+
+def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
     """The reading of one file's content that holds, after its round trip; or one that says why none does."""
-    reading = _decide(content, hunks)
+    reading = _decide(content, hunks, blobs)
     if not reading.complete:
         return reading
-    problem = _round_trip(content, hunks, reading)
+    problem = _round_trip(content, hunks, reading, blobs)
     if problem is None:
         return reading
     index, why = problem
     return _doubt(reading, index, why)
 
 
-def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
     """The one complete, git-consistent reading of `content`; else the reason why there is none, in a reading."""
+    proved = _proved(content, hunks, blobs)
+    if proved is not None:
+        return proved
     readings, cut = read_file(content, hunks)
     consistent: list[Reading] = []
     failed: tuple[Reading, int, str] | None = None
@@ -301,12 +308,96 @@ def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
     if len(consistent) > 1:
         consistent = _edges(content, hunks, consistent)
     if len(consistent) == 1 and not cut:
-        return consistent[0]
+        return _unrivalled(content, hunks, consistent[0])
     if consistent:
         return _tie(consistent, cut)
     if failed is not None:
         return _doubt(*failed)
     return readings[0]
+
+
+def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading | None:
+    """The reading the diff's own `index` line proves: a file whose git blob id is the one the diff names for
+    the file before (after) is that file, so every hunk is unapplied (applied) exactly where its header says.
+    Look-alikes elsewhere in it then do not matter. None when the ids are unknown or do not match."""
+    if not any(blobs):
+        return None
+    data = b"".join(content.lines)
+    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
+    for state, prefix in zip((U, A), blobs, strict=True):
+        if not prefix or not blob.startswith(prefix):
+            continue
+        located = []
+        for hunk in hunks:
+            image = hunk.old_lines if state is U else hunk.new_lines
+            pos = hunk.old_index if state is U else hunk.new_index
+            if not content.matches_at(image, pos):
+                return None
+            located.append(Located(state, pos, len(image), None))
+        return Reading(tuple(located), tuple(loc.pos or 0 for loc in located))
+    return None
+
+
+def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> Reading:
+    """The reading, unless one of its hunks has an image at another place the evidence leaves open: a copy of
+    it (or the hunk, and the reading's place the copy). Then that hunk is ambiguous, naming every place.
+
+    Which image is nearer decides nothing: lines may have been added anywhere, so a copy may sit nearer to the
+    expected line than the hunk itself. The evidence (docs/judgement.md, section 3):
+
+    - order: the hunks sit one after the other (matching.possible_places); a hunk with one possible place is
+      *certain*, and so are the start of the file and, where the diff saw it (a hunk whose trailing context
+      was cut short), its end;
+    - gaps: between two certain anchors, a run of hunks that keeps every gap the diff has (the lines above the
+      first hunk, the unchanged lines between two hunks, the lines to the end) exactly is where the hunks are.
+      Lines added in that stretch would lengthen it, and a copy of an image is lines added, so no reading that
+      puts a copy there keeps every gap; a look-alike elsewhere does not matter.
+    """
+    places = possible_places(content, hunks, reading)
+    count = len(hunks)
+    if all(len(p) == 1 for p in places):
+        return reading
+    located = reading.located
+    certain = [len(p) == 1 for p in places]
+    # exact[i]: hunk i starts exactly the diff's gap past the end of hunk i-1 (for hunk 0: past the start);
+    # exact[count]: the last hunk ends at the end of the file, where the diff saw it end.
+    exact = [False] * (count + 1)
+    end = 0
+    for i, (hunk, loc) in enumerate(zip(hunks, located, strict=True)):
+        assert loc.pos is not None
+        gap = hunk.old_index if i == 0 else hunk.old_index - (hunks[i - 1].old_index + hunks[i - 1].old_len)
+        exact[i] = loc.pos == end + gap
+        end = loc.pos + loc.span
+    size = max((max(h.leading, h.trailing) for h in hunks), default=0)
+    exact[count] = hunks[-1].trailing < size and end == len(content.lines)
+
+    def anchored(i: int) -> bool:
+        j = i
+        while exact[j] and j > 0 and not certain[j - 1]:
+            j -= 1
+        left = exact[j] and (j == 0 or certain[j - 1])
+        k = i + 1
+        while exact[k] and k < count and not certain[k]:
+            k += 1
+        return left and exact[k] and (k == count or certain[k])
+
+    out = list(located)
+    for i, (loc, possible) in enumerate(zip(located, places, strict=True)):
+        if certain[i] or anchored(i):
+            continue
+        assert loc.pos is not None
+        others = [p for p in possible if (p.state, p.pos) != (loc.state, loc.pos)]
+        seen = "; ".join(
+            f"its {'post' if p.state is A else 'pre'}-image is also at line {p.pos + 1}" for p in others[:4]
+        )
+        out[i] = Located(
+            HunkState.AMBIGUOUS, None, 0,
+            f"read as {loc.state.value}, its {'post' if loc.state is A else 'pre'}-image is at line {loc.pos + 1}, "
+            f"but {seen}; nothing in the patch excludes that place (the other hunks fit either way), so content "
+            "cannot tell which one is the hunk and which a copy",
+            (loc.pos, *(p.pos for p in others)), loc.span,
+        )
+    return Reading(tuple(out), reading.expected)
 
 
 def _nearest(readings: Sequence[Reading]) -> list[Reading]:
@@ -398,7 +489,7 @@ def _doubt(reading: Reading, index: int, why: str) -> Reading:
     return Reading(tuple(located), reading.expected)
 
 
-def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
+def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs) -> tuple[int, str] | None:
     """None if the reading survives its round trip in memory; else (hunk index, why)."""
     if not hunks:
         return None
@@ -416,7 +507,7 @@ def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> 
         checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
     for result, want, positions, back in checks:
         verb = "applying" if want is A else "reverting"
-        again = _decide(FileLines(tuple(result)), hunks)
+        again = _decide(FileLines(tuple(result)), hunks, blobs)
         for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
             if loc.state is not want or loc.pos != pos:
                 seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")

@@ -1,0 +1,95 @@
+"""Issue #23: a copy of a hunk's image near its expected line never decides the verdict (regression tests).
+
+Each case is the minimised form of a tree where the nearer image used to win: a copy of the post-image above
+an unpatched site read `applied` (the hook would start the engine unpatched), a copy of a pre-image near a
+patched site read `partial` or `unapplied` and `apply` then wrote the copy or the hunk a second time. Each is
+driven through the real CLI on a real temporary tree; the tree must read `ambiguous` naming both positions (or
+the state the evidence proves), and nothing may be written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
+
+PATH = "engine/mod.py"
+BASE_G = b"import os\n\n\ndef g():\n    y = 1\n    return y\n\n\ndef h():\n    return 0\n"
+PATCHED_G = BASE_G.replace(b"y = 1", b"y = 2")
+# The post-image of the one hunk of BASE_G -> PATCHED_G (three lines of context on each side).
+POST_G = b"\n\ndef g():\n    y = 2\n    return y\n\n\n"
+PRE_G = POST_G.replace(b"y = 2", b"y = 1")
+
+
+def _setup(tmp_path: Path, registry: Registry, before: bytes, after: bytes, tree: bytes) -> Path:
+    registry.add("p", git_diff(tmp_path, {PATH: before}, {PATH: after}))
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    write_tree(root, {PATH: tree})
+    return root
+
+
+def _status(root: Path, registry: Registry) -> tuple[int, dict[str, object]]:
+    result = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    return result.code, result.json()
+
+
+def _hunks(doc: dict[str, object]) -> list[dict[str, object]]:
+    files = doc["files"]
+    assert isinstance(files, list)
+    return [h for f in files for h in f["hunks"]]
+
+
+def test_a_copy_of_the_post_image_above_an_unpatched_site_is_not_applied(tmp_path: Path, registry: Registry) -> None:
+    # `def g(): y = 2` planted just above the real, unpatched `def g(): y = 1`: the copy sits at the header's line.
+    tree = BASE_G.replace(b"import os\n", b"import os\n" + POST_G, 1)
+    root = _setup(tmp_path, registry, BASE_G, PATCHED_G, tree)
+    code, doc = _status(root, registry)
+    assert doc["state"] == "ambiguous", doc
+    assert code == 5
+    hunk = _hunks(doc)[0]
+    assert hunk["state"] == "ambiguous"
+    # both positions named: the copy (line 2) and the real site (line 9)
+    assert {2, 9} <= set(hunk["candidate_lines"]), hunk
+    for action in (("apply",), ("apply", "--complete"), ("revert", "--force")):
+        result = cli(*action[:1], "p", "--root", root, "--patches", registry.path, *action[1:])
+        assert result.code == 1, (action, result.out, result.err)
+        assert read_tree(root)[PATH][0] == tree
+
+
+TWO = b"".join(b"line %d\n" % i for i in range(1, 21))
+TWO_PATCHED = TWO.replace(b"line 5\n", b"x = 2\n").replace(b"line 15\n", b"z = 2\n")
+TWO_BASE = TWO.replace(b"line 5\n", b"x = 1\n").replace(b"line 15\n", b"z = 1\n")
+PRE_1 = b"line 2\nline 3\nline 4\nx = 1\nline 6\nline 7\nline 8\n"
+
+
+def test_a_copy_of_a_pre_image_above_a_patched_two_hunk_file_is_not_completed(
+    tmp_path: Path, registry: Registry
+) -> None:
+    # Fully patched, and a copy of hunk 1's pre-image planted one line above its site: not partial, and
+    # `apply --complete` must not rewrite the copy.
+    tree = TWO_PATCHED.replace(b"line 1\n", b"line 1\n" + PRE_1, 1)
+    root = _setup(tmp_path, registry, TWO_BASE, TWO_PATCHED, tree)
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    hunk = _hunks(doc)[0]
+    assert hunk["state"] == "ambiguous" and set(hunk["candidate_lines"]) == {2, 9}, hunk
+    assert [h["state"] for h in _hunks(doc)[1:]] == ["applied"]
+    for action in (("apply", "--complete"), ("revert", "--complete", "--force"), ("apply",)):
+        result = cli(*action[:1], "p", "--root", root, "--patches", registry.path, *action[1:])
+        assert result.code == 1, (action, result.out)
+        assert read_tree(root)[PATH][0] == tree
+        assert "line 2" in result.out + result.err and "line 9" in result.out + result.err
+
+
+def test_a_copy_of_the_pre_image_above_a_patched_site_is_not_written_again(tmp_path: Path, registry: Registry) -> None:
+    # A patched file with a copy of the pre-image one line above the site: the rerun must not write the hunk
+    # a second time (it used to read `unapplied`).
+    tree = PATCHED_G.replace(b"import os\n", b"import os\n" + PRE_G, 1)
+    root = _setup(tmp_path, registry, BASE_G, PATCHED_G, tree)
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    assert set(_hunks(doc)[0]["candidate_lines"]) == {2, 9}, doc
+    result = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert result.code == 1
+    assert read_tree(root)[PATH][0] == tree, result.out
