@@ -93,3 +93,49 @@ def test_a_copy_of_the_pre_image_above_a_patched_site_is_not_written_again(tmp_p
     result = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert result.code == 1
     assert read_tree(root)[PATH][0] == tree, result.out
+
+
+def test_hunk_excludes_model_git_on_the_filtered_diff(tmp_path: Path, registry: Registry) -> None:
+    # Issue #23, 2c: hunk 1 (excluded) adds five lines. git, given the filtered diff, looks for hunk 2 at the
+    # line its corrected header names; with the diff's own header it would look five lines lower, where a
+    # copy of hunk 2's pre-image sits, and patchkit used to refuse ("`git apply` would use the match at line
+    # 17"). The copy lies between hunks 2 and 3, which keep their gaps from the start of the file and from
+    # each other, so it does not matter; a line added at the end keeps the diff's blob ids out of it.
+    u = [b"u%d\n" % i for i in range(40)]
+    before_lines = u[:16] + u[11:14] + u[16:]
+    before = b"".join(before_lines)
+    after_lines = list(before_lines)
+    after_lines[30] = b"changed 30\n"
+    after_lines[12] = b"changed 12\n"
+    after_lines[2:3] = [b"new %d\n" % i for i in range(6)]
+    after = b"".join(after_lines)
+    from tests.test_state import diff_u, git_applied
+
+    diff = diff_u(tmp_path, {PATH: before}, {PATH: after}, context=1)
+    assert diff.count(b"\n@@ ") == 3, diff
+    manifest = registry.add("p", diff) / "manifest.toml"  # [exclude] is its last table
+    manifest.write_text(manifest.read_text() + f'"{PATH}" = {{ hunks = [1], reason = "not ported" }}\n')
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    tree = before + b"local\n"
+    write_tree(root, {PATH: tree})
+    result = cli("status", "p", "--root", root, "--patches", registry.path, "-v")
+    assert result.code == 3, result.out
+    parts = diff.split(b"\n@@ ")
+    filtered = git_applied(tmp_path, {PATH: tree}, _renumbered(parts[0] + b"\n@@ " + b"\n@@ ".join(parts[2:])))
+    assert filtered is not None
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert read_tree(root)[PATH][0] == filtered[PATH]
+
+
+def _renumbered(diff: bytes) -> bytes:
+    """A diff with hunk 1 taken out, its later headers' new-side lines corrected, as git writes such a diff."""
+    import re
+
+    out, shift = [], -5
+    for line in diff.splitlines(keepends=True):
+        m = re.match(rb"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", line)
+        if m:
+            line = b"@@ -%s,%s +%d,%s @@\n" % (m.group(1), m.group(2), int(m.group(3)) + shift, m.group(4))
+        out.append(line)
+    return b"".join(out)
