@@ -48,7 +48,7 @@ class Lines:
         self.lines = tuple(lines)
 
     def matches_at(self, image: Sequence[bytes], pos: int) -> bool:
-        return 0 <= pos and pos + len(image) <= len(self.lines) and self.lines[pos:pos + len(image)] == tuple(image)
+        return pos >= 0 and pos + len(image) <= len(self.lines) and self.lines[pos:pos + len(image)] == tuple(image)
 
 
 def image_of(hunk: Hunk, state: State) -> tuple[bytes, ...]:
