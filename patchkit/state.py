@@ -24,7 +24,17 @@ from typing import NamedTuple
 
 from patchkit.hunks import FileOp, FilePatch, Hunk, paths_of
 from patchkit.hunkset import HunkSet
-from patchkit.matching import FileLines, HunkState, Located, Reading, possible_places, read_file, simulate_git
+from patchkit.matching import (
+    MAX_READINGS,
+    FileLines,
+    HunkState,
+    Located,
+    Place,
+    Reading,
+    possible_places,
+    read_file,
+    simulate_git,
+)
 from patchkit.outcome import PatchState, TreeState, combine  # at home in the light outcome module: a restart needs them
 from patchkit.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.tree import Snapshot, read_all
@@ -288,10 +298,24 @@ def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None,
 
 
 def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
-    """The one complete, git-consistent reading of `content`; else the reason why there is none, in a reading."""
+    """The one reading of `content` the evidence leaves; else the reason why there is none, in a reading.
+
+    Position finds a reading (_by_position). It stands when no hunk has an image at another possible place;
+    else the diff's blob ids may prove a reading (_proved); else the order and gaps of the hunks may exclude
+    the other places (_unrivalled); what they leave is ambiguous.
+    """
+    reading = _by_position(content, hunks)
+    places = possible_places(content, hunks, reading) if reading.complete else None
+    if places is not None and all(len(p) == 1 for p in places):
+        return reading
     proved = _proved(content, hunks, blobs)
     if proved is not None:
         return proved
+    return reading if places is None else _unrivalled(content, hunks, reading, places)
+
+
+def _by_position(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+    """The one complete, git-consistent reading position gives; else the reason why there is none."""
     readings, cut = read_file(content, hunks)
     consistent: list[Reading] = []
     failed: tuple[Reading, int, str] | None = None
@@ -308,7 +332,7 @@ def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, Non
     if len(consistent) > 1:
         consistent = _edges(content, hunks, consistent)
     if len(consistent) == 1 and not cut:
-        return _unrivalled(content, hunks, consistent[0])
+        return consistent[0]
     if consistent:
         return _tie(consistent, cut)
     if failed is not None:
@@ -317,28 +341,52 @@ def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, Non
 
 
 def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading | None:
-    """The reading the diff's own `index` line proves: a file whose git blob id is the one the diff names for
-    the file before (after) is that file, so every hunk is unapplied (applied) exactly where its header says.
-    Look-alikes elsewhere in it then do not matter. None when the ids are unknown or do not match."""
-    if not any(blobs):
+    """The reading the diff's own `index` line proves, if one does.
+
+    The diff names the git blob ids of the whole file before and after. Read every hunk exactly where its
+    header puts it (given the states of the hunks above it), as whichever image is there: if turning every
+    hunk of that reading back gives the file before (or turning every one forward the file after), the file
+    is exactly that one with those hunks applied, and look-alikes elsewhere in it do not matter. None when
+    the ids are unknown, or no such reading gives them, or two readings with different states do.
+    """
+    old_blob, new_blob = blobs
+    if not old_blob and not new_blob:
         return None
-    data = b"".join(content.lines)
-    blob = hashlib.sha1(b"blob %d\0" % len(data) + data, usedforsecurity=False).hexdigest()
-    for state, prefix in zip((U, A), blobs, strict=True):
-        if not prefix or not blob.startswith(prefix):
+    lines = content.lines
+    found: list[Reading] = []
+    stack: list[tuple[tuple[Located, ...], int]] = [((), 0)]  # (hunks read so far, lines they added)
+    while stack and len(found) + len(stack) <= MAX_READINGS:
+        located, growth = stack.pop()
+        i = len(located)
+        if i == len(hunks):
+            if _gives(rewrite_lines(lines, hunks, located, forward=False), old_blob) or _gives(
+                rewrite_lines(lines, hunks, located, forward=True), new_blob
+            ):
+                found.append(Reading(located, tuple(loc.pos or 0 for loc in located)))
             continue
-        located = []
-        for hunk in hunks:
-            image = hunk.old_lines if state is U else hunk.new_lines
-            pos = hunk.old_index if state is U else hunk.new_index
-            if not content.matches_at(image, pos):
-                return None
-            located.append(Located(state, pos, len(image), None))
-        return Reading(tuple(located), tuple(loc.pos or 0 for loc in located))
-    return None
+        hunk = hunks[i]
+        pos = hunk.old_index + growth
+        if content.matches_at(hunk.new_lines, pos):
+            stack.append(((*located, Located(A, pos, len(hunk.new_lines), None)), growth + hunk.new_len - hunk.old_len))
+        if content.matches_at(hunk.old_lines, pos):
+            stack.append(((*located, Located(U, pos, len(hunk.old_lines), None)), growth))
+    if stack or not found or len({r.states for r in found}) > 1:
+        return None
+    return found[0]
 
 
-def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> Reading:
+def _gives(lines: Sequence[bytes], blob: str | None) -> bool:
+    """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
+    if not blob:
+        return False
+    size = sum(map(len, lines))
+    digest = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    for line in lines:
+        digest.update(line)
+    return digest.hexdigest().startswith(blob)
+
+
+def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, places: list[list[Place]]) -> Reading:
     """The reading, unless one of its hunks has an image at another place the evidence leaves open: a copy of
     it (or the hunk, and the reading's place the copy). Then that hunk is ambiguous, naming every place.
 
@@ -353,10 +401,7 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> 
       Lines added in that stretch would lengthen it, and a copy of an image is lines added, so no reading that
       puts a copy there keeps every gap; a look-alike elsewhere does not matter.
     """
-    places = possible_places(content, hunks, reading)
     count = len(hunks)
-    if all(len(p) == 1 for p in places):
-        return reading
     located = reading.located
     certain = [len(p) == 1 for p in places]
     # exact[i]: hunk i starts exactly the diff's gap past the end of hunk i-1 (for hunk 0: past the start);
