@@ -270,11 +270,9 @@ class Place(NamedTuple):
     span: int
 
 
-def occurrences(content: FileLines, image: Sequence[bytes]) -> list[int]:
-    """Every line where `image` matches exactly, pins ignored (a drifted tree may have moved a pinned hunk)."""
-    if not image:
-        return []
-    return [p for p in content.positions(image[0]) if content.matches_at(image, p)]
+def _anchor(image: Sequence[bytes]) -> int:
+    """The image line to look an image up by: its longest (long lines are the rare ones)."""
+    return image.index(max(image, key=len))
 
 
 def possible_places(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> list[list[Place]]:
@@ -287,13 +285,27 @@ def possible_places(content: FileLines, hunks: Sequence[Hunk], reading: Reading)
     place of an image that is empty (it occurs everywhere, so only its reading's place is taken).
     """
     n = len(content.lines)
+    # One pass over the file for the anchor lines of every image only (cheaper than the full line index on a
+    # large file; any line of an image finds all its occurrences).
+    anchors = [tuple(_anchor(image) if image else -1 for image in (hunk.old_lines, hunk.new_lines)) for hunk in hunks]
+    where: dict[bytes, list[int]] = {}
+    for hunk, (k_old, k_new) in zip(hunks, anchors, strict=True):
+        if k_old >= 0:
+            where.setdefault(hunk.old_lines[k_old], [])
+        if k_new >= 0:
+            where.setdefault(hunk.new_lines[k_new], [])
+    for i, text in enumerate(content.lines):
+        spots = where.get(text)
+        if spots is not None:
+            spots.append(i)
     options: list[list[Place]] = []
-    for hunk, loc in zip(hunks, reading.located, strict=True):
+    for hunk, loc, ks in zip(hunks, reading.located, anchors, strict=True):
         places = []
-        for state in (HunkState.UNAPPLIED, HunkState.APPLIED):
+        for state, k in zip((HunkState.UNAPPLIED, HunkState.APPLIED), ks, strict=True):
             image = image_of(hunk, state)
             if image:
-                places += [Place(state, p, len(image)) for p in occurrences(content, image)]
+                places += [Place(state, p - k, len(image)) for p in where[image[k]]
+                           if p >= k and content.matches_at(image, p - k)]
             elif loc.state is state and loc.pos is not None:
                 places.append(Place(state, loc.pos, 0))
         options.append(sorted(places, key=lambda place: (place.pos, place.state is HunkState.APPLIED)))

@@ -300,18 +300,21 @@ def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None,
 def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
     """The one reading of `content` the evidence leaves; else the reason why there is none, in a reading.
 
-    Position finds a reading (_by_position). It stands when no hunk has an image at another possible place;
-    else the diff's blob ids may prove a reading (_proved); else the order and gaps of the hunks may exclude
-    the other places (_unrivalled); what they leave is ambiguous.
+    The diff's blob ids may prove a reading (_proved: the cheap check, and the common case of a tree that no
+    one drifted). Else position finds a reading (_by_position); it stands when no hunk has an image at another
+    possible place, or the order and gaps of the hunks exclude those places (_unrivalled); what they leave is
+    ambiguous.
     """
-    reading = _by_position(content, hunks)
-    places = possible_places(content, hunks, reading) if reading.complete else None
-    if places is not None and all(len(p) == 1 for p in places):
-        return reading
     proved = _proved(content, hunks, blobs)
     if proved is not None:
         return proved
-    return reading if places is None else _unrivalled(content, hunks, reading, places)
+    reading = _by_position(content, hunks)
+    if not reading.complete:
+        return reading
+    places = possible_places(content, hunks, reading)
+    if all(len(p) == 1 for p in places):
+        return reading
+    return _unrivalled(content, hunks, reading, places)
 
 
 def _by_position(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
@@ -379,11 +382,8 @@ def _gives(lines: Sequence[bytes], blob: str | None) -> bool:
     """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
     if not blob:
         return False
-    size = sum(map(len, lines))
-    digest = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
-    for line in lines:
-        digest.update(line)
-    return digest.hexdigest().startswith(blob)
+    data = b"".join(lines)
+    return hashlib.sha1(b"blob %d\0%s" % (len(data), data), usedforsecurity=False).hexdigest().startswith(blob)
 
 
 def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, places: list[list[Place]]) -> Reading:
