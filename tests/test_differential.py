@@ -283,6 +283,13 @@ def insert_points(section: Section, n: int) -> list[int]:
     return [x for x in range(n + 1) if x not in bad]
 
 
+def usable_points(section: Section, base: Lines) -> list[int]:
+    """insert_points, less the end of a file whose last line lacks its newline (a block put there would join
+    that line, and the tree would not be B with lines added)."""
+    n = len(base)
+    return [x for x in insert_points(section, n) if x < n or not base or base[-1].endswith(b"\n")]
+
+
 def occurrences(lines: Lines, image: Sequence[bytes], at_start: bool, at_end: bool) -> list[int]:
     m, n = len(image), len(lines)
     spots = range(n - m + 1)
@@ -495,7 +502,7 @@ def one_example(tally: Tally, work: Path, rng: random.Random, number: int) -> No
     for variant in list(variants):
         # a shift: a few lines above or between hunks
         k = rng.randrange(len(sections))
-        points = insert_points(sections[k], len(before[sections[k].path]))
+        points = usable_points(sections[k], before[sections[k].path])
         if points:
             block = tuple(random_line(rng, 400 + j, kind) for j in range(rng.randint(1, 6)))
             variants.append(Variant(variant.name + "+shifted", variant.applied, ((k, rng.choice(points), block),)))
@@ -506,7 +513,7 @@ def one_example(tally: Tally, work: Path, rng: random.Random, number: int) -> No
             if not s.hunks:
                 continue
             h = rng.choice(s.hunks)
-            points = set(insert_points(s, len(before[s.path])))
+            points = set(usable_points(s, before[s.path]))
             distance = rng.choice([0, 0, 1, 1, 2, 3, 5, 8])
             x = h.old_index - distance if rng.random() < 0.5 else h.old_index + h.old_len + distance
             if x not in points:
