@@ -382,8 +382,10 @@ def _gives(lines: Sequence[bytes], blob: str | None) -> bool:
     """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
     if not blob:
         return False
-    data = b"".join(lines)
-    return hashlib.sha1(b"blob %d\0%s" % (len(data), data), usedforsecurity=False).hexdigest().startswith(blob)
+    data = b"".join(lines)  # one copy of the file, hashed after git's blob header
+    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest().startswith(blob)
 
 
 def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, places: list[list[Place]]) -> Reading:

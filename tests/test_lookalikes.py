@@ -139,3 +139,42 @@ def _renumbered(diff: bytes) -> bytes:
             line = b"@@ -%s,%s +%d,%s @@\n" % (m.group(1), m.group(2), int(m.group(3)) + shift, m.group(4))
         out.append(line)
     return b"".join(out)
+
+
+def test_the_diffs_blob_ids_prove_an_undrifted_file_whatever_it_holds(tmp_path: Path, registry: Registry) -> None:
+    # The base itself holds a copy of the post-image further down (a look-alike of its own). Read as it is,
+    # the diff's `index` line names the file (its git blob id): unapplied, applied exactly as git applies it,
+    # then applied. One line added at the end and no blob id names it: the copy is a look-alike nothing
+    # excludes, and the file is ambiguous.
+    base = BASE_G + POST_G
+    root = _setup(tmp_path, registry, base, base.replace(b"y = 1", b"y = 2", 1), base)
+    assert _status(root, registry)[0] == 3
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert read_tree(root)[PATH][0] == base.replace(b"y = 1", b"y = 2", 1)
+    assert _status(root, registry)[0] == 0
+    write_tree(root, {PATH: base + b"# local\n"})
+    code, doc = _status(root, registry)
+    assert code == 5 and set(_hunks(doc)[0]["candidate_lines"]) == {2, 11}, doc
+
+
+def test_blob_ids_come_from_the_index_line_and_hunk_excludes_drop_the_after_one(tmp_path: Path) -> None:
+    from patchkit.diffs import parse_diff
+    from patchkit.filtering import filter_diff
+    from patchkit.manifest import Exclude
+    from tests.conftest import git
+
+    before = b"".join(b"line %d\n" % i for i in range(30))
+    after = before.replace(b"line 3\n", b"three\nmore\n").replace(b"line 25\n", b"twenty-five\n")
+    diff = parse_diff(git_diff(tmp_path, {PATH: before}, {PATH: after}), 1, "d")
+    (tmp_path / "b").write_bytes(before)
+    (tmp_path / "a").write_bytes(after)
+    old_id = git(tmp_path, "hash-object", "b").stdout.decode().strip()
+    new_id = git(tmp_path, "hash-object", "a").stdout.decode().strip()
+    section = diff.files[0]
+    assert section.old_blob and old_id.startswith(section.old_blob) and len(section.old_blob) >= 7
+    assert section.new_blob and new_id.startswith(section.new_blob)
+    filtered = filter_diff(diff, [Exclude(PATH, "not ported", (1,))]).files[0]
+    assert filtered.old_blob == section.old_blob and filtered.new_blob is None
+    (kept,) = filtered.hunks
+    assert kept.new_start == section.hunks[1].new_start - 1  # hunk 1 added a line above it
+    assert kept.header == section.hunks[1].header  # messages (and the digest) keep the diff's own header
