@@ -330,10 +330,10 @@ def _convert_file(pf: Any, headers: Sequence[_Header], lines: Sequence[bytes], s
             modes[m.group(1)] = int(m.group(2), 8)
         elif m := RE_INDEX_MODE.match(line):
             index_mode = int(m.group(1), 8)
-        if m := RE_INDEX.match(line):
-            blobs = (m.group(1).decode(), m.group(2).decode())
         elif m := RE_RENAME.match(line):
             renames[(m.group(1), m.group(2))] = m.group(3)
+        if m := RE_INDEX.match(line):  # the blob ids, evidence for the judgement (state.py)
+            blobs = (m.group(1).decode(), m.group(2).decode())
     if renames.keys() & {(b"copy", b"from"), (b"copy", b"to")}:
         raise DiffError(
             "copied files are not supported", where=where,
