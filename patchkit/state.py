@@ -369,13 +369,17 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading 
             continue
         hunk = hunks[i]
         pos = hunk.old_index + growth
-        if content.matches_at(hunk.new_lines, pos):
-            stack.append(((*located, Located(A, pos, len(hunk.new_lines), None)), growth + hunk.new_len - hunk.old_len))
-        if content.matches_at(hunk.old_lines, pos):
-            stack.append(((*located, Located(U, pos, len(hunk.old_lines), None)), growth))
+        for state, image, start, grows in ((A, hunk.new_lines, hunk.new_start, hunk.new_len - hunk.old_len),
+                                           (U, hunk.old_lines, hunk.old_start, 0)):
+            # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
+            # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
+            pinned = (start <= 1 and pos != 0) or (hunk.trailing == 0 and pos + len(image) != len(lines))
+            if not pinned and content.matches_at(image, pos):
+                stack.append(((*located, Located(state, pos, len(image), None)), growth + grows))
     if stack or not found or len({r.states for r in found}) > 1:
         return None
-    return found[0]
+    # What patchkit writes is what git would write: a pure reading must be where git puts it (section 4).
+    return found[0] if _git_check(content, hunks, found[0]) is None else None
 
 
 def _gives(lines: Sequence[bytes], blob: str | None) -> bool:

@@ -17,8 +17,8 @@ and real `git apply` on the same tree. Each tree counts as one of:
   read as the write's goal afterwards. Must be zero: the test fails on any.
 - ambiguous: `ambiguous` or `conflict` on a tree with a true state. Counted by what the tree holds: a planted
   copy (decoy), a look-alike the generator did not plant (an image of some hunk also at another place, in the
-  tree or in the tree apply or revert makes of it), or neither (clean); over-caution on clean trees is bounded
-  (PATCHKIT_DIFF_MAX_OVER_CAUTIOUS).
+  tree or in the tree apply or revert makes of it), or neither (clean; a clean tree real git will not move
+  either is counted apart); over-caution on clean trees is bounded (PATCHKIT_DIFF_MAX_OVER_CAUTIOUS).
 - right: the true state, and every write exact.
 Crashes (an exception, an exit code the command never gives here) must be zero.
 
@@ -347,7 +347,8 @@ class Tally:
             f"differential seed {SEED}: {self.examples} examples, {self.cases} trees: {len(self.wrong)} wrong, "
             f"{sum(self.ambiguous.values())} ambiguous, {self.right} right, {len(self.crashes)} crashes; "
             f"ambiguous on clean trees {self.rate('clean')}, on trees without a planted copy "
-            f"{self.rate('clean', 'look-alike')}, with one {self.rate('decoy')}; "
+            f"{self.rate('clean', 'look-alike')}, with one {self.rate('decoy')}, where git refuses too "
+            f"{self.ambiguous['git refuses']}; "
             f"verdicts {dict(self.verdicts)}; {self.refused_u0} -U0 diffs refused at load"
         )
 
@@ -421,6 +422,12 @@ def judge_case(tally: Tally, work: Path, registry: Path, patch: str, label: str,
         tally.crashes.append(f"{label}: status {verdict} with exit {code}")
     problems: list[str] = []
     if verdict in ("ambiguous", "conflict"):
+        if group == "clean" and truth.states in ({"unapplied"}, {"applied"}) and git_result(
+            work, tree, diff, *(() if truth.states == {"unapplied"} else ("-R",))
+        ) is None:
+            group = "git refuses"  # git will not apply it either (a -U0 hunk at the start of a file, ...)
+            tally.trees["clean"] -= 1
+            tally.trees[group] += 1
         tally.ambiguous[group] += 1
         if group == "clean" and len(tally.cautious_examples) < 50:
             doc = json.loads(out)

@@ -178,3 +178,23 @@ def test_blob_ids_come_from_the_index_line_and_hunk_excludes_drop_the_after_one(
     (kept,) = filtered.hunks
     assert kept.new_start == section.hunks[1].new_start - 1  # hunk 1 added a line above it
     assert kept.header == section.hunks[1].header  # messages (and the digest) keep the diff's own header
+
+
+def test_the_blob_id_proof_keeps_gits_pins(tmp_path: Path, registry: Registry) -> None:
+    # A -U0 hunk that inserts lines at the top of a file has an empty pre-image pinned to both ends: git will
+    # apply it only to an empty file. The file is exactly the diff's "before" (its blob id), yet the proof
+    # must not read it as unapplied, or patchkit would write what git refuses to (found by the long
+    # differential run, seed 7 example 1364).
+    from tests.test_state import diff_u
+
+    before = b"a = 1\nb = 2\n"
+    after = b"new = 0\n" + before
+    diff = diff_u(tmp_path, {PATH: before}, {PATH: after}, context=0)
+    assert b"@@ -0,0 +1 @@" in diff, diff
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    write_tree(root, {PATH: before})
+    assert _status(root, registry)[0] == 5
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
+    assert read_tree(root)[PATH][0] == before
