@@ -1,60 +1,227 @@
 """The plain matcher, kept as an oracle: the reading rule as issue #16 first implemented it, before the inline
-fast paths of issue #15 (matching.read_file, _choices, simulate_git). tests/test_matching_reference.py checks
-that the optimised matcher reads every generated file exactly as this one does.
+fast paths of issue #15 (matching.read_file, _choices, simulate_git), and the order evidence of issue #23
+(matching.possible_places) by brute force. tests/test_matching_reference.py checks that the optimised matcher
+reads every generated file exactly as this one does.
 
-Only read_file, _choices and simulate_git live here; the helpers they share with matching.py (locate, _here,
-_find, the messages) are imported from it, so a change there moves both sides alike.
+An oracle never imports the code it checks: nothing here comes from patchkit.matching. Its own small records
+stand in for matching's (State for HunkState, Loc for Located, Read for Reading); the comparison maps both to
+plain tuples. Only the diff's records (patchkit.hunks.Hunk, what both sides read) are shared.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple
 
 from patchkit.diff.hunks import Hunk
-from patchkit.judge.matching import (
-    MAX_READINGS,
-    FileLines,
-    Located,
-    Reading,
-    _find,
-    _git_locate,
-    _here,
-    _image_name,
-    _line,
-    _modified,
-    _pinned,
-    explain_conflict,
-    image_of,
-)
-from patchkit.outcome import HunkState
+
+MAX_READINGS = 64
+
+
+class State(Enum):
+    APPLIED = "applied"
+    UNAPPLIED = "unapplied"
+    CONFLICT = "conflict"
+    AMBIGUOUS = "ambiguous"
+
+
+class Loc(NamedTuple):
+    state: State
+    pos: int | None
+    span: int
+    detail: str | None
+    candidates: tuple[int, ...] = ()
+    candidate_span: int = 0
+
+
+class Read(NamedTuple):
+    located: tuple[Loc, ...]
+    expected: tuple[int, ...]
+
+
+class Lines:
+    """A file's lines, as the plain matcher looks at them: no index, every position tried."""
+
+    def __init__(self, lines: Sequence[bytes]) -> None:
+        self.lines = tuple(lines)
+
+    def matches_at(self, image: Sequence[bytes], pos: int) -> bool:
+        return pos >= 0 and pos + len(image) <= len(self.lines) and self.lines[pos:pos + len(image)] == tuple(image)
+
+
+def image_of(hunk: Hunk, state: State) -> tuple[bytes, ...]:
+    return hunk.new_lines if state is State.APPLIED else hunk.old_lines
+
+
+def _pinned(hunk: Hunk, state: State) -> tuple[bool, bool]:
+    start = hunk.new_start if state is State.APPLIED else hunk.old_start
+    return start <= 1, hunk.trailing == 0
+
+
+def _order(pos: int, expected: int) -> tuple[int, bool]:
+    return abs(pos - expected), pos < expected
+
+
+def locate(content: Lines, image: Sequence[bytes], expected: int, low: int, at_start: bool, at_end: bool) -> int | None:
+    """Every position tried in git's order from `expected` (clamped to the file), not before `low`."""
+    n, m = len(content.lines), len(image)
+    expected = min(max(expected, 0), n)
+    if at_start and at_end:
+        spots: list[int] = [0] if n == m else []
+    elif at_start:
+        spots = [0]
+    elif at_end:
+        spots = [n - m]
+    elif m == 0:
+        spots = [max(expected, low)]
+    else:
+        spots = sorted(range(n + 1), key=lambda p: _order(p, expected))
+    return next((p for p in spots if low <= p and p + m <= n and content.matches_at(image, p)), None)
+
+
+def _find(content: Lines, hunk: Hunk, state: State, expected: int, low: int) -> int | None:
+    return locate(content, image_of(hunk, state), expected, low, *_pinned(hunk, state))
+
+
+def _here(content: Lines, hunk: Hunk, state: State, expected: int, low: int) -> int | None:
+    at_start, at_end = _pinned(hunk, state)
+    if at_start or at_end:
+        pos = _find(content, hunk, state, expected, low)
+        return pos if pos == expected else None
+    return expected if expected >= low and content.matches_at(image_of(hunk, state), expected) else None
+
+
+def _image_name(state: State) -> str:
+    return "post-image" if state is State.APPLIED else "pre-image"
+
+
+def _line(pos: int | None) -> str:
+    return "none" if pos is None else str(pos + 1)
+
+
+def _git_locate(content: Lines, image: Sequence[bytes], expected: int, at_start: bool, at_end: bool) -> int | None:
+    """git's match: an image whose last line lacks its newline also matches, away from the end, a line that
+    continues with whitespace only."""
+    if not image or image[-1].endswith(b"\n") or at_end:
+        return locate(content, image, expected, 0, at_start, at_end)
+    lines, m = content.lines, len(image)
+    head, last = tuple(image[:-1]), image[-1]
+
+    def fits(q: int) -> bool:
+        if q < 0 or q + m > len(lines) or lines[q:q + m - 1] != head:
+            return False
+        line = lines[q + m - 1]
+        return line.startswith(last) and (line[len(last):].isspace() or line == last)
+
+    spots = [0] if at_start else sorted(range(len(lines) - m + 1), key=lambda q: _order(q, expected))
+    return next((q for q in spots if fits(q)), None)
+
+
+def _modified(content: Lines, hunks: Sequence[Hunk], found: Sequence[int | None], state: State) -> list[bytes]:
+    out: list[bytes] = []
+    at = 0
+    other = State.APPLIED if state is State.UNAPPLIED else State.UNAPPLIED
+    for hunk, pos in zip(hunks, found, strict=True):
+        assert pos is not None
+        out += content.lines[at:pos]
+        out += image_of(hunk, other)
+        at = pos + len(image_of(hunk, state))
+    out += content.lines[at:]
+    return out
+
+
+def explain_conflict(content: Lines, hunk: Hunk, expected: int) -> str:
+    lines = content.lines
+    crlf_file = any(line.endswith(b"\r\n") for line in lines)
+    crlf_diff = any(line.endswith(b"\r\n") for line in hunk.old_lines + hunk.new_lines)
+    if crlf_file != crlf_diff:
+        normal = Lines([line.replace(b"\r\n", b"\n") for line in lines])
+        for image in (hunk.old_lines, hunk.new_lines):
+            plain = [line.replace(b"\r\n", b"\n") for line in image]
+            if image and locate(normal, plain, 0, 0, False, False) is not None:
+                file_kind, diff_kind = ("CRLF", "LF") if crlf_file else ("LF", "CRLF")
+                return (
+                    f"line endings differ: the file uses {file_kind}, the diff {diff_kind}; "
+                    "regenerate the diff from a tree with the same line endings"
+                )
+    pos = min(max(expected, 0), len(lines))
+    for i, want in enumerate(hunk.old_lines):
+        have = lines[pos + i] if pos + i < len(lines) else None
+        if have != want:
+            return (
+                f"at line {pos + i + 1} the diff expects {_preview(want)} (or its post-image), "
+                f"the file has {_preview(have)}"
+            )
+    if hunk.trailing == 0:
+        return "the hunk has no trailing context and must match at the end of the file, which it does not"
+    return "the hunk's context does not match the file"
+
+
+def _preview(line: bytes | None) -> str:
+    if line is None:
+        return "end of file"
+    text = line.decode("utf-8", "replace").rstrip("\n")
+    return repr(text[:60] + ("..." if len(text) > 60 else ""))
+
+
+def possible_places(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc]) -> list[list[tuple[State, int]]]:
+    """By brute force: every (state, line) of each hunk that some placement of all the hunks in order uses
+    (each image at or past the end of the one before; pins ignored; an empty image only where `chosen` has it)."""
+    n = len(content.lines)
+    options: list[list[tuple[State, int, int]]] = []
+    for hunk, loc in zip(hunks, chosen, strict=True):
+        places = []
+        for state in (State.UNAPPLIED, State.APPLIED):
+            image = image_of(hunk, state)
+            if image:
+                places += [(state, p, len(image)) for p in range(n) if content.matches_at(image, p)]
+            elif loc.state is state and loc.pos is not None:
+                places.append((state, loc.pos, 0))
+        options.append(places)
+    used: list[set[tuple[State, int]]] = [set() for _ in hunks]
+
+    def walk(i: int, low: int, path: list[tuple[State, int]]) -> bool:
+        if i == len(hunks):
+            for j, place in enumerate(path):
+                used[j].add(place)
+            return True
+        found = False
+        for state, pos, span in options[i]:
+            if pos >= low and walk(i + 1, pos + span, [*path, (state, pos)]):
+                found = True
+        return found
+
+    walk(0, 0, [])
+    return [sorted(u, key=lambda place: (place[1], place[0] is State.APPLIED)) for u in used]
 
 
 @dataclass(frozen=True)
 class _Step:
     """The DFS frontier: hunks read so far and where the next one is expected."""
 
-    located: tuple[Located, ...]
+    located: tuple[Loc, ...]
     expected: tuple[int, ...]
     end: int  # current line just past the previous hunk (or where it was expected to end)
     low: int  # no hunk may start before the end of the previous found one
     growth: int  # lines the previous applied hunks added: header lines -> current lines
 
 
-def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading], bool]:
+def read_file(content: Lines, hunks: Sequence[Hunk]) -> tuple[list[Read], bool]:
     """Every reading of `content` by the rule above, and whether MAX_READINGS cut the list short.
 
     Readings come in a fixed order (at each tie, unapplied first), so the first one is a stable default for
     reports when none is complete.
     """
-    done: list[Reading] = []
+    done: list[Read] = []
     stack = [_Step((), (), 0, 0, 0)]
     cut = False
     while stack:
         step = stack.pop()
         i = len(step.located)
         if i == len(hunks):
-            done.append(Reading(step.located, step.expected))
+            done.append(Read(step.located, step.expected))
             continue
         hunk = hunks[i]
         if i == 0:
@@ -71,7 +238,7 @@ def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading],
                 end = low = located.candidates[0] + located.candidate_span
             else:
                 end, low = expected + hunk.old_len, step.low
-            growth = step.growth + (len(hunk.new_lines) - len(hunk.old_lines)) * (located.state is HunkState.APPLIED)
+            growth = step.growth + (len(hunk.new_lines) - len(hunk.old_lines)) * (located.state is State.APPLIED)
             branches.append(_Step((*step.located, located), (*step.expected, expected), end, low, growth))
         if len(done) + len(stack) + len(branches) > MAX_READINGS:
             cut = True
@@ -80,41 +247,41 @@ def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading],
     return done, cut
 
 
-def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: int) -> list[Located]:
+def _choices(content: Lines, hunk: Hunk, expected: int, header: int, low: int) -> list[Loc]:
     """How hunk may read at `expected`: one Located, or two when its images are equally near."""
     # An image at `expected` itself is at distance 0: the other image then matters only at `expected` too,
     # so the whole-file search for it (and its line index) is skipped, with the same result.
-    pre = _here(content, hunk, HunkState.UNAPPLIED, expected, low)
-    post = _here(content, hunk, HunkState.APPLIED, expected, low)
+    pre = _here(content, hunk, State.UNAPPLIED, expected, low)
+    post = _here(content, hunk, State.APPLIED, expected, low)
     if pre is None and post is None:
-        pre = _find(content, hunk, HunkState.UNAPPLIED, expected, low)
-        post = _find(content, hunk, HunkState.APPLIED, expected, low)
+        pre = _find(content, hunk, State.UNAPPLIED, expected, low)
+        post = _find(content, hunk, State.APPLIED, expected, low)
     if pre is None and post is None:
-        return [Located(HunkState.CONFLICT, None, 0, explain_conflict(content, hunk, expected))]
-    options: list[tuple[HunkState, int]] = []
+        return [Loc(State.CONFLICT, None, 0, explain_conflict(content, hunk, expected))]
+    options: list[tuple[State, int]] = []
     if pre is not None and (post is None or abs(pre - expected) <= abs(post - expected)):
-        options.append((HunkState.UNAPPLIED, pre))
+        options.append((State.UNAPPLIED, pre))
     if post is not None and (pre is None or abs(post - expected) <= abs(pre - expected)):
-        options.append((HunkState.APPLIED, post))
+        options.append((State.APPLIED, post))
     out = []
     for state, pos in options:
         git_pos = _find(content, hunk, state, header, 0) if header != expected else pos
         image = image_of(hunk, state)
         if git_pos != pos:
-            out.append(Located(
-                HunkState.AMBIGUOUS, None, 0,
+            out.append(Loc(
+                State.AMBIGUOUS, None, 0,
                 f"the {_image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
                 f"it (line {expected + 1}), and at line {_line(git_pos)}, nearest to the line its header names "
                 f"(line {header + 1}); a look-alike is near, and position cannot tell which one is the hunk",
                 (pos,) + ((git_pos,) if git_pos is not None else ()), len(image),
             ))
         else:
-            out.append(Located(state, pos, len(image), None))
+            out.append(Loc(state, pos, len(image), None))
     return out
 
 
 
-def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) -> tuple[int | None, ...]:
+def simulate_git(content: Lines, hunks: Sequence[Hunk], *, reverse: bool) -> tuple[int | None, ...]:
     """Where `git apply` (or `git apply -R`) would put each hunk, in current 0-based lines (None: fails there).
 
     git applies hunk after hunk to the image as modified so far, searching each one outward from its header's
@@ -126,7 +293,7 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
     end = 0  # current line just past the last hunk applied
     n = len(content.lines)
     from_state, to_state = (
-        (HunkState.APPLIED, HunkState.UNAPPLIED) if reverse else (HunkState.UNAPPLIED, HunkState.APPLIED)
+        (State.APPLIED, State.UNAPPLIED) if reverse else (State.UNAPPLIED, State.APPLIED)
     )
     for i, hunk in enumerate(hunks):
         old, new = image_of(hunk, from_state), image_of(hunk, to_state)
@@ -141,7 +308,7 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
             pos: int | None = here
         else:
             image = _modified(content, hunks[:i], found, from_state)
-            at = _git_locate(FileLines(tuple(image)), old, expected, at_start, at_end)
+            at = _git_locate(Lines(image), old, expected, at_start, at_end)
             pos = None if at is None else at - shift
         if pos is None:
             found += [None] * (len(hunks) - len(found))

@@ -98,8 +98,20 @@ def shapes(rng: random.Random) -> Iterator[tuple[list[bytes], list[Hunk]]]:
     yield [rng.choice(words) for _ in range(rng.randint(0, 30))], hunks  # another file altogether
 
 
-def summary(readings: Sequence[Reading]) -> list[tuple[object, ...]]:
-    return [(r.located, r.expected) for r in readings]
+def summary(readings: Sequence[Reading] | Sequence[reference.Read]) -> list[tuple[object, ...]]:
+    """Both matchers' readings as plain tuples (the reference has records of its own)."""
+    return [
+        (tuple((loc.state.value, *loc[1:]) for loc in r.located), r.expected)
+        for r in readings
+    ]
+
+
+def places(content: Sequence[bytes], hunks: Sequence[Hunk], reading: Reading) -> tuple[list[object], list[object]]:
+    """matching.possible_places and the reference's brute force on one reading, as plain tuples."""
+    ours = matching.possible_places(FileLines(tuple(content)), hunks, reading)
+    chosen = [reference.Loc(reference.State(loc.state.value), *loc[1:]) for loc in reading.located]
+    plain = reference.possible_places(reference.Lines(content), hunks, chosen)
+    return [[(p.state.value, p.pos) for p in hunk] for hunk in ours], [[(s.value, p) for s, p in h] for h in plain]
 
 
 def disagreements(
@@ -112,12 +124,17 @@ def disagreements(
             cases += 1
             lines = FileLines(tuple(content))
             ours, ours_cut = read(lines, hunks)
-            plain, plain_cut = reference.read_file(FileLines(tuple(content)), hunks)
+            plain, plain_cut = reference.read_file(reference.Lines(content), hunks)
             if (summary(ours), ours_cut) != (summary(plain), plain_cut):
                 problems.append(f"file {n}: read_file differs on {content!r} with {hunks!r}")
+            for reading in ours[:2]:
+                if reading.complete:
+                    mine, theirs = places(content, hunks, reading)
+                    if mine != theirs:
+                        problems.append(f"file {n}: possible_places differs on {content!r}: {mine} != {theirs}")
             for reverse in (False, True):
                 if matching.simulate_git(lines, hunks, reverse=reverse) != reference.simulate_git(
-                    lines, hunks, reverse=reverse
+                    reference.Lines(content), hunks, reverse=reverse
                 ):
                     problems.append(f"file {n}: simulate_git(reverse={reverse}) differs on {content!r}")
     return cases, problems
@@ -141,7 +158,7 @@ def test_many_hunks_in_one_file_read_alike() -> None:
     assert len(hunks) > 100
     for content in (old, new, patched(old, hunks, set(range(0, len(hunks), 2))), [b"x\n", *old]):
         ours = matching.read_file(FileLines(tuple(content)), hunks)
-        plain = reference.read_file(FileLines(tuple(content)), hunks)
+        plain = reference.read_file(reference.Lines(content), hunks)
         assert (summary(ours[0]), ours[1]) == (summary(plain[0]), plain[1])
 
 
@@ -163,6 +180,6 @@ def test_ties_at_every_hunk_read_alike_up_to_the_cut() -> None:
     hunks = [Hunk(k + 1, 0, 10 * k + 2, 2, 10 * k + 2, 3, (b"a\n",) * 2, (b"a\n",) * 3, 0, 1) for k in range(12)]
     content = (b"a\n",) * 200
     ours = matching.read_file(FileLines(content), hunks)
-    plain = reference.read_file(FileLines(content), hunks)
+    plain = reference.read_file(reference.Lines(content), hunks)
     assert ours[1] and len(ours[0]) == matching.MAX_READINGS
     assert (summary(ours[0]), ours[1]) == (summary(plain[0]), plain[1])

@@ -99,29 +99,28 @@ def run(registry: Registry, engine: Path, *args: str) -> CliResult:
 LINES = [b"value_%d = compute(%d)\n" % (i, i) for i in range(30)]
 
 
-def test_class1_a_decoy_of_the_other_image_farther_away_never_decides(
+def test_class1_a_copy_of_the_other_image_farther_away_is_named_never_decides(
     tmp_path: Path, registry: Registry, engine: Path
 ) -> None:
     # The change is two lines from the end: one line of trailing context, which once pinned the hunk to the
-    # end of the file. The tree is shifted by three lines and ends with a copy of the post-image.
+    # end of the file. The tree is shifted by three lines and ends with a copy of the post-image. The same
+    # bytes are the patched file with a copy of the pre-image added above its post-image (issue #23): the
+    # nearer image decides nothing, the hunk is ambiguous naming both places, and nothing is written.
     before = b"".join(LINES)
     after = before.replace(LINES[28], b"changed = 1\n")
     diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
     registry.add("p", diff)
     post = b"".join(LINES[25:28]) + b"changed = 1\n" + LINES[29]
     pre = b"".join(LINES[25:30])
-    tree = b"}\n\npass\n" + before + post
-    write_tree(engine, {"f.py": tree})
-    assert run(registry, engine, "status").code == 3  # unapplied: the pre-image is nearer
-    assert run(registry, engine, "apply").code == 0
-    assert contents(engine) == git_applied(tmp_path, {"f.py": tree}, diff)
-    # The mirror: the patched tree, shifted, ending with a copy of the pre-image, reads applied.
-    mirror = b"}\n\npass\n" + after + pre
-    write_tree(engine, {"f.py": mirror})
-    assert run(registry, engine, "status").code == 0
-    assert run(registry, engine, "apply").code == 0 and contents(engine) == {"f.py": mirror}  # nothing written
-    assert run(registry, engine, "revert", "--force").code == 0
-    assert contents(engine) == git_applied(tmp_path, {"f.py": mirror}, diff, "-R")
+    for tree in (b"}\n\npass\n" + before + post, b"}\n\npass\n" + after + pre):
+        write_tree(engine, {"f.py": tree})
+        status = run(registry, engine, "status", "--json")
+        assert status.code == 5, status.out
+        hunk = status.json()["files"][0]["hunks"][0]
+        assert hunk["state"] == "ambiguous" and sorted(hunk["candidate_lines"]) == [29, 34], hunk
+        for action in (("apply",), ("revert", "--force"), ("apply", "--complete")):
+            assert run(registry, engine, *action).code == 1
+            assert contents(engine) == {"f.py": tree}
 
 
 def _repeated_block_case(tmp_path: Path) -> tuple[bytes, bytes, bytes, bytes]:
@@ -180,7 +179,9 @@ def test_class3_complete_refuses_naming_the_hunk_when_its_result_would_not_read_
 ) -> None:
     before, after, diff = _two_way_after_apply(tmp_path)
     registry.add("p", diff)
-    half = before.replace(LINES[3], b"changed = 3\n")  # hunk 1 applied, hunk 2 not
+    # hunk 1 applied, hunk 2 not, and a line added at the end: no blob id of the diff names the file, and the
+    # completed file would read both ways at hunk 2
+    half = before.replace(LINES[3], b"changed = 3\n") + b"# local\n"
     write_tree(engine, {"f.py": half})
     parts = diff.split(b"\n@@ ")
     alone = parts[0] + b"\n@@ " + parts[2]  # hunk 2 by itself: on the target, git applies it forward and in reverse
@@ -193,12 +194,35 @@ def test_class3_complete_refuses_naming_the_hunk_when_its_result_would_not_read_
     assert contents(engine) == {"f.py": half}
 
 
+def test_class3_the_diffs_blob_ids_settle_a_block_that_repeats_its_own_context(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # Issue #23, 2a: once applied, hunk 2's images both match at one line. On the files the diff names by
+    # their blob ids (its `index` line) that does not matter: the pristine file reads unapplied and is
+    # applied exactly as git applies it, the result reads applied, revert gives the bytes back; the half
+    # patched file is completed to exactly the target.
+    before, after, diff = _two_way_after_apply(tmp_path)
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": before})
+    assert run(registry, engine, "status").code == 3
+    assert run(registry, engine, "apply").code == 0
+    assert contents(engine) == {"f.py": after} == git_applied(tmp_path, {"f.py": before}, diff)
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "revert", "--force").code == 0
+    assert contents(engine) == {"f.py": before}
+    write_tree(engine, {"f.py": before.replace(LINES[3], b"changed = 3\n")})
+    assert run(registry, engine, "status").code == 4
+    assert run(registry, engine, "apply", "--complete").code == 0
+    assert contents(engine) == {"f.py": after}
+
+
 def test_class4_a_diff_git_applies_gets_a_state_and_json_never_a_maintainers_message(
     tmp_path: Path, registry: Registry, engine: Path
 ) -> None:
     before, _, diff = _two_way_after_apply(tmp_path)
     registry.add("p", diff)
-    write_tree(engine, {"f.py": before})
+    tree = before + b"# local\n"  # drifted: no blob id of the diff names it
+    write_tree(engine, {"f.py": tree})
     status = run(registry, engine, "status", "--json")
     assert status.code == 5 and status.json()["state"] == "ambiguous"
     hunk = status.json()["files"][0]["hunks"][1]
@@ -208,7 +232,7 @@ def test_class4_a_diff_git_applies_gets_a_state_and_json_never_a_maintainers_mes
     doc = applied.json()
     assert doc["result"] == "refused" and "hunk 2" in doc["reason"]
     assert "maintainers" not in applied.out + applied.err
-    assert contents(engine) == {"f.py": before}
+    assert contents(engine) == {"f.py": tree}
 
 
 def test_class5_offsets_with_repeated_lines_and_lines_after_the_last_hunk(

@@ -40,7 +40,7 @@ from patchkit.diff.hunks import MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK
 from patchkit.errors import UnsafePathError
 from patchkit.input.paths import check_path
 
-FORMAT = b"patchkit-parsed-diff-2\n"
+FORMAT = b"patchkit-parsed-diff-3\n"  # 3: FilePatch.old_blob / new_blob
 FOLDER = "parsed-diffs"
 KEEP = 16  # entries kept; a large engine series is ~10 MB each
 _HUNK_FIELDS = tuple(f.name for f in dataclasses.fields(Hunk))

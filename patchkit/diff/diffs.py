@@ -27,6 +27,7 @@ RE_OLD_FILE = re.compile(rb"^--- (.*?)(?:\t.*)?$")
 RE_NEW_FILE = re.compile(rb"^\+\+\+ (.*?)(?:\t.*)?$")
 RE_MODE_LINE = re.compile(rb"^(old mode|new mode|new file mode|deleted file mode) ([0-7]{6})$")
 RE_INDEX_MODE = re.compile(rb"^index [0-9a-f]+\.\.[0-9a-f]+ ([0-7]{6})$")
+RE_INDEX = re.compile(rb"^index ([0-9a-f]{7,64})\.\.([0-9a-f]{7,64})(?: [0-7]{6})?$")
 RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
 RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
@@ -323,6 +324,7 @@ def _convert_file(pf: Any, headers: Sequence[_Header], lines: Sequence[bytes], s
     modes: dict[bytes, int] = {}
     renames: dict[tuple[bytes, bytes], bytes] = {}
     index_mode: int | None = None
+    blobs: tuple[str | None, str | None] = (None, None)
     for line in info:
         if m := RE_MODE_LINE.match(line):
             modes[m.group(1)] = int(m.group(2), 8)
@@ -330,6 +332,8 @@ def _convert_file(pf: Any, headers: Sequence[_Header], lines: Sequence[bytes], s
             index_mode = int(m.group(1), 8)
         elif m := RE_RENAME.match(line):
             renames[(m.group(1), m.group(2))] = m.group(3)
+        if m := RE_INDEX.match(line):  # the blob ids, evidence for the judgement (state.py)
+            blobs = (m.group(1).decode(), m.group(2).decode())
     if renames.keys() & {(b"copy", b"from"), (b"copy", b"to")}:
         raise DiffError(
             "copied files are not supported", where=where,
@@ -382,6 +386,8 @@ def _convert_file(pf: Any, headers: Sequence[_Header], lines: Sequence[bytes], s
         hunks=hunks,
         diff_line=header.line,
         binary=bool(pf.is_binary_file),
+        old_blob=blobs[0],
+        new_blob=blobs[1],
     )
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.diff.cache import parse_diff_cached
-from patchkit.diff.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, paths_of
+from patchkit.diff.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, Hunk, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.diff.mbox import find_commit_chain
 from patchkit.display import closest, show_path
@@ -104,13 +104,25 @@ def _drop_hunks(f: FilePatch, exclude: Exclude, seen: dict[str, int]) -> FilePat
     first = seen.get(exclude.pattern, 0)
     seen[exclude.pattern] = first + len(f.hunks)
     dropped = set(exclude.hunks or ())
-    hunks = tuple(h for n, h in enumerate(f.hunks, first + 1) if n not in dropped)
+    # The headers git would see in the filtered diff: each kept hunk's new-side line moves up by the lines the
+    # dropped hunks above it added, so the model of git's search (matching.simulate_git) is git's on that diff.
+    hunks: list[Hunk] = []
+    growth = 0
+    for n, h in enumerate(f.hunks, first + 1):
+        if n in dropped:
+            growth += h.new_len - h.old_len
+        elif growth:
+            hunks.append(replace(h, new_start=h.new_start - growth, dropped_growth=h.dropped_growth + growth))
+        else:
+            hunks.append(h)
     if not hunks and f.hunks and f.op is FileOp.MODIFY and f.mode_change is None:
         raise ExcludeError(
             f"exclude {exclude.pattern!r} drops every hunk of the file", exclude.pattern,
             hint=f'exclude the whole file instead: "{exclude.pattern}" = "{exclude.reason}"',
         )
-    return replace(f, hunks=hunks)
+    # The file the filtered section makes is not the diff's new file: its blob id proves nothing any more.
+    new_blob = f.new_blob if len(hunks) == len(f.hunks) else None
+    return replace(f, hunks=tuple(hunks), new_blob=new_blob)
 
 
 def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[FilePatch]:

@@ -39,6 +39,9 @@ class Hunk:
     new_lines: tuple[bytes, ...]
     leading: int  # context lines before the first change
     trailing: int  # context lines after the last change
+    # Lines the hunks that excludes dropped above this one in its section added: new_start is corrected by it
+    # (the header git would see in the filtered diff), and `header` still shows the diff's own line.
+    dropped_growth: int = 0
 
     @property
     def at_end(self) -> bool:
@@ -50,12 +53,17 @@ class Hunk:
 
     @property
     def header(self) -> str:
-        return f"@@ -{self.old_start},{self.old_len} +{self.new_start},{self.new_len} @@"
+        return f"@@ -{self.old_start},{self.old_len} +{self.new_start + self.dropped_growth},{self.new_len} @@"
 
     @property
     def old_index(self) -> int:
         """0-based position of the pre-image in the file it was made from."""
         return self.old_start if self.old_len == 0 else self.old_start - 1
+
+    @property
+    def new_index(self) -> int:
+        """0-based position of the post-image in the file the diff made."""
+        return self.new_start if self.new_len == 0 else self.new_start - 1
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,11 @@ class FilePatch:
     hunks: tuple[Hunk, ...]
     diff_line: int
     binary: bool
+    # The git blob ids of the whole file before and after, as the section's `index` line gives them
+    # (abbreviated hex). Evidence for the judgement (a file whose blob id is one of them is exactly that side);
+    # never required. None when the diff has no index line, or (new) when excludes dropped some of its hunks.
+    old_blob: str | None = None
+    new_blob: str | None = None
 
     @property
     def path(self) -> str:

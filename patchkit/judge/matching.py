@@ -255,6 +255,69 @@ def _line(pos: int | None) -> str:
     return "none" if pos is None else str(pos + 1)
 
 
+class Place(NamedTuple):
+    """One place a hunk could be: which image, at which 0-based line, over how many lines."""
+
+    state: HunkState
+    pos: int
+    span: int
+
+
+def _anchor(image: Sequence[bytes]) -> int:
+    """The image line to look an image up by: its longest (long lines are the rare ones)."""
+    return image.index(max(image, key=len))
+
+
+def possible_places(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> list[list[Place]]:
+    """For each hunk, every place one of its images occurs that some placement of all the hunks uses.
+
+    The evidence is the order of the hunks: they sit in the file one after the other, each image past the end of
+    the one before. A place is possible when the hunks before it fit, in order, above it and the hunks after it
+    below it. The hunks' own positions are not evidence: a tree may have lines added or removed anywhere, and
+    any occurrence of an image may be the hunk while the one a reading chose is a copy. `reading` gives the
+    place of an image that is empty (it occurs everywhere, so only its reading's place is taken).
+    """
+    n = len(content.lines)
+    # One pass over the file for the anchor lines of every image only (cheaper than the full line index on a
+    # large file; any line of an image finds all its occurrences).
+    anchors = [tuple(_anchor(image) if image else -1 for image in (hunk.old_lines, hunk.new_lines)) for hunk in hunks]
+    where: dict[bytes, list[int]] = {}
+    for hunk, (k_old, k_new) in zip(hunks, anchors, strict=True):
+        if k_old >= 0:
+            where.setdefault(hunk.old_lines[k_old], [])
+        if k_new >= 0:
+            where.setdefault(hunk.new_lines[k_new], [])
+    for i, text in enumerate(content.lines):
+        spots = where.get(text)
+        if spots is not None:
+            spots.append(i)
+    options: list[list[Place]] = []
+    for hunk, loc, ks in zip(hunks, reading.located, anchors, strict=True):
+        places = []
+        for state, k in zip((HunkState.UNAPPLIED, HunkState.APPLIED), ks, strict=True):
+            image = image_of(hunk, state)
+            if image:
+                places += [Place(state, p - k, len(image)) for p in where[image[k]]
+                           if p >= k and content.matches_at(image, p - k)]
+            elif loc.state is state and loc.pos is not None:
+                places.append(Place(state, loc.pos, 0))
+        options.append(sorted(places, key=lambda place: (place.pos, place.state is HunkState.APPLIED)))
+    # earliest[i]: the least line past hunks 0..i-1 placed in order; latest[i]: the greatest line hunks i.. can
+    # start at, placed in order (a hunk with no place makes every place impossible).
+    earliest = [0] * (len(hunks) + 1)
+    for i, places in enumerate(options):
+        ends = [p.pos + p.span for p in places if p.pos >= earliest[i]]
+        earliest[i + 1] = min(ends) if ends else n + 1
+    latest = [n] * (len(hunks) + 1)
+    for i in range(len(hunks) - 1, -1, -1):
+        starts = [p.pos for p in options[i] if p.pos + p.span <= latest[i + 1]]
+        latest[i] = max(starts) if starts else -1
+    return [
+        [p for p in places if p.pos >= earliest[i] and p.pos + p.span <= latest[i + 1]]
+        for i, places in enumerate(options)
+    ]
+
+
 def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) -> tuple[int | None, ...]:
     """Where `git apply` (or `git apply -R`) would put each hunk, in current 0-based lines (None: fails there).
 

@@ -16,6 +16,7 @@ same round trip, through the very replay that plan.py writes from.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
@@ -23,7 +24,16 @@ from typing import NamedTuple
 from patchkit.diff.hunks import FileOp, FilePatch, Hunk, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.input.tree import Root, Snapshot, read_all
-from patchkit.judge.matching import FileLines, Located, Reading, read_file, simulate_git
+from patchkit.judge.matching import (
+    MAX_READINGS,
+    FileLines,
+    Located,
+    Place,
+    Reading,
+    possible_places,
+    read_file,
+    simulate_git,
+)
 from patchkit.judge.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.judge.treestate import TreeState
 from patchkit.judge.verdicts import FileVerdict, HunkVerdict
@@ -257,7 +267,7 @@ def _judge_content(
     section: FilePatch, snap: Snapshot, presence: HunkState | None, snapshots: Mapping[str, Snapshot]
 ) -> FileVerdict:
     assert snap.data is not None
-    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks)
+    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks, (section.old_blob, section.new_blob))
     verdicts = [
         HunkVerdict(h, loc, e) for h, loc, e in zip(section.hunks, reading.located, reading.expected, strict=True)
     ]
@@ -271,20 +281,43 @@ def _judge_content(
     return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots))
 
 
-def judge_lines(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+Blobs = tuple[str | None, str | None]  # a section's git blob ids of the whole file before and after (or None)
+
+
+def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
     """The reading of one file's content that holds, after its round trip; or one that says why none does."""
-    reading = _decide(content, hunks)
+    reading = _decide(content, hunks, blobs)
     if not reading.complete:
         return reading
-    problem = _round_trip(content, hunks, reading)
+    problem = _round_trip(content, hunks, reading, blobs)
     if problem is None:
         return reading
     index, why = problem
     return _doubt(reading, index, why)
 
 
-def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
-    """The one complete, git-consistent reading of `content`; else the reason why there is none, in a reading."""
+def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
+    """The one reading of `content` the evidence leaves; else the reason why there is none, in a reading.
+
+    The diff's blob ids may prove a reading (_proved: the cheap check, and the common case of a tree that no
+    one drifted). Else position finds a reading (_by_position); it stands when no hunk has an image at another
+    possible place, or the order and gaps of the hunks exclude those places (_unrivalled); what they leave is
+    ambiguous.
+    """
+    proved = _proved(content, hunks, blobs)
+    if proved is not None:
+        return proved
+    reading = _by_position(content, hunks)
+    if not reading.complete:
+        return reading
+    places = possible_places(content, hunks, reading)
+    if all(len(p) == 1 for p in places):
+        return reading
+    return _unrivalled(content, hunks, reading, places)
+
+
+def _by_position(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
+    """The one complete, git-consistent reading position gives; else the reason why there is none."""
     readings, cut = read_file(content, hunks)
     consistent: list[Reading] = []
     failed: tuple[Reading, int, str] | None = None
@@ -307,6 +340,114 @@ def _decide(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
     if failed is not None:
         return _doubt(*failed)
     return readings[0]
+
+
+def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading | None:
+    """The reading the diff's own `index` line proves, if one does.
+
+    The diff names the git blob ids of the whole file before and after. Read every hunk exactly where its
+    header puts it (given the states of the hunks above it), as whichever image is there: if turning every
+    hunk of that reading back gives the file before (or turning every one forward the file after), the file
+    is exactly that one with those hunks applied, and look-alikes elsewhere in it do not matter. None when
+    the ids are unknown, or no such reading gives them, or two readings with different states do.
+    """
+    old_blob, new_blob = blobs
+    if not old_blob and not new_blob:
+        return None
+    lines = content.lines
+    found: list[Reading] = []
+    stack: list[tuple[tuple[Located, ...], int]] = [((), 0)]  # (hunks read so far, lines they added)
+    while stack and len(found) + len(stack) <= MAX_READINGS:
+        located, growth = stack.pop()
+        i = len(located)
+        if i == len(hunks):
+            if _gives(rewrite_lines(lines, hunks, located, forward=False), old_blob) or _gives(
+                rewrite_lines(lines, hunks, located, forward=True), new_blob
+            ):
+                found.append(Reading(located, tuple(loc.pos or 0 for loc in located)))
+            continue
+        hunk = hunks[i]
+        pos = hunk.old_index + growth
+        for state, image, start, grows in ((A, hunk.new_lines, hunk.new_start, hunk.new_len - hunk.old_len),
+                                           (U, hunk.old_lines, hunk.old_start, 0)):
+            # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
+            # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
+            pinned = (start <= 1 and pos != 0) or (hunk.trailing == 0 and pos + len(image) != len(lines))
+            if not pinned and content.matches_at(image, pos):
+                stack.append(((*located, Located(state, pos, len(image), None)), growth + grows))
+    if stack or not found or len({r.states for r in found}) > 1:
+        return None
+    # What patchkit writes is what git would write: a pure reading must be where git puts it (section 4).
+    return found[0] if _git_check(content, hunks, found[0]) is None else None
+
+
+def _gives(lines: Sequence[bytes], blob: str | None) -> bool:
+    """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
+    if not blob:
+        return False
+    data = b"".join(lines)  # one copy of the file, hashed after git's blob header
+    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+    digest.update(data)
+    return digest.hexdigest().startswith(blob)
+
+
+def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, places: list[list[Place]]) -> Reading:
+    """The reading, unless one of its hunks has an image at another place the evidence leaves open: a copy of
+    it (or the hunk, and the reading's place the copy). Then that hunk is ambiguous, naming every place.
+
+    Which image is nearer decides nothing: lines may have been added anywhere, so a copy may sit nearer to the
+    expected line than the hunk itself. The evidence (docs/judgement.md, section 3):
+
+    - order: the hunks sit one after the other (matching.possible_places); a hunk with one possible place is
+      *certain*, and so are the start of the file and, where the diff saw it (a hunk whose trailing context
+      was cut short), its end;
+    - gaps: between two certain anchors, a run of hunks that keeps every gap the diff has (the lines above the
+      first hunk, the unchanged lines between two hunks, the lines to the end) exactly is where the hunks are.
+      Lines added in that stretch would lengthen it, and a copy of an image is lines added, so no reading that
+      puts a copy there keeps every gap; a look-alike elsewhere does not matter.
+    """
+    count = len(hunks)
+    located = reading.located
+    certain = [len(p) == 1 for p in places]
+    # exact[i]: hunk i starts exactly the diff's gap past the end of hunk i-1 (for hunk 0: past the start);
+    # exact[count]: the last hunk ends at the end of the file, where the diff saw it end.
+    exact = [False] * (count + 1)
+    end = 0
+    for i, (hunk, loc) in enumerate(zip(hunks, located, strict=True)):
+        assert loc.pos is not None
+        gap = hunk.old_index if i == 0 else hunk.old_index - (hunks[i - 1].old_index + hunks[i - 1].old_len)
+        exact[i] = loc.pos == end + gap
+        end = loc.pos + loc.span
+    size = max((max(h.leading, h.trailing) for h in hunks), default=0)
+    exact[count] = hunks[-1].trailing < size and end == len(content.lines)
+
+    def anchored(i: int) -> bool:
+        j = i
+        while exact[j] and j > 0 and not certain[j - 1]:
+            j -= 1
+        left = exact[j] and (j == 0 or certain[j - 1])
+        k = i + 1
+        while exact[k] and k < count and not certain[k]:
+            k += 1
+        return left and exact[k] and (k == count or certain[k])
+
+    out = list(located)
+    for i, (loc, possible) in enumerate(zip(located, places, strict=True)):
+        if certain[i] or anchored(i):
+            continue
+        assert loc.pos is not None
+        others = [p for p in possible if (p.state, p.pos) != (loc.state, loc.pos)]
+        seen = "; ".join(
+            f"its {'post' if p.state is A else 'pre'}-image is also at line {p.pos + 1}" for p in others[:4]
+        )
+        out[i] = Located(
+            HunkState.AMBIGUOUS, None, 0,
+            f"read as {loc.state.value}, its {'post' if loc.state is A else 'pre'}-image is at line {loc.pos + 1}, "
+            f"but {seen}; nothing in the patch excludes that place (the other hunks fit either way), so content "
+            "cannot tell which one is the hunk and which a copy",
+            (loc.pos, *(p.pos for p in others)), loc.span,
+        )
+    return Reading(tuple(out), reading.expected)
 
 
 def _nearest(readings: Sequence[Reading]) -> list[Reading]:
@@ -398,7 +539,7 @@ def _doubt(reading: Reading, index: int, why: str) -> Reading:
     return Reading(tuple(located), reading.expected)
 
 
-def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> tuple[int, str] | None:
+def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs) -> tuple[int, str] | None:
     """None if the reading survives its round trip in memory; else (hunk index, why)."""
     if not hunks:
         return None
@@ -416,7 +557,7 @@ def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> 
         checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
     for result, want, positions, back in checks:
         verb = "applying" if want is A else "reverting"
-        again = _decide(FileLines(tuple(result)), hunks)
+        again = _decide(FileLines(tuple(result)), hunks, blobs)
         for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
             if loc.state is not want or loc.pos != pos:
                 seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")

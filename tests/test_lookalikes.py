@@ -1,0 +1,200 @@
+"""Issue #23: a copy of a hunk's image near its expected line never decides the verdict (regression tests).
+
+Each case is the minimised form of a tree where the nearer image used to win: a copy of the post-image above
+an unpatched site read `applied` (the hook would start the engine unpatched), a copy of a pre-image near a
+patched site read `partial` or `unapplied` and `apply` then wrote the copy or the hunk a second time. Each is
+driven through the real CLI on a real temporary tree; the tree must read `ambiguous` naming both positions (or
+the state the evidence proves), and nothing may be written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
+
+PATH = "engine/mod.py"
+BASE_G = b"import os\n\n\ndef g():\n    y = 1\n    return y\n\n\ndef h():\n    return 0\n"
+PATCHED_G = BASE_G.replace(b"y = 1", b"y = 2")
+# The post-image of the one hunk of BASE_G -> PATCHED_G (three lines of context on each side).
+POST_G = b"\n\ndef g():\n    y = 2\n    return y\n\n\n"
+PRE_G = POST_G.replace(b"y = 2", b"y = 1")
+
+
+def _setup(tmp_path: Path, registry: Registry, before: bytes, after: bytes, tree: bytes) -> Path:
+    registry.add("p", git_diff(tmp_path, {PATH: before}, {PATH: after}))
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    write_tree(root, {PATH: tree})
+    return root
+
+
+def _status(root: Path, registry: Registry) -> tuple[int, dict[str, object]]:
+    result = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    return result.code, result.json()
+
+
+def _hunks(doc: dict[str, object]) -> list[dict[str, object]]:
+    files = doc["files"]
+    assert isinstance(files, list)
+    return [h for f in files for h in f["hunks"]]
+
+
+def test_a_copy_of_the_post_image_above_an_unpatched_site_is_not_applied(tmp_path: Path, registry: Registry) -> None:
+    # `def g(): y = 2` planted just above the real, unpatched `def g(): y = 1`: the copy sits at the header's line.
+    tree = BASE_G.replace(b"import os\n", b"import os\n" + POST_G, 1)
+    root = _setup(tmp_path, registry, BASE_G, PATCHED_G, tree)
+    code, doc = _status(root, registry)
+    assert doc["state"] == "ambiguous", doc
+    assert code == 5
+    hunk = _hunks(doc)[0]
+    assert hunk["state"] == "ambiguous"
+    # both positions named: the copy (line 2) and the real site (line 9)
+    assert {2, 9} <= set(hunk["candidate_lines"]), hunk
+    for action in (("apply",), ("apply", "--complete"), ("revert", "--force")):
+        result = cli(*action[:1], "p", "--root", root, "--patches", registry.path, *action[1:])
+        assert result.code == 1, (action, result.out, result.err)
+        assert read_tree(root)[PATH][0] == tree
+
+
+TWO = b"".join(b"line %d\n" % i for i in range(1, 21))
+TWO_PATCHED = TWO.replace(b"line 5\n", b"x = 2\n").replace(b"line 15\n", b"z = 2\n")
+TWO_BASE = TWO.replace(b"line 5\n", b"x = 1\n").replace(b"line 15\n", b"z = 1\n")
+PRE_1 = b"line 2\nline 3\nline 4\nx = 1\nline 6\nline 7\nline 8\n"
+
+
+def test_a_copy_of_a_pre_image_above_a_patched_two_hunk_file_is_not_completed(
+    tmp_path: Path, registry: Registry
+) -> None:
+    # Fully patched, and a copy of hunk 1's pre-image planted one line above its site: not partial, and
+    # `apply --complete` must not rewrite the copy.
+    tree = TWO_PATCHED.replace(b"line 1\n", b"line 1\n" + PRE_1, 1)
+    root = _setup(tmp_path, registry, TWO_BASE, TWO_PATCHED, tree)
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    hunk = _hunks(doc)[0]
+    assert hunk["state"] == "ambiguous" and set(hunk["candidate_lines"]) == {2, 9}, hunk
+    assert [h["state"] for h in _hunks(doc)[1:]] == ["applied"]
+    for action in (("apply", "--complete"), ("revert", "--complete", "--force"), ("apply",)):
+        result = cli(*action[:1], "p", "--root", root, "--patches", registry.path, *action[1:])
+        assert result.code == 1, (action, result.out)
+        assert read_tree(root)[PATH][0] == tree
+        assert "line 2" in result.out + result.err and "line 9" in result.out + result.err
+
+
+def test_a_copy_of_the_pre_image_above_a_patched_site_is_not_written_again(tmp_path: Path, registry: Registry) -> None:
+    # A patched file with a copy of the pre-image one line above the site: the rerun must not write the hunk
+    # a second time (it used to read `unapplied`).
+    tree = PATCHED_G.replace(b"import os\n", b"import os\n" + PRE_G, 1)
+    root = _setup(tmp_path, registry, BASE_G, PATCHED_G, tree)
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    assert set(_hunks(doc)[0]["candidate_lines"]) == {2, 9}, doc
+    result = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert result.code == 1
+    assert read_tree(root)[PATH][0] == tree, result.out
+
+
+def test_hunk_excludes_model_git_on_the_filtered_diff(tmp_path: Path, registry: Registry) -> None:
+    # Issue #23, 2c: hunk 1 (excluded) adds five lines. git, given the filtered diff, looks for hunk 2 at the
+    # line its corrected header names; with the diff's own header it would look five lines lower, where a
+    # copy of hunk 2's pre-image sits, and patchkit used to refuse ("`git apply` would use the match at line
+    # 17"). The copy lies between hunks 2 and 3, which keep their gaps from the start of the file and from
+    # each other, so it does not matter; a line added at the end keeps the diff's blob ids out of it.
+    u = [b"u%d\n" % i for i in range(40)]
+    before_lines = u[:16] + u[11:14] + u[16:]
+    before = b"".join(before_lines)
+    after_lines = list(before_lines)
+    after_lines[30] = b"changed 30\n"
+    after_lines[12] = b"changed 12\n"
+    after_lines[2:3] = [b"new %d\n" % i for i in range(6)]
+    after = b"".join(after_lines)
+    from tests.test_state import diff_u, git_applied
+
+    diff = diff_u(tmp_path, {PATH: before}, {PATH: after}, context=1)
+    assert diff.count(b"\n@@ ") == 3, diff
+    manifest = registry.add("p", diff) / "manifest.toml"  # [exclude] is its last table
+    manifest.write_text(manifest.read_text() + f'"{PATH}" = {{ hunks = [1], reason = "not ported" }}\n')
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    tree = before + b"local\n"
+    write_tree(root, {PATH: tree})
+    result = cli("status", "p", "--root", root, "--patches", registry.path, "-v")
+    assert result.code == 3, result.out
+    parts = diff.split(b"\n@@ ")
+    filtered = git_applied(tmp_path, {PATH: tree}, _renumbered(parts[0] + b"\n@@ " + b"\n@@ ".join(parts[2:])))
+    assert filtered is not None
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert read_tree(root)[PATH][0] == filtered[PATH]
+
+
+def _renumbered(diff: bytes) -> bytes:
+    """A diff with hunk 1 taken out, its later headers' new-side lines corrected, as git writes such a diff."""
+    import re
+
+    out, shift = [], -5
+    for line in diff.splitlines(keepends=True):
+        m = re.match(rb"^@@ -(\d+),(\d+) \+(\d+),(\d+) @@", line)
+        if m:
+            line = b"@@ -%s,%s +%d,%s @@\n" % (m.group(1), m.group(2), int(m.group(3)) + shift, m.group(4))
+        out.append(line)
+    return b"".join(out)
+
+
+def test_the_diffs_blob_ids_prove_an_undrifted_file_whatever_it_holds(tmp_path: Path, registry: Registry) -> None:
+    # The base itself holds a copy of the post-image further down (a look-alike of its own). Read as it is,
+    # the diff's `index` line names the file (its git blob id): unapplied, applied exactly as git applies it,
+    # then applied. One line added at the end and no blob id names it: the copy is a look-alike nothing
+    # excludes, and the file is ambiguous.
+    base = BASE_G + POST_G
+    root = _setup(tmp_path, registry, base, base.replace(b"y = 1", b"y = 2", 1), base)
+    assert _status(root, registry)[0] == 3
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert read_tree(root)[PATH][0] == base.replace(b"y = 1", b"y = 2", 1)
+    assert _status(root, registry)[0] == 0
+    write_tree(root, {PATH: base + b"# local\n"})
+    code, doc = _status(root, registry)
+    assert code == 5 and set(_hunks(doc)[0]["candidate_lines"]) == {2, 11}, doc
+
+
+def test_blob_ids_come_from_the_index_line_and_hunk_excludes_drop_the_after_one(tmp_path: Path) -> None:
+    from patchkit.diff.diffs import parse_diff
+    from patchkit.diff.filtering import filter_diff
+    from patchkit.input.manifest import Exclude
+    from tests.conftest import git
+
+    before = b"".join(b"line %d\n" % i for i in range(30))
+    after = before.replace(b"line 3\n", b"three\nmore\n").replace(b"line 25\n", b"twenty-five\n")
+    diff = parse_diff(git_diff(tmp_path, {PATH: before}, {PATH: after}), 1, "d")
+    (tmp_path / "b").write_bytes(before)
+    (tmp_path / "a").write_bytes(after)
+    old_id = git(tmp_path, "hash-object", "b").stdout.decode().strip()
+    new_id = git(tmp_path, "hash-object", "a").stdout.decode().strip()
+    section = diff.files[0]
+    assert section.old_blob and old_id.startswith(section.old_blob) and len(section.old_blob) >= 7
+    assert section.new_blob and new_id.startswith(section.new_blob)
+    filtered = filter_diff(diff, [Exclude(PATH, "not ported", (1,))]).files[0]
+    assert filtered.old_blob == section.old_blob and filtered.new_blob is None
+    (kept,) = filtered.hunks
+    assert kept.new_start == section.hunks[1].new_start - 1  # hunk 1 added a line above it
+    assert kept.header == section.hunks[1].header  # messages (and the digest) keep the diff's own header
+
+
+def test_the_blob_id_proof_keeps_gits_pins(tmp_path: Path, registry: Registry) -> None:
+    # A -U0 hunk that inserts lines at the top of a file has an empty pre-image pinned to both ends: git will
+    # apply it only to an empty file. The file is exactly the diff's "before" (its blob id), yet the proof
+    # must not read it as unapplied, or patchkit would write what git refuses to (found by the long
+    # differential run, seed 7 example 1364).
+    from tests.test_state import diff_u
+
+    before = b"a = 1\nb = 2\n"
+    after = b"new = 0\n" + before
+    diff = diff_u(tmp_path, {PATH: before}, {PATH: after}, context=0)
+    assert b"@@ -0,0 +1 @@" in diff, diff
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    write_tree(root, {PATH: before})
+    assert _status(root, registry)[0] == 5
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
+    assert read_tree(root)[PATH][0] == before
