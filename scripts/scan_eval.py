@@ -27,8 +27,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from patchkit.scan import ScanConfig, scan_tree  # noqa: E402
 from patchkit.input.tomlcompat import tomllib  # noqa: E402
+from patchkit.scan import ScanConfig, scan_tree  # noqa: E402
 
 CORPUS = REPO / "fixtures" / "scan-corpus"
 
