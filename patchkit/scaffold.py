@@ -40,6 +40,7 @@ class NewPatch:
     strip: int = 1
     excludes: tuple[Exclude, ...] = ()  # --exclude PATH=REASON, --hunks PATH:N,M=REASON
     waivers: str = "waivers"  # the configured waivers folder, as the template names it
+    moved_in: int | None = None  # [waiver] moved_in: the PR moving an already waived patch here
     patches_shown: str | None = None  # the patches folder as the template's comment names it (project-relative)
 
 
@@ -63,7 +64,8 @@ def render_manifest(new: NewPatch, vendor_hint: str) -> str:
         numbers = [_toml_pr(p) for p in new.prs]
         one = len(numbers) == 1 and numbers[0].isdigit()
         upstream.append(f"pr = {numbers[0]}" if one else f"prs = [{', '.join(numbers)}]")
-    waiver = f"[waiver]\nintroduced_by = {new.introduced_by}\n" if new.introduced_by else (
+    moved = f"moved_in = {new.moved_in}\n" if new.moved_in else ""
+    waiver = f"[waiver]\nintroduced_by = {new.introduced_by}\n{moved}" if new.introduced_by else (
         "# [waiver]\n# introduced_by = 1234\n")
     placement = f"prefix = {q(new.prefix)}\n" if new.prefix else '# prefix = "aiter_meta/"\n'
     if new.after:

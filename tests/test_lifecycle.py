@@ -17,6 +17,7 @@ import pytest
 
 from tests.conftest import cli, git, git_diff, write_tree
 from tests.lint_helpers import isolate_env, lint
+from tests.schema_check import check
 
 
 @pytest.fixture(autouse=True)
@@ -232,6 +233,11 @@ def test_from_tree_makes_a_diff_git_apply_turns_into_the_edited_tree(
     assert tree_of(mine) == before
     text = (tmp_path / "patches/kv-fix/manifest.toml").read_text()
     assert '[source]\nkind = "tree"\npath = "edited"\nbase_tree = "pristine"' in text
+    as_json = cli("new", "kv-json", "--patches", tmp_path / "patches", "--target", "pkg", "--local", "r",
+                  "--from-tree", edited, "--base-tree", pristine, "--json")
+    assert as_json.code == 0, as_json.err
+    check(as_json.json(), "new")  # the documented schema, with the new source kinds
+    assert as_json.json()["vendored"]["recorded_source"]["kind"] == "tree"
 
 
 def test_from_tree_refuses_a_binary_file_until_it_is_excluded(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -389,3 +395,75 @@ def test_adopt_says_it_wrote_the_records(tmp_path: Path) -> None:
     assert "series: adopted 2 patches (2 records written, engine untouched)" in adopted.out
     again = cli("apply", "--all", "--adopt", "--patches", registry, "--root", engine)
     assert "all 2 patches are already applied (nothing written)" in again.out
+
+
+# ---------------------------------------------------------------------------------------------- the README walk
+
+
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+
+
+def test_the_readme_walk_moves_a_script_onto_the_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """README, "Moving off a hand-written script", step by step on a consumer repository made here."""
+    section = README.split("### Moving off a hand-written script", 1)[1].split("\n## ", 1)[0]
+    for words in ("--from-site docker/patch.sh:5", "--from-site docker/patch.sh:20", "--moved-in 2801",
+                  "--from-tree /tmp/edited --base-tree /pristine/dist-packages", "lint --base origin/main --pr 2801",
+                  "apply --all --adopt"):
+        assert words in section, words
+    kv, launcher = fix_a(tmp_path), fix_b(tmp_path)
+    root = consumer(tmp_path, heredoc_script(kv, launcher))
+    pristine = tmp_path / "pristine"
+    write_tree(pristine, {"vllm/c.py": lines("c", 12)})
+    waiver = WAIVER.format(number=1200, ids="the heredocs of docker/patch.sh", names="docker/patch.sh")
+    (root / "docs/waivers/1200.md").write_text(waiver)
+    (root / "registry").mkdir()
+    git(root, "init", "-q", "-b", "main")
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "the old script")
+    git(root, "checkout", "-qb", "pr-2801")
+    monkeypatch.chdir(root)
+    # 1. the sites lint reports
+    assert site_lines(root) == [5, 20]
+    # 2. one entry per site
+    for args in (("vllm-kv", "--repo", "vllm-project/vllm", "--pr", "101", "--from-site", "docker/patch.sh:5"),
+                 ("launcher-fix", "--local", "only our launcher needs it", "--from-site", "docker/patch.sh:20")):
+        made = cli("new", args[0], "--target", "vllm", *args[1:], "--introduced-by", "1200", "--moved-in", "2801",
+                   "--base-tree", pristine)
+        assert made.code == 0, made.err
+        assert "docs/waivers/1200.md stays the waiver (moved_in = 2801)" in made.out
+    assert (root / "registry/vllm-kv/vllm-kv.diff").read_bytes() == kv
+    assert (root / "registry/launcher-fix/launcher-fix.diff").read_bytes() == launcher
+    # 3. a fix made by hand on a copy of the pristine tree
+    edited = tmp_path / "edited"
+    shutil.copytree(pristine, edited)
+    write_tree(edited, {"vllm/c.py": lines("c", 12).replace(b"c 6\n", b"c six\n")})
+    made = cli("new", "launcher-tune", "--target", "vllm", "--local", "tuned for our cards", "--introduced-by",
+               "2801", "--from-tree", edited, "--base-tree", pristine)
+    assert made.code == 0, made.err
+    # 4. the script calls patchkit; the waivers name the ids
+    (root / "docker/patch.sh").write_text('#!/bin/sh\npatchkit apply --all --target vllm --root "$SITE"\n')
+    (root / "docs/waivers/1200.md").write_text(
+        waiver.replace("## Upstream PR / issue links\n", "## Upstream PR / issue links\n\nvllm-kv is "
+                       "vllm-project/vllm#101; launcher-fix is local.\n").replace("the heredocs of", "vllm-kv "
+                       "and launcher-fix, moved from"))
+    (root / "docs/waivers/2801.md").write_text(WAIVER.format(number=2801, ids="launcher-tune", names="vllm/c.py"))
+    git(root, "add", "-A")
+    git(root, "commit", "-qm", "move the heredocs into the registry")
+    checked = lint("--base", "main", "--pr", "2801", "--format", "json")
+    assert checked.exit_code == 0, checked.stdout
+    assert [f["rule"] for f in checked.json()["findings"]] == []
+    # 5. an image the old script patched: adopt records it, the engine is not written
+    engine = tmp_path / "image"
+    shutil.copytree(pristine, engine)
+    for diff in (kv, launcher):
+        git(engine, "init", "-q")
+        git(engine, "apply", "-", input=diff)
+        shutil.rmtree(engine / ".git")
+    write_tree(engine, {"vllm/c.py": (edited / "vllm/c.py").read_bytes()})
+    before = tree_of(engine)
+    adopted = cli("apply", "--all", "--adopt", "--target", "vllm", "--root", engine)
+    assert adopted.code == 0, adopted.err
+    assert "series: adopted 3 patches (3 records written, engine untouched)" in adopted.out
+    assert tree_of(engine) == before
+    assert cli("revert", "--all", "--target", "vllm", "--root", engine).code == 0
+    assert tree_of(engine) == tree_of(pristine)

@@ -33,6 +33,9 @@ from patchkit.vendor import Fetched, SourceKind, VendorResult, recorded_path, ve
 @click.option("--introduced-by", type=click.IntRange(min=1), metavar="N",
               help="The pull request of this repository that introduces the patch (its waiver is N.md in the "
               "waivers folder).")
+@click.option("--moved-in", type=click.IntRange(min=1), metavar="N",
+              help="The pull request of this repository moving an already waived patch here (its waiver stays "
+              "the one of --introduced-by).")
 @click.option("--diff", "diff_name", metavar="NAME", help="The diff's file name in the folder (default: ID.diff).")
 @click.option("--prefix", metavar="FOLDER/", help="Place every diff path under this folder of the root.")
 @click.option("--path", "paths", multiple=True, metavar="FROM/=TO/",
@@ -46,9 +49,9 @@ from patchkit.vendor import Fetched, SourceKind, VendorResult, recorded_path, ve
 @json_option
 def command(
     patch_id: str, patches_dir: str | None, target: str, title: str | None, repo: str | None, prs: tuple[str, ...],
-    local_reason: str | None, introduced_by: int | None, diff_name: str | None, prefix: str | None,
-    paths: tuple[str, ...], after: tuple[str, ...], excludes: tuple[str, ...], hunk_excludes: tuple[str, ...],
-    source: str | None, git_repo: Path | None, rev_range: str | None, site: str | None,
+    local_reason: str | None, introduced_by: int | None, moved_in: int | None, diff_name: str | None,
+    prefix: str | None, paths: tuple[str, ...], after: tuple[str, ...], excludes: tuple[str, ...],
+    hunk_excludes: tuple[str, ...], source: str | None, git_repo: Path | None, rev_range: str | None, site: str | None,
     edited_tree: Path | None, base_tree: Path | None, timeout: float, as_json: bool,
 ) -> None:
     """Create patches/ID/manifest.toml from the commented template; with a source, vendor it too.
@@ -95,13 +98,15 @@ def command(
     locations = find_locations(patches=patches_dir)
     patches = locations.patches
     project = find_project_config(Path.cwd()).root
+    if moved_in is not None and introduced_by is None:
+        raise click.UsageError("--moved-in goes with --introduced-by N, the pull request whose waiver it keeps")
     fetched = fetch_source(given, base_tree, timeout) if fetch else None  # before anything is written
     if fetched is not None:
         _refuse_binary(fetched, dropped)
     new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
                    tuple(folders), after, strip=fetched.strip or 1 if fetched is not None else 1, excludes=dropped,
                    waivers=recorded_path(locations.waivers, project),
-                   patches_shown=recorded_path(patches, project))
+                   patches_shown=recorded_path(patches, project), moved_in=moved_in)
     made_registry = ensure_registry(patches)
     spec = create_patch(patches, new)
     quiet = settings().quiet and not as_json  # -q: the exit code says it was created
@@ -147,7 +152,7 @@ def _refuse_binary(fetched: Fetched, dropped: tuple[object, ...]) -> None:
         example = shlex.join(["--exclude", f"{left[0]}=binary: fetched and checked by our image build"])
         raise BadInputError(
             f"binary files differ, which a text diff cannot carry: {shown}",
-            hint=f"exclude each (e.g. {example}) and carry it another way (docs/vendoring.md: binary parts)",
+            hint=f"exclude each (e.g. {example}) and carry it another way (README: Binary parts the scripts fetch)",
         )
 
 
@@ -194,6 +199,9 @@ def left_to_do(
     if spec.introduced_by is None:
         lines.append(f"  - the waiver: set [waiver] introduced_by = N in {spec.manifest_path}, N the pull request "
                      f"of this repository that adds it, and write {folder}/N.md in it naming {spec.id}")
+    elif spec.moved_in is not None:
+        lines.append(f"  - the waiver: {folder}/{spec.introduced_by}.md stays the waiver (moved_in = "
+                     f"{spec.moved_in}); edit it to name {spec.id}")
     else:
         lines.append(f"  - the waiver: write {folder}/{spec.introduced_by}.md naming {spec.id} (what is "
                      "patched, why the image cannot run without it, the upstream link, the removal plan), or, "
