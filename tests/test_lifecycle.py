@@ -111,6 +111,11 @@ def test_from_site_vendors_the_heredoc_lint_found_and_lint_stops_reporting_it(
     assert "write docs/waivers/31.md naming vllm-fix" in made.out
     call = next(w for w in made.out.splitlines() if "replace the diff" in w).rsplit(": ", 1)[1]
     assert call.startswith("patchkit apply vllm-fix --patches ")
+    again = made.out.split("(then vendor again: ", 1)[1].split(")\n", 1)[0]
+    monkeypatch.chdir(tmp_path)  # printed commands run as printed, from anywhere
+    rerun = cli(*shlex.split(again)[1:])
+    assert rerun.code == 0 and "already vendored" in rerun.out, rerun.err
+    monkeypatch.chdir(root)
 
     (root / "docs/waivers/31.md").write_text(WAIVER.format(number=31, ids="vllm-fix", names="docker/patch.sh"))
     script = heredoc_script().replace('cd "$SITE"\n', f'{call.replace(str(tmp_path / "pristine"), "$SITE")}\n')
@@ -129,8 +134,12 @@ def test_from_site_reads_the_file_a_git_apply_line_names_and_a_python_string(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     diff = fix_b(tmp_path)
-    script = "#!/bin/sh\ncd /usr/local/lib/python3.12/dist-packages\ngit apply -p1 patches/fix-b.diff\n"
+    script = ("#!/bin/sh\ncd /usr/local/lib/python3.12/dist-packages\ngit apply -p1 patches/fix-b.diff\n"
+              "patch -p0 < docker/patches/p0.diff\n")
     root = consumer(tmp_path, script)
+    p0 = fix_a(tmp_path).replace(b"--- a/", b"--- ").replace(b"+++ b/", b"+++ ").replace(b" a/vllm", b" vllm").replace(
+        b" b/vllm", b" vllm")
+    write_tree(root, {"docker/patches/p0.diff": p0})
     write_tree(root, {"docker/patches/fix-b.diff": diff,
                       "tools/fix.py": b'import subprocess\nDIFF = """' + fix_a(tmp_path) + b'"""\n'
                       b'subprocess.run(["patch", "-p1"], input=DIFF.encode(), check=True)\n'})
@@ -140,6 +149,11 @@ def test_from_site_reads_the_file_a_git_apply_line_names_and_a_python_string(
     assert made.code == 0, made.err
     assert (root / "registry/fix-b/fix-b.diff").read_bytes() == diff
     assert "docker/patches/fix-b.diff (named by docker/patch.sh:3)" in made.out
+    made = cli("new", "fix-p0", "--target", "vllm", "--local", "r", "--from-site", "docker/patch.sh:4",
+               "--base-tree", tmp_path / "pristine")
+    assert made.code == 0, made.err
+    assert "strip = 0\n" in (root / "registry/fix-p0/manifest.toml").read_text()  # as the script applies it
+    assert cli("status", "fix-p0", "--root", tmp_path / "pristine").code == 3  # unapplied, read with -p0
     made = cli("new", "fix-a", "--target", "vllm", "--local", "r", "--from-site", "tools/fix.py:2",
                "--base-tree", tmp_path / "pristine")
     assert made.code == 0, made.err

@@ -103,8 +103,9 @@ def command(
     fetched = fetch_source(given, base_tree, timeout) if fetch else None  # before anything is written
     if fetched is not None:
         _refuse_binary(fetched, dropped)
+    strip = 1 if fetched is None or fetched.strip is None else fetched.strip  # a site's `patch -p0` is strip 0
     new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
-                   tuple(folders), after, strip=fetched.strip or 1 if fetched is not None else 1, excludes=dropped,
+                   tuple(folders), after, strip=strip, excludes=dropped,
                    waivers=recorded_path(locations.waivers, project),
                    patches_shown=recorded_path(patches, project), moved_in=moved_in)
     made_registry = ensure_registry(patches)

@@ -100,7 +100,11 @@ def fetch_source(given: Source, base_tree: Path | None, timeout: float) -> Fetch
     if given.site is not None:
         from patchkit.scan.config import read_scan_config
 
-        return read_site(given.site, project, read_scan_config(find_project_config(Path.cwd())))
+        # The project is the one holding the script (so the printed command, with an absolute path, runs from
+        # anywhere), read with that project's scan settings, as lint reads it.
+        script = Path(os.path.abspath(given.site.rpartition(":")[0] or "."))
+        holder = find_project_config(script.parent)
+        return read_site(given.site, holder.root, read_scan_config(holder))
     if given.edited_tree is not None and base_tree is not None:
         return read_tree(given.edited_tree, base_tree, project)
     assert given.source is not None
