@@ -97,8 +97,9 @@ def _toml_pr(text: str) -> str:
     return text if text.isdigit() else json.dumps(text)
 
 
-def create_patch(patches_dir: Path, new: NewPatch) -> PatchSpec:
-    """Write `<patches>/<id>/manifest.toml` from the template; refuse an id that exists or a bad value."""
+def create_patch(patches_dir: Path, new: NewPatch, *, create_registry: bool = False) -> PatchSpec:
+    """Write `<patches>/<id>/manifest.toml` from the template; refuse an id that exists or a bad value. With
+    create_registry, a missing patches folder is created once the values are checked."""
     problem = patch_id_problem(new.id)
     if problem is not None:
         raise BadInputError(
@@ -112,13 +113,15 @@ def create_patch(patches_dir: Path, new: NewPatch) -> PatchSpec:
         )
     if new.local_reason is not None and new.prs:
         raise BadInputError("--local and --pr exclude each other: a local patch has no upstream PR")
+    if len({e.pattern for e in new.excludes}) != len(new.excludes):
+        raise BadInputError("an exclude is given twice", hint="one --exclude or --hunks per path")
+    if create_registry:
+        ensure_registry(patches_dir)  # only now: a bad argument above leaves no empty registry folder behind
     if not patches_dir.is_dir():
         raise RegistryError(
             "the patches folder does not exist", where=str(patches_dir),
             hint="create it, or pass --patches DIR / set PATCHKIT_PATCHES",
         )
-    if len({e.pattern for e in new.excludes}) != len(new.excludes):
-        raise BadInputError("an exclude is given twice", hint="one --exclude or --hunks per path")
     final = patches_dir / new.id
     if final.exists() or final.is_symlink():
         raise RegistryError(

@@ -325,6 +325,8 @@ def test_new_records_excludes_and_hunk_excludes_and_a_project_relative_source(
     assert status.code == 3 and "excluded" in status.out
     bad = cli("new", "y", "--target", "vllm", "--local", "r", "--hunks", "vllm/a.py=why")
     assert bad.code == 2 and "PATH:N,M=REASON" in bad.err
+    bad = cli("new", "../y", "--patches", root / "other-registry", "--target", "vllm", "--local", "r")
+    assert bad.code == 2 and not (root / "other-registry").exists()  # a bad value makes no registry folder
 
 
 # ---------------------------------------------------------------------------------------------- moved_in

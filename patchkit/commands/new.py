@@ -16,7 +16,7 @@ from patchkit.filtering import match_exclude
 from patchkit.manifest import PatchSpec, load_manifest
 from patchkit.registry import find_locations, find_project_config
 from patchkit.report import render_json, spec_json, spec_line, versioned
-from patchkit.scaffold import NewPatch, create_patch, ensure_registry, parse_exclude_option
+from patchkit.scaffold import NewPatch, create_patch, parse_exclude_option
 from patchkit.vendor import Fetched, SourceKind, VendorResult, recorded_path, vendor_patch
 
 
@@ -108,8 +108,8 @@ def command(
                    tuple(folders), after, strip=strip, excludes=dropped,
                    waivers=recorded_path(locations.waivers, project),
                    patches_shown=recorded_path(patches, project), moved_in=moved_in)
-    made_registry = ensure_registry(patches)
-    spec = create_patch(patches, new)
+    made_registry = not patches.is_dir()
+    spec = create_patch(patches, new, create_registry=True)
     quiet = settings().quiet and not as_json  # -q: the exit code says it was created
     created = ([f"created the patches folder {patches}"] if made_registry else []) + [f"created {spec.manifest_path}"]
     if fetched is None:
