@@ -75,15 +75,17 @@ def test_new_from_git_vendors_and_records_the_source(tmp_path: Path, patches: Pa
     assert cli("apply", "vllm-pr5", "--root", engine, "--patches", patches).code == 0
 
 
-def test_a_failed_vendor_in_new_leaves_no_folder(tmp_path: Path, patches: Path) -> None:
+def test_a_failed_vendor_in_new_keeps_the_pending_entry(tmp_path: Path, patches: Path) -> None:
+    # Issue 26: removing it left nothing to edit; the entry stays, pending, and the message says what to run.
     diff = git_diff(tmp_path, {"a.py": lines("a", 9)}, {"a.py": lines("a", 10)})
     (tmp_path / "x.diff").write_bytes(diff)
     engine = tmp_path / "engine"
     write_tree(engine, {"a.py": lines("a", 10)})  # already applied: not a base tree
     result = cli("new", "p", "--patches", patches, "--target", "e", "--local", "r", "--from", tmp_path / "x.diff",
                  "--base-tree", engine)
-    assert result.code == 2 and "not unapplied" in result.err
-    assert list(patches.iterdir()) == []
+    assert result.code == 2 and "not unapplied" in result.err and "a.py hunk 1" in result.err
+    assert [p.name for p in patches.iterdir()] == ["p"]
+    assert load_manifest(patches / "p").pending and "the new entry is kept, pending" in result.err
 
 
 def test_the_template_is_read_as_package_data() -> None:

@@ -80,14 +80,17 @@ _SOURCE_KEYS: dict[str, tuple[type, bool]] = {
     "base_commit": (str, False),
     "head_commit": (str, False),
     "net_of_commits": (int, False),
+    "line": (int, False),  # kind site: the line of the patch site in `path` (a script of the project)
+    "base_tree": (str, False),  # kind tree: the pristine tree `path` (the edited copy) was diffed against
 }
-_SOURCE_KINDS = ("url", "file", "git", "mbox")
+_SOURCE_KINDS = ("url", "file", "git", "mbox", "site", "tree")
 _TARGET_KEYS: dict[str, tuple[type, bool]] = {
     "name": (str, True),
     "pinned_commit": (str, False),
 }
 _WAIVER_KEYS: dict[str, tuple[type, bool]] = {
     "introduced_by": (int, True),
+    "moved_in": (int, False),  # the PR that moved an already waived patch into the registry (lint PK302/PK304)
 }
 
 UNKNOWN_COMMIT = "unknown"
@@ -168,6 +171,10 @@ class SourceRecord(NamedTuple):  # a NamedTuple, as PullRef
         if "range" in values:
             commits = f" ({str(values.get('base_commit', ''))[:12]}..{str(values.get('head_commit', ''))[:12]})"
             return f"{values.get('repo', '')} {values['range']}{commits if 'head_commit' in values else ''}"
+        if self.kind == "site" and "line" in values:
+            return f"{values.get('path', '')}:{values['line']}"
+        if self.kind == "tree" and "base_tree" in values:
+            return f"{values.get('path', '')} (against {values['base_tree']})"
         return str(values.get("path", self.kind))
 
 
@@ -226,6 +233,7 @@ class PatchSpec:
     base_files: tuple[tuple[str, str], ...]  # (path, sha256 of its pinned pre-image)
     path_map: PathMap = _IDENTITY
     source: SourceRecord | None = None
+    moved_in: int | None = None  # [waiver] moved_in: the PR that moved it here; introduced_by keeps its waiver
 
     @property
     def manifest_path(self) -> Path:
@@ -496,6 +504,15 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
             f"waiver.introduced_by must be a positive PR number, got {introduced_by}", "introduced_by", table="waiver"
         )
 
+    moved_in = waiver.get("moved_in")
+    if moved_in is not None and moved_in <= 0:
+        raise fail(f"waiver.moved_in must be a positive PR number, got {moved_in}", "moved_in", table="waiver")
+    if moved_in is not None and moved_in == introduced_by:
+        raise fail(
+            f"waiver.moved_in = {moved_in} is also introduced_by: a patch introduced by the pull request that "
+            "moves it was not moved", "moved_in", table="waiver", hint="remove moved_in",
+        )
+
     return PatchSpec(
         id=patch_id,
         title=data["title"],
@@ -512,6 +529,7 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
         base_files=tuple(base_files),
         path_map=_build_path_map(data.get("prefix", ""), data.get("paths", {}), fail),
         source=_build_source(data["source"], fail) if "source" in data else None,
+        moved_in=moved_in,
     )
 
 

@@ -42,6 +42,11 @@ class Rule(Enum):
     HISTORY_WAIVER_UNCHANGED = ("PK301", Severity.ERROR, "patch changed in the range, its waiver did not")
     HISTORY_WRONG_PR = ("PK302", Severity.ERROR, "new patch's introduced_by is not this pull request")
     HISTORY_PR_UNKNOWN = ("PK303", Severity.WARNING, "pull request number unknown; introduced_by not checked")
+    HISTORY_MOVED_UNWAIVED = (
+        "PK304",
+        Severity.ERROR,
+        "patch moved into the registry (moved_in) whose original waiver is not on the base",
+    )
     SITE_UNCOVERED = ("PK401", Severity.ERROR, "patch site in the repository that no waiver covers")
     HISTORY_SITE_UNWAIVED = (
         "PK402",

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
 
 from patchkit.errors import BadInputError
-from patchkit.input.manifest import MANIFEST_NAME, line_of_key
+from patchkit.input.manifest import MANIFEST_NAME, PatchSpec, line_of_key
 from patchkit.lint.ci import PullRequest
 from patchkit.lint.coverage import Cover, cover_site, names_file, project_relative, waivers_naming
 from patchkit.lint.findings import Finding, Rule
@@ -241,6 +241,9 @@ def check_history(
             continue  # PK201 already asks for it
         line = line_of_key(spec.manifest_path, "introduced_by")
         waiver = lint_input.waiver_path(number)
+        if is_new and spec.moved_in is not None:
+            findings += _check_moved(lint_input, changes, spec, pull_request)
+            continue
         if changes.relative(waiver) not in changes.changed or not waiver.is_file():
             verb, fix = ("added", "add") if is_new else ("changed", "update")
             findings.append(
@@ -274,7 +277,63 @@ def check_history(
                     f"new patch {spec.id} has introduced_by = {number}{upstream_note}, but it is added by "
                     f"pull request #{pull_request.number} (from {pull_request.source}); set introduced_by = "
                     f"{pull_request.number} and name its waiver "
-                    f"{lint_input.waiver_path(pull_request.number)}",
+                    f"{lint_input.waiver_path(pull_request.number)}{_moved_note(changes, waiver, pull_request)}",
                 )
             )
+    return findings
+
+
+def _moved_note(changes: RangeChanges, waiver: Path, pull_request: PullRequest) -> str:
+    """For a patch that may be moved here with its existing waiver: the key that says so."""
+    if not waiver.is_file() or changes.relative(waiver) in changes.added:
+        return ""
+    return (f"; or, if the patch is moved here with its existing waiver {waiver}, keep introduced_by and add "
+            f"moved_in = {pull_request.number} under [waiver]")
+
+
+def _check_moved(
+    lint_input: LintInput, changes: RangeChanges, spec: PatchSpec, pull_request: PullRequest | None
+) -> list[Finding]:
+    """A new entry with `moved_in`: a patch already waived (introduced_by, an earlier PR) moved into the
+    registry. Its waiver is the original one, on the base already; moved_in must be this pull request."""
+    assert spec.introduced_by is not None and spec.moved_in is not None
+    findings: list[Finding] = []
+    line = line_of_key(spec.manifest_path, "moved_in")
+    waiver = lint_input.waiver_path(spec.introduced_by)
+    relative = changes.relative(waiver)
+    if not waiver.is_file() or relative in changes.added:
+        state = "is added by this range" if waiver.is_file() else "does not exist"
+        findings.append(
+            Finding.of(
+                Rule.HISTORY_MOVED_UNWAIVED,
+                spec.manifest_path,
+                line,
+                f"patch {spec.id} says it is moved here (moved_in = {spec.moved_in}) with the waiver of pull "
+                f"request #{spec.introduced_by}, but {waiver} {state}, so it is not on {changes.rev}: a moved patch "
+                f"keeps the waiver that was filed with it; fix introduced_by, or, if this pull request introduces "
+                f"the patch, remove moved_in and set introduced_by = "
+                f"{pull_request.number if pull_request else 'this pull request'}",
+            )
+        )
+    if pull_request is None:
+        findings.append(
+            Finding.of(
+                Rule.HISTORY_PR_UNKNOWN,
+                spec.manifest_path,
+                line,
+                f"cannot check that moved patch {spec.id} names this pull request in moved_in: its number is "
+                f"unknown; pass --pr N, or run in a pull-request build of a CI that sets e.g. GITHUB_REF",
+            )
+        )
+    elif spec.moved_in != pull_request.number:
+        findings.append(
+            Finding.of(
+                Rule.HISTORY_WRONG_PR,
+                spec.manifest_path,
+                line,
+                f"patch {spec.id} is moved here by pull request #{pull_request.number} (from "
+                f"{pull_request.source}), but its manifest has moved_in = {spec.moved_in}; set moved_in = "
+                f"{pull_request.number} (introduced_by = {spec.introduced_by} keeps its waiver)",
+            )
+        )
     return findings

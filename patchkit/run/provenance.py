@@ -158,8 +158,10 @@ def fingerprint_tree(tree: TreeState) -> dict[str, str]:
     """path -> sha256 of every file the hunk set reads, on a tree where the patch is not applied."""
     if tree.state is not PatchState.UNAPPLIED:
         raise BadInputError(
-            f"the base tree reads as {tree.state.value}, not unapplied", where=str(tree.root),
-            hint="fingerprint the pristine pinned tree, before any patch is applied to it",
+            f"the base tree reads as {tree.state.value}, not unapplied: {'; '.join(not_unapplied(tree))}",
+            where=str(tree.root),
+            hint="fingerprint the pristine pinned tree, before any patch is applied to it (or exclude the file "
+            "or hunks that do not belong to this image)",
         )
     out: dict[str, str] = {}
     for path in read_paths(tree.hunk_set):
@@ -167,6 +169,23 @@ def fingerprint_tree(tree: TreeState) -> dict[str, str]:
         assert data is not None  # an unapplied section's old file exists
         out[path] = _sha256(data)
     return out
+
+
+def not_unapplied(tree: TreeState, limit: int = 8) -> list[str]:
+    """Each file and hunk that keeps a base tree from reading as unapplied, as `status -v` names them."""
+    out: list[str] = []
+    for verdict in tree.files:
+        if verdict.state is PatchState.UNAPPLIED:
+            continue
+        hunks = [h for h in verdict.hunks if h.state.value != "unapplied"]
+        if not hunks:
+            detail = f" ({verdict.detail})" if verdict.detail else ""
+            out.append(f"{verdict.section.path} reads as {verdict.state.value}{detail}")
+        for hv in hunks:
+            found = f", found at {hv.located.pos + 1}" if hv.located.pos is not None else ""
+            out.append(f"{verdict.section.path} hunk {hv.hunk.index} {hv.hunk.header}: {hv.state.value} "
+                       f"(expected line {hv.expected + 1}{found})")
+    return out[:limit] + ([f"and {len(out) - limit} more (patchkit status -v lists them)"] if len(out) > limit else [])
 
 
 def missing_files(tree: TreeState) -> tuple[str, ...]:

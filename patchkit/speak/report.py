@@ -448,7 +448,8 @@ def provenance_line(outcome: Outcome, verbose: bool, commands: Invocation | None
         facts.base.state is BaseState.DRIFTED
         or (outcome.strict_base and facts.base.state is not BaseState.PINNED)
         or facts.record.state in (RecordState.STALE, RecordState.INVALID)
-        or facts.origin in (Origin.UPSTREAM, Origin.OUTSIDE)
+        or facts.origin is Origin.UPSTREAM
+        or (facts.origin is Origin.OUTSIDE and outcome.result is not Result.ADOPTED)  # adopted: its line says so
         or (facts.record.state is RecordState.CURRENT and outcome.tree.state is not PatchState.APPLIED)
     )
     if not (verbose or notable):
@@ -515,6 +516,8 @@ def _record_text(facts: Provenance, outcome: Outcome, commands: Invocation) -> s
             f"no record: the tree has this change but patchkit did not put it there ({_paint('upstream-contains')}); "
             "the base moved on from the pinned one, so the engine probably ships it: the patch can be retired"
         )
+    if facts.origin is Origin.OUTSIDE and outcome.result is Result.ADOPTED:
+        return "was applied outside patchkit: this run recorded it (adopted), engine untouched"
     if facts.origin is Origin.OUTSIDE:
         return (
             f"no record: {_paint('applied outside patchkit')} (by a script or by hand, on the pinned base or one "
@@ -601,8 +604,10 @@ def series_lines(series: SeriesOutcome, verbose: bool, commands: Invocation | No
         SeriesResult.INCOMPLETE: f"incomplete: {len(series.left)} of {plural(count, 'patch')} left, "
         f"{_tally(series)} ({plural(written, 'file')} written)",
     }
-    done = f"{plural(written, 'file')} written" if written else "nothing written"
-    text = texts.get(result, f"{_tally(series)} ({done})")
+    adopted = sum(o.result is Result.ADOPTED for o in series.outcomes)
+    done = [f"{plural(written, 'file')} written"] if written else []
+    done += [f"{plural(adopted, 'record')} written, engine untouched"] if adopted else []
+    text = texts.get(result, f"{_tally(series)} ({', '.join(done) or 'nothing written'})")
     if result is SeriesResult.REFUSED and not series.keep_going:  # spelled only when said (shlex loads then)
         text += f" (`{commands.series_command(series.action.value, '--keep-going')}` writes the patches that can be)"
     lines.append(f"series: {_paint(result.value, text)}")
@@ -622,7 +627,8 @@ def _tally(series: SeriesOutcome) -> str:
                                     if o.result not in (Result.REFUSED, Result.SKIPPED)]
     count = len(series.outcomes)
     parts = [f"{verb} {plural(results.count(r), 'patch')}"
-             for r, verb in ((Result.APPLIED, "applied"), (Result.REVERTED, "reverted")) if r in results]
+             for r, verb in ((Result.APPLIED, "applied"), (Result.ADOPTED, "adopted"), (Result.REVERTED, "reverted"))
+             if r in results]
     for r, text in ((Result.ALREADY_APPLIED, "already applied"), (Result.NOT_APPLIED, "not applied")):
         n = results.count(r)
         if not n:

@@ -39,7 +39,10 @@ from patchkit.outcome import PatchState, Relation
 from patchkit.plan.plan import plan_changes
 from patchkit.run.provenance import compare_head, fingerprint_tree, read_paths
 from patchkit.run.series import order_series
+from patchkit.scan import ScanConfig
 from patchkit.tooling.forge import GIT_DIFF_OPTIONS, net_diff
+from patchkit.tooling.sitediff import parse_site_arg, read_site_diff
+from patchkit.tooling.treediff import diff_trees
 
 MAX_DIFF_BYTES = 32 * 1024 * 1024  # far above any real pull request; stops a wrong URL from filling the disk
 FETCH_TIMEOUT = 30.0
@@ -56,6 +59,8 @@ class SourceKind(Enum):
     URL = "url"
     GIT = "git"
     MBOX = "mbox"  # the net diff of a multi-commit mbox (from a file or URL), computed on --base-tree
+    SITE = "site"  # the diff a patch site of the project's scripts applies (--from-site FILE:LINE)
+    TREE = "tree"  # made from an edited copy of the base tree (--from-tree EDITED --base-tree PRISTINE)
 
 
 @dataclass(frozen=True)
@@ -65,6 +70,8 @@ class Fetched:
     data: bytes
     # What vendor records in the manifest's [source] table (after `kind`): url, path, or repo + range + commits.
     details: tuple[tuple[str, str | int], ...] = ()
+    strip: int | None = None  # the strip the source itself implies (a site's `patch -p0`), None: no opinion
+    binary: tuple[str, ...] = ()  # files a made diff holds only as "Binary files ... differ" (--from-tree)
 
     @property
     def source_table(self) -> dict[str, str | int]:
@@ -96,12 +103,51 @@ class VendorResult:
 # -------------------------------------------------------------------------------------------------- sources
 
 
-def read_source(source: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_DIFF_BYTES) -> Fetched:
-    """`--from SOURCE`: an http(s) URL when it has a scheme, else a local file."""
+def read_source(
+    source: str, *, timeout: float = FETCH_TIMEOUT, max_bytes: int = MAX_DIFF_BYTES, project: Path | None = None
+) -> Fetched:
+    """`--from SOURCE`: an http(s) URL when it has a scheme, else a local file (recorded relative to the
+    project when it is inside it)."""
     if "://" in source:
         data = fetch_url(source, timeout=timeout, max_bytes=max_bytes)
         return Fetched(SourceKind.URL, source, data, (("url", source),))
-    return Fetched(SourceKind.FILE, source, read_file(Path(source), max_bytes=max_bytes), (("path", source),))
+    data = read_file(Path(source), max_bytes=max_bytes)
+    return Fetched(SourceKind.FILE, source, data, (("path", recorded_path(Path(source), project)),))
+
+
+def recorded_path(path: Path, project: Path | None) -> str:
+    """What [source] records for a local path: relative to the project when inside it (a machine's absolute
+    path means nothing on another checkout), else the absolute path."""
+    full = Path(os.path.abspath(path))
+    if project is not None:
+        try:
+            return full.relative_to(Path(os.path.abspath(project))).as_posix() or "."
+        except ValueError:
+            pass
+    return str(full)
+
+
+def read_site(text: str, project: Path, config: ScanConfig) -> Fetched:
+    """`--from-site FILE:LINE`: the diff of a patch site the scan reports (patchkit.tooling.sitediff)."""
+    script, line = parse_site_arg(text)
+    found = read_site_diff(project, Path(script), line, config)
+    _check_size(found.data, MAX_DIFF_BYTES, text)
+    details: tuple[tuple[str, str | int], ...] = (("path", found.site.path), ("line", found.site.line))
+    if found.diff_file is not None:
+        label = f"{found.diff_file} (named by {found.site.path}:{found.site.line})"
+    else:
+        label = f"the {found.site.kind.label} at {found.site.path}:{found.site.line}"
+    return Fetched(SourceKind.SITE, label, found.data, details, strip=found.strip)
+
+
+def read_tree(edited: Path, base: Path, project: Path | None) -> Fetched:
+    """`--from-tree EDITED --base-tree PRISTINE`: git's diff of the files that differ (patchkit.tooling.treediff)."""
+    made = diff_trees(base, edited)
+    _check_size(made.data, MAX_DIFF_BYTES, str(edited))
+    details: tuple[tuple[str, str | int], ...] = (
+        ("path", recorded_path(edited, project)), ("base_tree", recorded_path(base, project)))
+    label = f"the {len(made.changed)} changed files of {edited} against {base}"
+    return Fetched(SourceKind.TREE, label, made.data, details, strip=1, binary=made.binary)
 
 
 def read_file(path: Path, *, max_bytes: int = MAX_DIFF_BYTES) -> bytes:
@@ -258,6 +304,11 @@ def vendor_patch(
     spec: PatchSpec, fetched: Fetched, *, base_tree: Path | None = None, dry_run: bool = False
 ) -> VendorResult:
     """Check the diff against the manifest, then write it and pin it (unless nothing would change)."""
+    if fetched.strip is not None and fetched.strip != spec.strip:
+        raise BadInputError(
+            f"{fetched.label} is applied with -p{fetched.strip}, but the manifest has strip = {spec.strip}",
+            where=str(spec.manifest_path), hint=f"set strip = {fetched.strip} in the manifest",
+        )
     diff = parse_diff(fetched.data, spec.strip, fetched.label)
     commits = count_mbox_commits(fetched.data)
     kept: tuple[Path, bytes] | None = None  # the patch's own mbox, kept beside the net diff that replaces it

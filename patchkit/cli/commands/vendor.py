@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import click
 
 from patchkit.cli.commands.options import json_option, patches_option
 from patchkit.display import show_path
 from patchkit.input.manifest import PatchSpec
-from patchkit.input.registry import find_locations, resolve_patch
+from patchkit.input.registry import find_locations, find_project_config, resolve_patch
+from patchkit.scan.config import read_scan_config
 from patchkit.speak.console import echo, settings
 from patchkit.speak.report import excluded_json, render_json, size_text, versioned
-from patchkit.tooling.vendor import FETCH_TIMEOUT, Fetched, VendorResult, export_git_range, read_source, vendor_patch
+from patchkit.tooling.vendor import (
+    FETCH_TIMEOUT,
+    Fetched,
+    VendorResult,
+    export_git_range,
+    read_site,
+    read_source,
+    read_tree,
+    vendor_patch,
+)
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -29,6 +40,11 @@ def vendor_options(func: F) -> F:
         click.option("--range", "rev_range", metavar="BASE..HEAD",
                      help="With --from-git: the commits to diff (BASE...HEAD diffs from their merge base, as a PR "
                      "does)."),
+        click.option("--from-site", "site", metavar="FILE:LINE",
+                     help="A patch site `patchkit lint` reports: the heredoc diff there, or the diff file its "
+                     "`git apply` / `patch` line names."),
+        click.option("--from-tree", "edited_tree", metavar="EDITED", type=click.Path(file_okay=False, path_type=Path),
+                     help="An edited copy of --base-tree: the diff is made (by git) of every file that differs."),
         click.option("--base-tree", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
                      help="The pristine pinned engine tree: record the sha256 of every file the diff reads in "
                      "[base] (for a patch with `after`, as the patches before it leave that tree)."),
@@ -40,15 +56,59 @@ def vendor_options(func: F) -> F:
     return func
 
 
-def fetch_source(source: str | None, git_repo: Path | None, rev_range: str | None, timeout: float) -> Fetched:
-    if (source is None) == (git_repo is None):
-        raise click.UsageError("give exactly one of --from SOURCE and --from-git REPO")
-    if (git_repo is None) != (rev_range is None):
+class Source(NamedTuple):
+    """Where a diff comes from, as the options name it (exactly one of the four)."""
+
+    source: str | None = None
+    git_repo: Path | None = None
+    rev_range: str | None = None
+    site: str | None = None
+    edited_tree: Path | None = None
+
+    @property
+    def given(self) -> bool:
+        return any(v is not None for v in (self.source, self.git_repo, self.site, self.edited_tree))
+
+    def words(self) -> list[str]:
+        """The options again, for a command a message suggests (paths made absolute)."""
+        if self.source is not None:
+            return ["--from", self.source if "://" in self.source else os.path.abspath(self.source)]
+        if self.git_repo is not None:
+            return ["--from-git", os.path.abspath(self.git_repo), "--range", self.rev_range or ""]
+        if self.site is not None:
+            script, _, line = self.site.rpartition(":")
+            return ["--from-site", f"{os.path.abspath(script)}:{line}"]
+        return ["--from-tree", os.path.abspath(self.edited_tree or ".")]
+
+
+def check_source(given: Source, base_tree: Path | None) -> None:
+    """The usage errors, before anything is read."""
+    count = sum(v is not None for v in (given.source, given.git_repo, given.site, given.edited_tree))
+    if count != 1:
+        raise click.UsageError("give exactly one of --from SOURCE, --from-git REPO, --from-site FILE:LINE and "
+                               "--from-tree EDITED")
+    if (given.git_repo is None) != (given.rev_range is None):
         raise click.UsageError("--from-git and --range go together")
-    if git_repo is not None and rev_range is not None:
-        return export_git_range(git_repo, rev_range)
-    assert source is not None
-    return read_source(source, timeout=timeout)
+    if given.edited_tree is not None and base_tree is None:
+        raise click.UsageError("--from-tree needs --base-tree PRISTINE, the tree EDITED is a copy of")
+
+
+def fetch_source(given: Source, base_tree: Path | None, timeout: float) -> Fetched:
+    check_source(given, base_tree)
+    project = find_project_config(Path.cwd()).root
+    if given.git_repo is not None and given.rev_range is not None:
+        return export_git_range(given.git_repo, given.rev_range)
+    if given.site is not None:
+
+        # The project is the one holding the script (so the printed command, with an absolute path, runs from
+        # anywhere), read with that project's scan settings, as lint reads it.
+        script = Path(os.path.abspath(given.site.rpartition(":")[0] or "."))
+        holder = find_project_config(script.parent)
+        return read_site(given.site, holder.root, read_scan_config(holder))
+    if given.edited_tree is not None and base_tree is not None:
+        return read_tree(given.edited_tree, base_tree, project)
+    assert given.source is not None
+    return read_source(given.source, timeout=timeout, project=project)
 
 
 @click.command("vendor")
@@ -59,7 +119,8 @@ def fetch_source(source: str | None, git_repo: Path | None, rev_range: str | Non
 @json_option
 def command(
     patch: str, patches_dir: str | None, source: str | None, git_repo: Path | None, rev_range: str | None,
-    base_tree: Path | None, timeout: float, dry_run: bool, as_json: bool,
+    site: str | None, edited_tree: Path | None, base_tree: Path | None, timeout: float, dry_run: bool,
+    as_json: bool,
 ) -> None:
     """Vendor PATCH's diff from SOURCE into its folder and pin it in manifest.toml.
 
@@ -77,10 +138,10 @@ def command(
       patchkit vendor atom-pr2106 --from-git ~/src/ATOM \\
           --range main...fix-draft-kv
     """
-    if (source is None) == (git_repo is None) or (git_repo is None) != (rev_range is None):
-        fetch_source(source, git_repo, rev_range, timeout)  # the usage error, before the registry is read
+    given = Source(source, git_repo, rev_range, site, edited_tree)
+    check_source(given, base_tree)  # the usage error, before the registry is read
     spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
-    fetched = fetch_source(source, git_repo, rev_range, timeout)
+    fetched = fetch_source(given, base_tree, timeout)
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
         echo(render_json(versioned(result_json(spec, result, dry_run))))
