@@ -32,6 +32,7 @@ from patchkit.outcome import (
     RecordState,
     Result,
     TreeState,
+    combine,
 )
 from patchkit.progress import Phase, Progress
 from patchkit.provenance import (
@@ -49,6 +50,7 @@ from patchkit.workspace.lock import locked
 if TYPE_CHECKING:
     from patchkit.manifest import PatchSpec
     from patchkit.plan import FileChange, Plan
+    from patchkit.verdicts import FileVerdict
     from patchkit.workspace.recovery import Recovery
 
 
@@ -64,7 +66,7 @@ def run(
     if quick is not None:
         return quick[0]
     from patchkit.filtering import load_hunk_set  # deferred: the parse stage (see the module doc)
-    from patchkit.state import scan_tree  # deferred: the judgement, which a restart the records answer skips
+    from patchkit.state import judge_sections, scan_tree  # deferred: the judgement, which a restart can skip
 
     hunk_set = load_hunk_set(spec)
     check_hunkset_pin(spec, hunk_set)
@@ -87,7 +89,7 @@ def run(
 
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
-                state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
+                state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots, verdicts=tree.files)
                 commit(root, (), state_files, label)
             return outcome(decision.result, None)
         plan = plan_writes(root, tree, forward=decision.forward)
@@ -96,7 +98,8 @@ def run(
         if progress is not None:
             progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
-        state_files = record_changes(spec, hunk_set, decision, after=after)
+        verdicts = judge_sections(hunk_set.files, after)  # what a rerun finds: the fast path's report
+        state_files = record_changes(spec, hunk_set, decision, after=after, verdicts=verdicts)
         commit(root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
 
@@ -128,8 +131,17 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered
             outcomes = []
-            for spec, record in zip(specs, restart, strict=True):
+            for spec, (record, report) in zip(specs, restart, strict=True):
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
+                if options.show_verdicts:
+                    from patchkit.recorded import report_tree  # deferred: only -v and --json print the verdicts
+
+                    try:
+                        tree = report_tree(root.path, str(spec.diff_path), report)
+                    except ValueError:
+                        return None, recovered
+                    if tree.state is not PatchState.APPLIED:
+                        return None, recovered
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
@@ -286,22 +298,26 @@ def record_changes(
     *,
     after: Mapping[str, Snapshot] | None = None,
     series: Sequence[Sequence[str]] | None = None,
+    verdicts: Sequence[FileVerdict] = (),
 ) -> dict[str, bytes | None]:
     """The applied-record files to write with a decision's tree changes, in the same transaction.
 
-    `after`: every path as the transaction leaves it, for the record's fast_path block; `series`: the patches
-    judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
+    `after`: every path as the transaction leaves it, and `verdicts`: this patch's sections judged on it as a
+    rerun judges them, for the record's fast_path block (left out unless they say applied); `series`: the
+    patches judged together with this one (patchkit.fastpath.series_entry each; default: this one alone).
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.fastpath import add_block, fast_block, series_entry  # deferred: the write stage
         from patchkit.hunks import paths_of
+        from patchkit.recorded import report_json
 
         files = record_files(spec, hunk_set)
-        if after is not None:
+        if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]
             record = files[name]
             assert record is not None
-            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after)
+            report = report_json(hunk_set, verdicts)
+            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after, report)
             files[name] = add_block(record, block)
         return files
     if decision.forward is False or decision.drops_record:

@@ -232,9 +232,10 @@ class Options:
     force: bool = False  # revert a change patchkit did not apply (upstream-contains)
     on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
     adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
-    # apply may answer "already applied" from the applied records (patchkit.fastpath) when the report needs no
-    # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
+    # apply may answer "already applied" from the applied records (patchkit.fastpath): such an Outcome has
+    # fast_path=True, and a tree without verdicts unless show_verdicts (-v, --json: the records' verdicts)
     fast_restart: bool = False
+    show_verdicts: bool = False
     invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
 
     def commands(self, root: Path) -> Invocation:

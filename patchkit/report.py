@@ -71,10 +71,11 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
-    from patchkit.filtering import match_exclude  # deferred: only JSON lists them, and a restart parses nothing
+    # deferred: only JSON lists them; the globs alone (filtering.match_exclude), so a restart loads no parse stage
+    from patchkit.globs import match_glob
 
     def reason(path: str) -> str:
-        return next((e.reason for e in spec.excludes if match_exclude(e.pattern, path)), "")
+        return next((e.reason for e in spec.excludes if match_glob(e.pattern, path)), "")
 
     return [{"path": path, "reason": reason(path)} for path in hunk_set.excluded]
 
