@@ -309,14 +309,14 @@ def record_changes(
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.fastpath import add_block, fast_block, series_entry  # deferred: the write stage
         from patchkit.hunks import paths_of
-        from patchkit.recorded import report_json
+        from patchkit.recorded import report_text
 
         files = record_files(spec, hunk_set)
         if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]
             record = files[name]
             assert record is not None
-            report = report_json(hunk_set, verdicts)
+            report = report_text(hunk_set, verdicts)
             block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after, report)
             files[name] = add_block(record, block)
         return files

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from patchkit.tree import Snapshot
 
 BLOCK = "fast_path"
-REPORT = "report"  # the block's key for the verdicts of the applied tree (patchkit.recorded)
+REPORT = "report"  # the block's key for the verdicts of the applied tree (patchkit.recorded), as one string
 _SEAL_KEY = b'"seal": "'
 _ZERO_SEAL = "0" * 64
 DISABLE_ENV = "PATCHKIT_NO_FASTPATH"  # set (non-empty): always run the full judgement
@@ -68,10 +68,10 @@ def series_entry(spec: PatchSpec) -> list[str]:
 
 
 def fast_block(
-    series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot], report: Mapping[str, Any]
+    series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot], report: str
 ) -> dict[str, Any]:
     """The `fast_path` block of a record (without its seal): the state `paths` are left in by the transaction,
-    and `report`, the verdicts a judgement of that state finds (patchkit.recorded.report_json)."""
+    and `report`, the verdicts a judgement of that state finds (patchkit.recorded.report_text)."""
     files: dict[str, dict[str, Any] | None] = {}
     for path in paths:
         snap = after[path]

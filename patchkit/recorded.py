@@ -2,12 +2,12 @@
 
 A rerun's -v table and --json document show each hunk's verdict on the tree as patchkit left it. At apply,
 the write stage judges that tree in memory (the `after` snapshots, with the very judge_sections a rerun runs
-on the same bytes) and stores the verdicts here as plain JSON (`report_json`); a restart the records answer
-turns them back into verdicts (`report_tree`) for the report to print, without parsing the diff.
+on the same bytes) and stores the verdicts there as one JSON string (`report_text`); a restart the records
+answer turns them back into verdicts (`report_tree`) for the report to print, without parsing the diff.
 
 The rebuilt sections are hollow: paths, modes, the headers of the judged hunks and their verdicts, no line
-images. They exist only for
-the report (which reads nothing else) and are never judged, planned or written from. They are trusted exactly
+images. They exist only for the report (which reads nothing else) and are never judged, planned or written
+from. They are trusted exactly
 as far as the rest of the block (patchkit.fastpath): sealed, owned by this user, bound to this code, this
 manifest, this diff and the bytes of every file, so the full judgement could only find the same verdicts.
 Anything malformed raises ValueError: the caller then runs the full judgement.
@@ -15,6 +15,7 @@ Anything malformed raises ValueError: the caller then runs the full judgement.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,13 +39,15 @@ class RecordedHunkSet(HunkSet):
         return self.recorded_digest
 
 
-def report_json(hunk_set: HunkSet, verdicts: Sequence[FileVerdict]) -> dict[str, Any]:
-    """What the report needs of a tree's verdicts, as JSON: the hunk set's digest and excludes, each section."""
-    return {
+def report_text(hunk_set: HunkSet, verdicts: Sequence[FileVerdict]) -> str:
+    """What the report needs of a tree's verdicts, as compact JSON text: the hunk set's digest and excludes,
+    each section. One string in the record, so a text restart's json.loads of the record skips over it (a
+    large series' verdicts are ~0.7 MB of lists) and only -v or --json decodes it (report_tree)."""
+    return json.dumps({
         "hunk_set_sha256": hunk_set.digest,
         "excluded": list(hunk_set.excluded),
         "files": [_verdict_json(v) for v in verdicts],
-    }
+    }, separators=(",", ":"))
 
 
 def _verdict_json(v: FileVerdict) -> list[Any]:
@@ -62,8 +65,11 @@ def _verdict_json(v: FileVerdict) -> list[Any]:
 
 
 def report_tree(root: Path, source: str, report: Any) -> TreeState:
-    """The tree as the recorded verdicts describe it (ValueError when the report is not what report_json wrote)."""
+    """The tree as the recorded verdicts describe it (ValueError when it is not what report_text wrote)."""
     try:
+        if not isinstance(report, str):
+            raise TypeError("a recorded report is one JSON string")
+        report = json.loads(report)
         if not isinstance(report, Mapping):
             raise TypeError(report)
         files = tuple(_verdict(entry) for entry in report["files"])

@@ -152,8 +152,8 @@ def _edit_recorded_verdict(root: Path) -> None:
     # The report's last hunk verdict claims a conflict: its -v and --json would print it as recorded.
     path = record_path(root)
     raw = path.read_bytes()
-    at = raw.rindex(b'"applied"')
-    path.write_bytes(raw[:at] + b'"conflict"' + raw[at + len(b'"applied"'):])
+    at = raw.rindex(b'\\"applied\\"')  # inside the report's JSON string
+    path.write_bytes(raw[:at] + b'\\"conflict\\"' + raw[at + len(b'\\"applied\\"'):])
 
 
 def _drop_block(root: Path) -> None:
