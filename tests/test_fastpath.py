@@ -332,6 +332,9 @@ def test_an_adopted_tree_is_answered_from_its_record_after_adoption(
     assert BLOCK in json.loads(record_path(engine).read_bytes())
     result, used = same_answer("apply", PID, "--root", engine, "--patches", registry.path)
     assert used and result.code == 0
+    for flag in ("--json", "-v"):  # the verdicts recorded at adoption are the ones a judgement finds now
+        result, used = same_answer("apply", PID, "--root", engine, "--patches", registry.path, flag)
+        assert used and result.code == 0
 
 
 # ------------------------------------------------------------------------------------- the same report, byte for byte
