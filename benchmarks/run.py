@@ -22,7 +22,12 @@ in an untimed warm-up run (/usr/bin/time -f %M; wait4's ru_maxrss when that is m
 the tree each tool left is compared with the expected one (bytes and exec bits); any difference, or a tool's
 unexpected exit status, makes the benchmark exit 1.
 
-Usage: python benchmarks/run.py [--sizes small,large,xlarge] [--runs 5] [--check-only] [--json FILE]
+Issue #25 adds: `stack`, a size shaped like a real long-lived patch stack; restarts with --json and --all; a
+first start from an image whose build filled the parse cache; `--fleet 32,64`, that many starts at once on one
+shared root; and `--rounds R`, every row measured in R interleaved rounds, each cell the median over them.
+
+Usage: python benchmarks/run.py [--sizes small,large,xlarge,stack] [--runs 5] [--rounds 3] [--fleet 32,64]
+       [--check-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -85,6 +90,7 @@ class Shape:
     lines: tuple[int, int]  # min, max lines of a file
     edits_per_line: float  # edits per line of a modified file
     special: bool  # mode changes, a pure rename, a file without a final newline
+    created_lines: tuple[int, int] | None = None  # min, max lines of a created file (default: `lines`)
 
 
 SHAPES = {
@@ -96,6 +102,12 @@ SHAPES = {
 SHAPES["xlarge"] = Shape(
     modified=4 * 470, created=40, deleted=40, renamed=40, untouched=400, lines=(600, 1400),
     edits_per_line=1 / 44, special=True,
+)
+# Shaped like a real long-lived patch stack (a carried series of a few hundred commits): hundreds of files, most
+# with one or two small edits, a few large new files (new kernels, new model files), a few dozen renames.
+SHAPES["stack"] = Shape(
+    modified=480, created=8, deleted=6, renamed=30, untouched=250, lines=(60, 1500),
+    edits_per_line=1 / 400, special=True, created_lines=(3000, 6000),
 )
 # About the large diff's hunks, in 40 big files: hundreds of hunks per file instead of about twenty.
 SHAPES["manyhunks"] = Shape(
@@ -204,7 +216,8 @@ def generate(size: str, workdir: Path, seed: int = SEED) -> Corpus:
         _write(base, rel := new_path(), lines)
         _write(expected, rel, lines, executable=True)
     for i in range(shape.created):
-        _write(expected, new_path(), body(), executable=shape.special and i == 0)
+        lines = writer.lines(rng.randrange(*shape.created_lines)) if shape.created_lines else body()
+        _write(expected, new_path(), lines, executable=shape.special and i == 0)
     for _ in range(shape.deleted):
         _write(base, new_path(), body())
     for i in range(shape.renamed):
@@ -481,6 +494,34 @@ class Bench:
                          verify=corpus.expected),
             self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, restarted),
         ])
+        # The same restart as a hook that logs JSON, and as the container hook (--all) runs it.
+        for label, extra in (("restart --json", [PATCH_ID, "--json"]), ("restart --all", ["--all"]),
+                             ("restart --all --json", ["--all", "--json"])):
+            probe = run_once([*pk, "apply", *extra, "--root", str(restarted), *reg], restarted,
+                             {**self.env, "PATCHKIT_DEBUG_FASTPATH": "1"})
+            if "fast path used" not in probe.stderr:
+                self.notes.append(f"{corpus.size}: `{label}` was answered by the full judgement")
+            row(label, [
+                self.measure("patchkit", [*pk, "apply", *extra, "--root", "{root}", *reg], 0, restarted),
+                self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, restarted),
+            ])
+        # A first start from an image whose build filled the parse cache (examples/Dockerfile): fresh HOME, the
+        # cache folder the image names, filled by the build's dry run.
+        image_cache = self.workdir / f"image-cache-{corpus.size}"
+        built = {**self.env, "PATCHKIT_CACHE_DIR": str(image_cache)}
+        run_once([*pk, "apply", "--all", "--dry-run", "--root", str(unapplied), *reg], unapplied, built)
+        row("apply, fresh container, cache from the image build", [
+            self.measure("patchkit", [*pk, "apply", "--all", "--root", "{root}", *reg], 0,
+                         prepare=self.fresh(corpus.base), verify=corpus.expected,
+                         env={"PATCHKIT_CACHE_DIR": str(image_cache), "HOME": str(self.workdir / "no-home")}),
+            self.measure("git apply", ["git", "apply", diff], 0,
+                         prepare=self.fresh(corpus.base), verify=corpus.expected),
+        ])
+        row("status, fresh container, cache from the image build", [
+            self.measure("patchkit", [*pk, "status", "--all", "--root", "{root}", *reg], 3, unapplied,
+                         env={"PATCHKIT_CACHE_DIR": str(image_cache), "HOME": str(self.workdir / "no-home")}),
+            self.measure("git apply", ["git", "apply", "--check", diff], 0, unapplied),
+        ])
         row("rerun, no record (full judgement)", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0, applied,
                          verify=corpus.expected),
@@ -500,6 +541,40 @@ class Bench:
         shutil.rmtree(applied)
         shutil.rmtree(restarted)
         return rows
+
+    def fleet_row(self, corpus: Corpus, count: int) -> Row:
+        """`count` container starts at once on one shared, unpatched root (processes on one machine standing in
+        for nodes): each runs `apply --all`. Every start must end applied with exactly one writer; the time is
+        until the last start is ready, against one apply plus `count` restarts run one after another."""
+        pk = [*self.patchkit, "apply", "--all", "--root", "{root}", "--patches", str(corpus.registry)]
+        together, alone = [], []
+        for _ in range(self.runs):
+            tree = self.fresh(corpus.base)()
+            argv = [a.replace("{root}", str(tree)) for a in pk]
+            started = time.perf_counter()
+            procs = [subprocess.Popen(argv, cwd=tree, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                     for _ in range(count)]
+            outputs = [p.communicate() for p in procs]
+            together.append(time.perf_counter() - started)
+            codes = [p.returncode for p in procs]
+            writers = sum(b"series: applied 1 patch" in out for out, _ in outputs)
+            if set(codes) != {0} or writers != 1:
+                self.problems.append(f"fleet of {count}: exit codes {sorted(set(codes))}, {writers} writers "
+                                     f"(want 0 and 1): {outputs[codes.index(max(codes))][1][:300]!r}")
+            self.problems.extend(compare(f"fleet of {count}", tree, corpus.expected))
+            shutil.rmtree(tree)
+            # The same work one start after another: the first applies, the others restart.
+            tree = self.fresh(corpus.base)()
+            argv = [a.replace("{root}", str(tree)) for a in pk]
+            started = time.perf_counter()
+            for _ in range(count + 1):
+                subprocess.run(argv, cwd=tree, env=self.env, capture_output=True, check=False)
+            alone.append(time.perf_counter() - started)
+            shutil.rmtree(tree)
+        return Row(corpus.size, f"{count} starts at once (last ready)", {
+            "patchkit": Cell("patchkit", statistics.median(together), 0.0, self.runs),
+            "one apply + N restarts": Cell("one apply + N restarts", statistics.median(alone), 0.0, self.runs),
+        })
 
     def startup_row(self) -> Row:
         cwd = self.workdir
@@ -595,6 +670,8 @@ def render_table(rows: Sequence[Row]) -> list[str]:
         pk, git, patch = r.cells.get("patchkit"), r.cells.get("git apply"), r.cells.get("patch")
         if r.operation == "cold start":
             git = r.cells.get("python")
+        if r.operation.endswith("(last ready)"):  # the fleet: against the same starts one after another
+            git = r.cells.get("one apply + N restarts")
         cells = [r.size, "--version (vs python -I -c pass)" if r.operation == "cold start" else r.operation,
                  _secs(pk), _secs(git), _ratio(pk, git), _cpu(pk), _cpu(git), _cpu_ratio(pk, git),
                  _secs(patch), _ratio(pk, patch), _mb(pk), _mb(git), _mb(patch)]
@@ -670,6 +747,23 @@ def judge_targets(rows: Sequence[Row], corpora: dict[str, Corpus], judge: str = 
             ratio = measure(rerun) / measure(status)
             # same code path as status (plus an exclusive lock); allow timing noise, not extra work
             out.append((f"{size} rerun without a record <= status", f"{ratio:.2f}x", ratio <= 1.10))
+    # Issue #25: first start from the image's cache, restarts in every mode, a fleet of starts at once.
+    for size in ("stack", "large"):
+        against(f"{size} status, fresh container, cache from the image build: <= 1.5x git apply --check",
+                cell(size, "status, fresh container, cache from the image build", "patchkit"),
+                cell(size, "status, fresh container, cache from the image build", "git apply"), 1.5)
+        against(f"{size} apply, fresh container, cache from the image build: <= 3x git apply",
+                cell(size, "apply, fresh container, cache from the image build", "patchkit"),
+                cell(size, "apply, fresh container, cache from the image build", "git apply"), 3)
+        for op in ("restart (applied by patchkit)", "restart --json", "restart --all", "restart --all --json"):
+            against(f"{size} {op}: <= 1.2x git apply --reverse --check", cell(size, op, "patchkit"),
+                    cell(size, op, "git apply"), 1.2)
+    for r in rows:
+        if r.operation.endswith("(last ready)"):
+            a, b = r.cells.get("patchkit"), r.cells.get("one apply + N restarts")
+            if a and b and b.seconds > 0:  # wall time only: the point is when the last start is ready
+                out.append((f"{r.size} {r.operation}: <= 1.5x one apply + N restarts (wall)",
+                            f"{a.seconds / b.seconds:.2f}x", a.seconds / b.seconds <= 1.5))
     py = cell("-", "cold start", "python")
     against("small status (warm) <= 3x `python -I -c pass`", cell("small", "status, unapplied tree", "patchkit"), py, 3)
     against("small status, fresh container <= 3x `python -I -c pass`",
@@ -679,6 +773,22 @@ def judge_targets(rows: Sequence[Row], corpora: dict[str, Corpus], judge: str = 
 
 
 # ------------------------------------------------------------------------------------------------------ main
+
+
+def median_rows(rounds: Sequence[Sequence[Row]]) -> list[Row]:
+    """Each cell's median over the rounds (times), its largest peak RSS; the rows of the first round's order."""
+    merged: list[Row] = []
+    for i, first in enumerate(rounds[0]):
+        cells = {}
+        for tool in first.cells:
+            seen = [r[i].cells[tool] for r in rounds if tool in r[i].cells]
+            cells[tool] = Cell(
+                tool, statistics.median(c.seconds for c in seen), max(c.rss_mb for c in seen),
+                sum(c.runs for c in seen), statistics.median(c.cpu for c in seen),
+                statistics.median(c.user for c in seen),
+            )
+        merged.append(Row(first.size, first.operation, cells))
+    return merged
 
 
 def default_patchkit() -> list[str]:
@@ -701,9 +811,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--judge", choices=("wall", "cpu"), default="wall",
                         help="judge the targets on wall-clock time (default) or on user + system CPU time, which a "
                         "busy shared machine disturbs less")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="interleave: measure every size and row this many times, one round after another, "
+                        "and report each cell's median over the rounds (a loaded machine drifts over minutes)")
+    parser.add_argument("--fleet", default="",
+                        help="comma-separated counts, e.g. 32,64: that many `apply --all` starts at once on one "
+                        "shared root, per size of --fleet-sizes")
+    parser.add_argument("--fleet-sizes", default="small,stack", help="the sizes the --fleet rows run on")
     args = parser.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
-    unknown = [s for s in sizes if s not in SHAPES]
+    fleet = [int(n) for n in args.fleet.split(",") if n.strip()]
+    fleet_sizes = [s.strip() for s in args.fleet_sizes.split(",") if s.strip()] if fleet else []
+    unknown = [s for s in sizes + fleet_sizes if s not in SHAPES]
     if unknown:
         parser.error(f"unknown size {unknown[0]!r}; choose from {', '.join(SHAPES)}")
     runs = 1 if args.check_only else max(args.runs, 1)
@@ -717,17 +836,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         bench = Bench(patchkit, runs, workdir, args.check_only)
         if bench.patch is None:
             bench.notes.append("GNU patch not found: its columns are empty")
-        rows: list[Row] = []
         corpora: dict[str, Corpus] = {}
-        for size in sizes:
+        for size in dict.fromkeys(sizes + fleet_sizes):
             started = time.perf_counter()
             corpus = generate(size, workdir / size, args.seed)
             corpora[size] = corpus
             print(f"{size}: {corpus.files_in_diff} files, {corpus.hunks} hunks, {corpus.diff_lines} diff lines, "
                   f"{corpus.diff_bytes / 2**20:.1f} MB diff, {corpus.touched_bytes / 2**20:.1f} MB touched files "
                   f"(generated in {time.perf_counter() - started:.1f} s)", flush=True)
-            rows.extend(bench.size_rows(corpus))
-        rows.append(bench.startup_row())
+        rounds: list[list[Row]] = []
+        for number in range(max(args.rounds, 1)):
+            done: list[Row] = []
+            for size in sizes:
+                done.extend(bench.size_rows(corpora[size]))
+            done.append(bench.startup_row())
+            for size in fleet_sizes:
+                for count in fleet:
+                    done.append(bench.fleet_row(corpora[size], count))
+            rounds.append(done)
+            print(f"round {number + 1} of {max(args.rounds, 1)} done (load {os.getloadavg()[0]:.1f})", flush=True)
+        rows = median_rows(rounds)
 
         print()
         print("\n".join(render_table(rows)))

@@ -149,6 +149,14 @@ def _edit_record_files(root: Path) -> None:
     path.write_bytes(raw.replace(now.encode(), hashlib.sha256(before).hexdigest().encode()))
 
 
+def _edit_recorded_verdict(root: Path) -> None:
+    # The report's last hunk verdict claims a conflict: its -v and --json would print it as recorded.
+    path = record_path(root)
+    raw = path.read_bytes()
+    at = raw.rindex(b'\\"applied\\"')  # inside the report's JSON string
+    path.write_bytes(raw[:at] + b'\\"conflict\\"' + raw[at + len(b'\\"applied\\"'):])
+
+
 def _drop_block(root: Path) -> None:
     # A record from before the fast path existed.
     path = record_path(root)
@@ -171,6 +179,7 @@ MUTATIONS: dict[str, Callable[[Path], None]] = {
     "one byte of the record (its hunk-set digest)": _edit_record_digest,
     "one byte of the record (whitespace)": _edit_record_whitespace,
     "the record's file hashes": _edit_record_files,
+    "a recorded verdict": _edit_recorded_verdict,
     "a record without the fast_path block": _drop_block,
     "the record removed": lambda root: record_path(root).unlink(),
     "the record made group-writable": lambda root: record_path(root).chmod(0o664),
@@ -189,6 +198,8 @@ def test_any_change_to_a_touched_file_or_the_record_runs_the_full_judgement(
     _, used = same_answer("apply", PID, "--root", applied, "--patches", registry.path, "--dry-run")
     assert not used
     _, used = same_answer("apply", PID, "--root", applied, "--patches", registry.path)
+    assert not used
+    _, used = same_answer("apply", PID, "--root", applied, "--patches", registry.path, "--json")
     assert not used
 
 
@@ -224,9 +235,28 @@ def test_a_diff_that_no_longer_matches_its_manifest_is_refused_as_before(applied
     assert quick.code == full.code != 0 and quick.err == full.err and "sha256" in quick.err
 
 
-@pytest.mark.parametrize("flag", ["--json", "-v", "--dry-run"])
-def test_reports_that_need_per_hunk_verdicts_take_the_full_path(applied: Path, registry: Registry, flag: str) -> None:
-    result, used = same_answer("apply", PID, "--root", applied, "--patches", registry.path, flag)
+MODES = [[], ["-q"], ["-v"], ["--json"], ["-v", "--color", "always"], ["--json", "-v"]]
+MODE_IDS = ["text", "quiet", "verbose", "json", "verbose-colour", "json-verbose"]
+
+
+@pytest.mark.parametrize("flags", MODES, ids=MODE_IDS)
+def test_every_output_mode_is_answered_from_the_record_byte_for_byte(
+    applied: Path, registry: Registry, flags: list[str]
+) -> None:
+    # The per-hunk verdicts of -v and --json come from the record: exactly what the full judgement prints.
+    out = _same_bytes(["apply", PID, "--root", str(applied), "--patches", str(registry.path), *flags])
+    if "--json" in flags:
+        document = json.loads(out)
+        assert document["result"] == "already-applied" and len(document["files"]) == 6
+        assert {h["state"] for f in document["files"] for h in f["hunks"]} == {"applied"}
+    elif "-v" in flags:
+        assert b"hunk 1 @@" in out and b"eng/moved.py -> eng/renamed.py" in out
+    elif "-q" in flags:
+        assert out == b""
+
+
+def test_a_dry_run_takes_the_full_path(applied: Path, registry: Registry) -> None:
+    result, used = same_answer("apply", PID, "--root", applied, "--patches", registry.path, "--dry-run")
     assert not used and result.code == 0
 
 
@@ -303,6 +333,9 @@ def test_an_adopted_tree_is_answered_from_its_record_after_adoption(
     assert BLOCK in json.loads(record_path(engine).read_bytes())
     result, used = same_answer("apply", PID, "--root", engine, "--patches", registry.path)
     assert used and result.code == 0
+    for flag in ("--json", "-v"):  # the verdicts recorded at adoption are the ones a judgement finds now
+        result, used = same_answer("apply", PID, "--root", engine, "--patches", registry.path, flag)
+        assert used and result.code == 0
 
 
 # ------------------------------------------------------------------------------------- the same report, byte for byte
@@ -397,9 +430,27 @@ def test_the_program_prints_the_same_bytes_on_both_paths(
     assert b"already applied" in out and b"descends from the pinned" in out
 
 
-def test_the_program_prints_the_same_bytes_for_a_series_on_both_paths(series: Path, registry: Registry) -> None:
-    out = _same_bytes(["apply", "--all", "--root", str(series), "--patches", str(registry.path)])
-    assert out.count(b"already applied, nothing written") == 2
+@pytest.mark.parametrize("flags", MODES, ids=MODE_IDS)
+def test_the_program_prints_the_same_bytes_for_a_series_on_both_paths(
+    series: Path, registry: Registry, flags: list[str]
+) -> None:
+    out = _same_bytes(["apply", "--all", "--root", str(series), "--patches", str(registry.path), *flags])
+    if "--json" in flags:
+        document = json.loads(out)
+        assert [p["result"] for p in document["patches"]] == ["already-applied"] * 2
+        # pb is judged on the tree as pa leaves it: its hunk in the shared file has its own verdict and line
+        assert [len(p["files"]) for p in document["patches"]] == [1, 2]
+    elif "-q" in flags:
+        assert out == b""
+    else:
+        assert out.count(b"already applied, nothing written") == 2
+
+
+def test_a_drifted_base_reads_alike_in_every_mode(pinned_checkout: Path, registry: Registry) -> None:
+    _move_head(pinned_checkout)
+    for flags in (["-v"], ["--json"]):
+        out = _same_bytes(["apply", PID, "--root", str(pinned_checkout), "--patches", str(registry.path), *flags])
+        assert b"descends from" in out or b'"drifted"' in out
 
 
 FINGERPRINT_PROBE = """

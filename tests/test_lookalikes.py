@@ -109,9 +109,10 @@ def test_hunk_excludes_model_git_on_the_filtered_diff(tmp_path: Path, registry: 
     after_lines[12] = b"changed 12\n"
     after_lines[2:3] = [b"new %d\n" % i for i in range(6)]
     after = b"".join(after_lines)
-    from tests.test_state import diff_u, git_applied
+    from tests.conftest import git_diff
+    from tests.test_state import git_applied
 
-    diff = diff_u(tmp_path, {PATH: before}, {PATH: after}, context=1)
+    diff = git_diff(tmp_path, {PATH: before}, {PATH: after}, context=1)
     assert diff.count(b"\n@@ ") == 3, diff
     manifest = registry.add("p", diff) / "manifest.toml"  # [exclude] is its last table
     manifest.write_text(manifest.read_text() + f'"{PATH}" = {{ hunks = [1], reason = "not ported" }}\n')
@@ -185,11 +186,11 @@ def test_the_blob_id_proof_keeps_gits_pins(tmp_path: Path, registry: Registry) -
     # apply it only to an empty file. The file is exactly the diff's "before" (its blob id), yet the proof
     # must not read it as unapplied, or patchkit would write what git refuses to (found by the long
     # differential run, seed 7 example 1364).
-    from tests.test_state import diff_u
+    from tests.conftest import git_diff
 
     before = b"a = 1\nb = 2\n"
     after = b"new = 0\n" + before
-    diff = diff_u(tmp_path, {PATH: before}, {PATH: after}, context=0)
+    diff = git_diff(tmp_path, {PATH: before}, {PATH: after}, context=0)
     assert b"@@ -0,0 +1 @@" in diff, diff
     registry.add("p", diff)
     root = tmp_path / "engine-root"

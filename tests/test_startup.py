@@ -171,6 +171,29 @@ def test_a_restart_loads_neither_the_parser_nor_the_write_stage(
     assert not forbidden, sorted(forbidden)
 
 
+# What a -v or --json restart loads on top of a text one: the recorded verdicts (patchkit.run.recorded), rebuilt as
+# the report's records (hollow sections, no line images). Still no parser, no judgement, no write stage.
+VERDICT_MODULES = {"patchkit.run.recorded", "patchkit.judge.verdicts", "patchkit.judge.matching", "patchkit.diff.hunks"}
+
+
+@pytest.mark.parametrize("flag", ["--json", "-v"])
+@pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all"])
+def test_a_verbose_or_json_restart_loads_only_the_recorded_verdicts(
+    small_patch: tuple[Path, Path], which: list[str], flag: str
+) -> None:
+    engine, patches = small_patch
+    assert cli("apply", *which, "--root", engine, "--patches", patches).code == 0
+    code, loaded, err = loaded_by(
+        "apply", *which, "--root", engine, "--patches", patches, flag, env={"PATCHKIT_DEBUG_FASTPATH": "1"}
+    )
+    assert code == 0 and "fast path used" in err, err
+    allowed = VERDICT_MODULES | ({"patchkit.run.series"} if which == ["--all"] else set())
+    allowed |= {"difflib"} if flag == "-v" else set()  # click's parser imports it for -v, on any path
+    forbidden = loaded & set(NEVER_FOR_RESTART) - allowed
+    assert not forbidden, sorted(forbidden)
+    assert "patchkit.run.recorded" in loaded
+
+
 def test_the_program_flushes_everything_before_its_quick_exit(small_patch: tuple[Path, Path]) -> None:
     """`python -m patchkit` ends with os._exit after flushing (cli.entry): a long report through a pipe arrives
     whole, the exit code is the command's, and a pipe the reader closed early keeps the code, as before."""

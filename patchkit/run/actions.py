@@ -24,7 +24,7 @@ from patchkit.diff.hunkset import HunkSet
 from patchkit.errors import ExitCode, PatchkitError
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.judge.treestate import TreeState
-from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result
+from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result, combine
 from patchkit.run.fastpath import add_block, check_restart, fast_block, series_entry
 from patchkit.run.progress import Phase, Progress
 from patchkit.run.provenance import (
@@ -42,6 +42,7 @@ from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
 if TYPE_CHECKING:
     from patchkit.input.manifest import PatchSpec
+    from patchkit.judge.verdicts import FileVerdict
     from patchkit.plan.plan import FileChange, Plan
     from patchkit.workspace.recovery import Recovery
 
@@ -81,9 +82,10 @@ class Options:
     force: bool = False  # revert a change patchkit did not apply (upstream-contains)
     on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
     adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
-    # apply may answer "already applied" from the applied records (patchkit.run.fastpath) when the report needs no
-    # per-hunk verdicts (no --json, no -v): such an Outcome has fast_path=True and a tree without verdicts
+    # apply may answer "already applied" from the applied records (patchkit.run.fastpath): such an Outcome has
+    # fast_path=True, and a tree without verdicts unless show_verdicts (-v, --json: the records' verdicts)
     fast_restart: bool = False
+    show_verdicts: bool = False
     invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
 
     def commands(self, root: Path) -> Invocation:
@@ -130,7 +132,10 @@ def run(
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
-    from patchkit.judge.state import scan_tree  # lazy: the judgement (a restart the records answer skips it)
+    from patchkit.judge.state import (  # lazy: the judgement (a restart the records answer skips it)
+        judge_sections,
+        scan_tree,
+    )
 
     hunk_set = load_checked(spec, base_tree=root.path)
     label = f"{action.value} of {spec.id}"
@@ -150,7 +155,7 @@ def run(
 
         if decision.forward is None:
             if (decision.drops_record or decision.result is Result.ADOPTED) and not options.dry_run:
-                state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots)
+                state_files = record_changes(spec, hunk_set, decision, after=tree.snapshots, verdicts=tree.files)
                 commit(root, (), state_files, label)
             return outcome(decision.result, None)
         plan = plan_writes(root, tree, forward=decision.forward)
@@ -159,7 +164,8 @@ def run(
         if progress is not None:
             progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
-        state_files = record_changes(spec, hunk_set, decision, after=after)
+        verdicts = judge_sections(hunk_set.files, after)  # what a rerun finds: the fast path's report
+        state_files = record_changes(spec, hunk_set, decision, after=after, verdicts=verdicts)
         commit(root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
 
@@ -209,8 +215,17 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered
             outcomes = []
-            for spec, record in zip(specs, restart, strict=True):
+            for spec, (record, report) in zip(specs, restart, strict=True):
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
+                if options.show_verdicts:
+                    from patchkit.run.recorded import report_tree  # lazy: the judgement
+
+                    try:
+                        tree = report_tree(root.path, str(spec.diff_path), report)
+                    except ValueError:
+                        return None, recovered
+                    if tree.state is not PatchState.APPLIED:
+                        return None, recovered
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
@@ -367,21 +382,25 @@ def record_changes(
     *,
     after: Mapping[str, Snapshot] | None = None,
     series: Sequence[Sequence[str]] | None = None,
+    verdicts: Sequence[FileVerdict] = (),
 ) -> dict[str, bytes | None]:
     """The applied-record files to write with a decision's tree changes, in the same transaction.
 
-    `after`: every path as the transaction leaves it, for the record's fast_path block; `series`: the patches
-    judged together with this one (patchkit.run.fastpath.series_entry each; default: this one alone).
+    `after`: every path as the transaction leaves it, and `verdicts`: this patch's sections judged on it as a
+    rerun judges them, for the record's fast_path block (left out unless they say applied); `series`: the
+    patches judged together with this one (patchkit.run.fastpath.series_entry each; default: this one alone).
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.diff.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
+        from patchkit.run.recorded import report_text  # lazy: the write stage (the record's verdicts)
 
         files = record_files(spec, hunk_set)
-        if after is not None:
+        if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]
             record = files[name]
             assert record is not None
-            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after)
+            report = report_text(hunk_set, verdicts)
+            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after, report)
             files[name] = add_block(record, block)
         return files
     if decision.forward is False or decision.drops_record:

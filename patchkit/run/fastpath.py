@@ -17,9 +17,15 @@ the ones patchkit writes, with an intact seal; `code` is this code, `series` is 
 manifest and diff hashes computed now; and every listed file has exactly the recorded bytes and mode, read
 link-free like every other read. Then the full judgement would see the very bytes it judged applied when it
 wrote them, with the same code, manifest and diff, so it could only answer the same. Anything else (no record,
-an old record, one changed byte anywhere, a --json or -v report that needs per-hunk verdicts, a manifest with a
-[base] fingerprint) means `None`: the caller runs the full judgement. This module never writes and never
-decides anything but "applied"; a record is only ever a reason to skip work, never a reason to write.
+an old record, one changed byte anywhere, a manifest with a [base] fingerprint) means `None`: the caller runs
+the full judgement.
+
+The block also holds `report`: the per-hunk verdicts the write stage found when it judged, in memory, the very
+bytes `files` lists (patchkit.run.recorded). A -v or --json rerun prints those: the full judgement of the same
+bytes with the same code could only find the same verdicts, so they are trusted exactly as far as the rest.
+
+This module never writes and never decides anything but "applied"; a record is only ever a reason to skip
+work, never a reason to write.
 """
 
 from __future__ import annotations
@@ -34,7 +40,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import patchkit
 from patchkit import source_archive
@@ -47,6 +53,7 @@ if TYPE_CHECKING:
     from patchkit.input.tree import Snapshot
 
 BLOCK = "fast_path"
+REPORT = "report"  # the block's key for the verdicts of the applied tree (patchkit.run.recorded), as one string
 _SEAL_KEY = b'"seal": "'
 _ZERO_SEAL = "0" * 64
 DISABLE_ENV = "PATCHKIT_NO_FASTPATH"  # set (non-empty): always run the full judgement
@@ -61,8 +68,11 @@ def series_entry(spec: PatchSpec) -> list[str]:
     return [spec.id, _sha256(spec.manifest_path.read_bytes()), spec.sha256 or ""]
 
 
-def fast_block(series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot]) -> dict[str, Any]:
-    """The `fast_path` block of a record (without its seal): the state `paths` are left in by the transaction."""
+def fast_block(
+    series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot], report: str
+) -> dict[str, Any]:
+    """The `fast_path` block of a record (without its seal): the state `paths` are left in by the transaction,
+    and `report`, the verdicts a judgement of that state finds (patchkit.run.recorded.report_text)."""
     files: dict[str, dict[str, Any] | None] = {}
     for path in paths:
         snap = after[path]
@@ -70,7 +80,7 @@ def fast_block(series: Sequence[Sequence[str]], paths: Iterable[str], after: Map
             files[path] = None
         else:
             files[path] = {"sha256": _sha256(snap.data), "mode": snap.mode, "size": len(snap.data)}
-    return {"code": code_fingerprint(), "series": [list(e) for e in series], "files": files}
+    return {"code": code_fingerprint(), "series": [list(e) for e in series], "files": files, REPORT: report}
 
 
 def add_block(record: bytes, block: Mapping[str, Any]) -> bytes:
@@ -137,9 +147,16 @@ def _python_sources(folder: str) -> list[str]:
 # -------------------------------------------------------------------------------------------------- reading
 
 
-def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[AppliedRecord, ...] | None:
+class Vouched(NamedTuple):
+    """One patch's answer: its record, and the verdicts of the tree it left (`report`, as recorded)."""
+
+    record: AppliedRecord
+    report: Any
+
+
+def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[Vouched, ...] | None:
     """The records proving every patch of `specs` (judged together, in this order) is applied as written: the
-    fast path's answer, one record per patch, in order.
+    fast path's answer, one record (and its recorded verdicts) per patch, in order.
 
     None: the full judgement must run. Call under the lock the full judgement would take on `root` (the
     command's tree.Root). Never raises for what it finds in the tree: an odd tree is the full path's to report.
@@ -166,7 +183,7 @@ def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[AppliedRecord
 
 def _vouching_record(
     root_fd: int, root: Path, spec: PatchSpec, entry: list[str], series: list[list[str]]
-) -> AppliedRecord | None:
+) -> Vouched | None:
     json_name, _ = record_names(spec.id)
     data = _read_trusted(root_fd, root, f"{STATE_DIR}/{json_name}")
     if data is None:
@@ -194,7 +211,7 @@ def _vouching_record(
     with contextlib.closing(iter_all_at(root_fd, root, files)) as found:
         if not all(_file_is(snap, files[path]) for path, snap in found):
             return None
-    return record
+    return Vouched(record, block.get(REPORT))
 
 
 def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:

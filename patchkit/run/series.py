@@ -259,12 +259,17 @@ def run_series(
                 result = Result.DRY_RUN if options.dry_run else outcomes[i].result
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
+            from patchkit.judge.state import judge_sections  # lazy: the judgement (a restart skips it)
+
             state_files: dict[str, bytes | None] = {}
             after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
             together = [series_entry(patches[i].spec) for i in active]
+            # What a rerun of this series finds: every active patch's sections judged together on `after`.
+            verdicts = iter(judge_sections(_joined(patches[i].hunk_set for i in active).files, after))
             for i in active:
+                own = [next(verdicts) for _ in patches[i].hunk_set.files]
                 state_files.update(record_changes(
-                    patches[i].spec, patches[i].hunk_set, decisions[i], after=after, series=together
+                    patches[i].spec, patches[i].hunk_set, decisions[i], after=after, series=together, verdicts=own
                 ))
             if state_files or (plan is not None and plan.changes):
                 if progress is not None:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from patchkit.display import escape_controls, show_path
+from patchkit.input.globs import match_glob
 from patchkit.outcome import (
     Action,
     BaseCheck,
@@ -74,10 +75,8 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
-    from patchkit.diff.filtering import match_exclude  # lazy: the parser (a restart's report parses nothing)
-
     def reason(path: str) -> str:
-        return next((e.reason for e in spec.excludes if match_exclude(e.pattern, path)), "")
+        return next((e.reason for e in spec.excludes if match_glob(e.pattern, path)), "")
 
     return [{"path": path, "reason": reason(path)} for path in hunk_set.excluded]
 

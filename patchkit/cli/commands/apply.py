@@ -46,6 +46,6 @@ def command(
     """
     options = Options(
         dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base, adopt=adopt,
-        fast_restart=not (as_json or settings().verbose),  # the fast path's outcome has no per-hunk verdicts to show
+        fast_restart=True, show_verdicts=as_json or settings().verbose,  # a restart shows the records' verdicts
     )
     run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, options, keep_going)
