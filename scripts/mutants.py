@@ -120,7 +120,7 @@ MUTANTS: tuple[Mutant, ...] = (
       "of several consistent readings the first is taken: a guess instead of ambiguous"),
     m("edges-trailing-ignored", "patchkit/judge/state.py",
       "if hunk.trailing < size and loc.pos + loc.span != n:", "if False:",
-      [f"{EDGES}::test_a_hunk_cut_short_by_the_end_of_the_file_is_read_at_the_end"],
+      [f"{EDGES}::test_a_hunk_cut_short_by_the_end_of_the_file_is_not_placed_by_position_alone"],
       "a hunk cut short by the end of the file no longer prefers the reading at the end"),
     # ------------------------------------------------------------------------------------- --complete
     m("complete-on-conflict", "patchkit/run/actions.py",

@@ -163,6 +163,10 @@ def _preview(line: bytes | None) -> str:
     if line is None:
         return "end of file"
     text = line.decode("utf-8", "replace").rstrip("\n")
+    if text == "":
+        return "a blank line"
+    if not text.strip():
+        return f"a line of whitespace only ({text!r})"
     return repr(text[:60] + ("..." if len(text) > 60 else ""))
 
 

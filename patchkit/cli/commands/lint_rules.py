@@ -62,11 +62,16 @@ RULE_TEXT = {
         'range'
     ),
     "PK302": (
-        'history: a newly added patch whose `introduced_by` is not the pull request being checked'
+        'history: a newly added patch whose `introduced_by` is not the pull request being checked (or, for a '
+        'moved patch, whose `moved_in` is not)'
     ),
     "PK303": (
         'history: new patches or sites exist but the pull request number is unknown (no `--pr`, no CI '
         'variable)'
+    ),
+    "PK304": (
+        'history: a patch added with `moved_in` (moved into the registry with its waiver) whose original waiver '
+        '`<introduced_by>.md` is not on the base: it does not exist, or this range adds it'
     ),
     "PK401": (
         'patch site that no waiver names, that runs no registry patch and that the baseline does not accept'
