@@ -149,3 +149,24 @@ def test_recovery_says_forward_only_for_a_tree_that_is_whole_after(mode_case: Ca
         else:
             assert now == "before" and run.code == 3, f"kill after op {n}: said {run.err!r}, tree is {now}"
     assert checked >= 3
+
+
+def test_a_rollback_without_its_kept_links_restores_modes_too(mode_case: Case) -> None:
+    # The kept `.orig` links lost (removed by the tree's owner, or by a cleanup) while the apply was killed: the
+    # rollback writes the journal's copies back. A mode-only file whose bytes are already the original's is not
+    # "restored" until its mode is too: the tree must be whole, never the old bytes with the new mode.
+    checked = 0
+    for n in range(0, 200):
+        root = mode_case.fresh("mode-nolinks")
+        if not run_forked(mode_case.args("apply", root), fault_env(n)).killed:
+            break
+        links = kept_links(root)
+        if not (root / ".patchkit" / "journal.json").exists() or not links:
+            continue
+        for link in links:
+            link.unlink()
+        run = run_forked(mode_case.args("status", root))
+        assert "Traceback" not in run.err, run.err
+        checked += 1
+        assert whole_state(mode_case, root) is not None, f"kill after op {n}, links removed: a mixed tree: {run.err}"
+    assert checked >= 2, f"only {checked} kill points left kept links"

@@ -27,7 +27,6 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
-import os
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +44,7 @@ from patchkit.input.manifest import PatchSpec
 from patchkit.input.tree import Root, read_snapshot
 from patchkit.judge.state import scan_tree
 from patchkit.outcome import PatchState
+from patchkit.tooling.files import write_file
 
 DEFAULT_FUZZ = 2  # as GNU patch: at most this many context lines of a hunk may differ
 MAX_FUZZ = 10
@@ -465,23 +465,10 @@ def default_output(spec: PatchSpec) -> Path:
 
 def write_new_file(path: Path, data: bytes) -> None:
     """Create `path` with `data`: never over an existing file (or link), complete or not at all."""
-    tmp = path.with_name(f".patchkit-{os.urandom(8).hex()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise BadInputError(f"cannot write the ported diff: {exc.strerror}", where=str(path)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(tmp, path)
+        write_file(path, data, replace=False, what="the ported diff")
     except FileExistsError:
         raise BadInputError(
             "the file is already there: port never writes over a file", where=str(path),
             hint="review and move the earlier one away, or name another with --output FILE",
         ) from None
-    except OSError as exc:
-        raise BadInputError(f"cannot write the ported diff: {exc.strerror}", where=str(path)) from None
-    finally:
-        tmp.unlink(missing_ok=True)

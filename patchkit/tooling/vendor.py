@@ -40,6 +40,7 @@ from patchkit.plan.plan import plan_changes
 from patchkit.run.provenance import compare_head, fingerprint_tree, read_paths
 from patchkit.run.series import order_series
 from patchkit.scan import ScanConfig
+from patchkit.tooling.files import write_file
 from patchkit.tooling.forge import GIT_DIFF_OPTIONS, net_diff
 from patchkit.tooling.sitediff import parse_site_arg, read_site_diff
 from patchkit.tooling.treediff import diff_trees
@@ -455,21 +456,10 @@ def _keep_file(path: Path, data: bytes) -> None:
     """Write `path` if it is not there yet (exclusive: never over a file), complete or not at all."""
     if path.exists():
         return  # _own_mbox checked it holds these bytes
-    tmp = path.with_name(f".patchkit-{os.urandom(8).hex()}.tmp")
     try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
+        write_file(path, data, replace=False)
+    except FileExistsError as exc:
         raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.link(tmp, path)  # fails if a file appeared there meanwhile: nothing is overwritten
-    except OSError as exc:
-        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
-    finally:
-        tmp.unlink(missing_ok=True)  # ours: created exclusively above
 
 
 def _net_of_mbox(
@@ -563,17 +553,4 @@ def update_manifest(
 
 def _replace_file(path: Path, data: bytes) -> None:
     """Write a registry file atomically through an exclusive, unpredictable temp name (never one planted there)."""
-    tmp = path.with_name(f".patchkit-{os.urandom(8).hex()}.tmp")
-    try:
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
-    except OSError as exc:
-        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)  # ours: created exclusively above
-        raise BadInputError(f"cannot write {path.name}: {exc.strerror}", where=str(path)) from None
+    write_file(path, data, replace=True)
