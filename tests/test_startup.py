@@ -3,6 +3,7 @@ status or a restart loads only the modules it uses."""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import subprocess
@@ -100,14 +101,32 @@ AFTER = {path: data.replace(b"value_7 = 7", b"value_7 = 8").replace(b"value_30 =
          for path, data in BEFORE.items()}
 
 
+CLICK_PROBE = """
+import sys
+import click
+loaded = sorted(sys.modules)
+import json
+print(json.dumps(loaded))
+"""
+
+
+@functools.cache
+def loaded_by_click() -> frozenset[str]:
+    """What `import click` loads by itself in this interpreter: not patchkit's doing, so not held against it
+    (click 8.2+ imports uuid, which on Python 3.10 imports platform and with it subprocess)."""
+    done = subprocess.run([sys.executable, "-c", CLICK_PROBE], capture_output=True, text=True, check=True)
+    return frozenset(json.loads(done.stdout.splitlines()[-1]))
+
+
 def loaded_by(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int, set[str], str]:
-    """Exit code, every module loaded, and stderr of one CLI run in a fresh interpreter."""
+    """Exit code, every module loaded beyond what click loads by itself, and stderr of one CLI run in a fresh
+    interpreter."""
     done = subprocess.run(
         [sys.executable, "-c", RUN_PROBE, *map(str, args)], capture_output=True, text=True, check=True,
         env={**os.environ, **(env or {})},
     )
     code, modules = json.loads(done.stdout.splitlines()[-1])
-    return code, set(modules), done.stderr
+    return code, set(modules) - loaded_by_click(), done.stderr
 
 
 @pytest.fixture
