@@ -8,6 +8,7 @@ import os
 import shutil
 import stat
 import subprocess
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from patchkit.cli.main import main
+from tests.output_helpers import cli_env
 
 # A file in a tree spec: bytes (mode 644), (bytes, executable), or None (absent).
 FileSpec = bytes | tuple[bytes, bool] | None
@@ -158,3 +160,16 @@ def engine(tmp_path: Path) -> Path:
 
 def copy_tree(src: Path, dst: Path) -> None:
     shutil.copytree(src, dst, symlinks=True, dirs_exist_ok=True)
+
+
+@pytest.fixture
+def shim(tmp_path: Path) -> dict[str, str]:
+    """An environment whose PATH has a `patchkit` that runs this checkout, as an installed one would."""
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    program = folder / "patchkit"
+    program.write_text(f'#!/bin/sh\nexec {sys.executable} -m patchkit "$@"\n')
+    program.chmod(0o755)
+    env = cli_env()
+    env["PATH"] = f"{folder}{os.pathsep}{env.get('PATH', '')}"
+    return env

@@ -14,8 +14,6 @@ import resource
 import shutil
 import signal
 import stat
-import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -30,7 +28,9 @@ from tests.safety_helpers import (
     fast_workdir,
     fault_env,
     image,
+    start_forked,
     unprivileged_user,
+    wait_forked,
     write_files,
 )
 from tests.safety_helpers import git_diff as safety_diff
@@ -53,44 +53,14 @@ def run_capped(args: Sequence[str], env: dict[str, str] | None = None, *, headro
                alarm: int = 120) -> Run:
     """The CLI in a forked child whose address space may grow by at most `headroom` and which SIGALRM ends
     after `alarm` seconds: a run that reads a planted 512 MiB or 4 GiB file fails instead of swapping."""
-    out_fd, out_name = tempfile.mkstemp(prefix="pk-out-")
-    err_fd, err_name = tempfile.mkstemp(prefix="pk-err-")
-    sys.stdout.flush()
-    sys.stderr.flush()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover - the child never returns to pytest
-        code = 70
-        try:
-            os.dup2(out_fd, 1)
-            os.dup2(err_fd, 2)
-            sys.stdout = open(1, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", encoding="utf-8", errors="replace", closefd=False)  # noqa: SIM115
-            os.environ.update(env or {})
-            size = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text().splitlines()
-                        if line.startswith("VmSize:"))
-            resource.setrlimit(resource.RLIMIT_AS, (size + headroom, size + headroom))
-            signal.alarm(alarm)
-            from patchkit.cli.main import run
 
-            code = run(list(args))
-        except BaseException as exc:
-            import traceback
+    def cap() -> None:  # in the child, right before the CLI runs
+        size = next(int(line.split()[1]) * 1024 for line in Path("/proc/self/status").read_text().splitlines()
+                    if line.startswith("VmSize:"))
+        resource.setrlimit(resource.RLIMIT_AS, (size + headroom, size + headroom))
+        signal.alarm(alarm)
 
-            traceback.print_exception(exc)
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            os._exit(code)
-    os.close(out_fd)
-    os.close(err_fd)
-    _, status = os.waitpid(pid, 0)
-    out = Path(out_name).read_text(encoding="utf-8", errors="replace")
-    err = Path(err_name).read_text(encoding="utf-8", errors="replace")
-    os.unlink(out_name)
-    os.unlink(err_name)
-    if os.WIFSIGNALED(status):
-        return Run(None, os.WTERMSIG(status), out, err)
-    return Run(os.WEXITSTATUS(status), None, out, err)
+    return wait_forked(start_forked(args, env, before=cap))
 
 
 def identity(path: Path) -> tuple[int, ...]:

@@ -9,16 +9,13 @@ file, a file created then modified, a file changed and changed back, a rename in
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import Registry, cli, git, read_tree, write_tree
-from tests.output_helpers import Run, cli_env
+from tests.output_helpers import Run
 
 
 def lines(name: str, count: int) -> bytes:
@@ -63,17 +60,6 @@ def git_am(tmp_path: Path, mbox: bytes) -> dict[str, tuple[bytes, bool]]:
     return read_tree(repo)
 
 
-@pytest.fixture
-def shim(tmp_path: Path) -> dict[str, str]:
-    """An environment whose PATH has a `patchkit` that runs this checkout, as an installed one would."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    program = folder / "patchkit"
-    program.write_text(f'#!/bin/sh\nexec {sys.executable} -m patchkit "$@"\n')
-    program.chmod(0o755)
-    env = cli_env()
-    env["PATH"] = f"{folder}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def paste(hint: str, env: dict[str, str], cwd: Path) -> Run:

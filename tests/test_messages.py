@@ -30,17 +30,6 @@ COMMAND = re.compile(r"`(patchkit [^`]+)`")
 DIST = "patchkit-engine"  # the distribution that installs patchkit (pyproject.toml)
 
 
-@pytest.fixture
-def shim(tmp_path: Path) -> dict[str, str]:
-    """An environment whose PATH has a `patchkit` that runs this checkout, as an installed one would."""
-    folder = tmp_path / "bin"
-    folder.mkdir()
-    program = folder / "patchkit"
-    program.write_text(f'#!/bin/sh\nexec {sys.executable} -m patchkit "$@"\n')
-    program.chmod(0o755)
-    env = cli_env()
-    env["PATH"] = f"{folder}{os.pathsep}{env.get('PATH', '')}"
-    return env
 
 
 def run_in(cwd: Path, env: dict[str, str], *args: str | Path) -> Run:

@@ -231,14 +231,13 @@ def run_checks(
         return checks + [Check(name, CheckState.SKIPPED, skipped, hint) for name in ("root", "lock", "state", "hook")]
     try:
         chosen = choose_root(root, package, python)
-        shown = chosen
         tree = open_root(Path(chosen))  # once, for every check below (tree.Root)
     except PatchkitError as exc:
         where = f"{exc.where}: " if exc.where else ""
         return checks + [Check("root", CheckState.PROBLEM, where + exc.message, exc.hint)] + [
             Check(name, CheckState.SKIPPED, "the root could not be checked") for name in ("lock", "state", "hook")]
     with tree:
-        return checks + _tree_checks(tree, registry_ok, patches_dir, target, shown)
+        return checks + _tree_checks(tree, registry_ok, patches_dir, target, chosen)
 
 
 def _tree_checks(
