@@ -53,6 +53,23 @@ def test_forward_plan_is_the_target_and_reverse_plan_the_original(tmp_path: Path
     assert back["run.sh"].mode is not None and back["run.sh"].mode & 0o111 == 0
 
 
+def test_the_plans_verdicts_are_what_a_rerun_judges_on_the_tree_it_leaves(tmp_path: Path, engine: Path) -> None:
+    # The write stage stores these in the applied record instead of judging the written tree again.
+    def states(verdicts):  # type: ignore[no-untyped-def]
+        return [(v.section.path, v.state, [h.state for h in v.hunks], v.presence, v.mode) for v in verdicts]
+
+    write_tree(engine, BEFORE)
+    hs = hunk_set(tmp_path)
+    unapplied = scan_tree(engine, hs)
+    forward = plan_changes(unapplied, forward=True)
+    assert forward.sections == hs.files
+    write_tree(engine, AFTER)
+    applied = scan_tree(engine, hs)
+    assert states(forward.verdicts) == states(applied.files)
+    assert {v.state for v in forward.verdicts} == {PatchState.APPLIED}
+    assert states(plan_changes(applied, forward=False).verdicts) == states(unapplied.files)
+
+
 def test_conflict_in_the_last_file_refuses_the_whole_plan(tmp_path: Path, engine: Path) -> None:
     write_tree(engine, {**BEFORE, "z.py": BEFORE["z.py"].replace(b"z14\n", b"local\n")})
     with pytest.raises(RefusedError, match=r"z.py"):

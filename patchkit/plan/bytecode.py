@@ -15,6 +15,7 @@ import os
 import re
 import stat
 from collections.abc import Sequence
+from dataclasses import replace
 
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_folder, split_relative
 from patchkit.plan.plan import FileChange, Plan
@@ -25,7 +26,7 @@ CACHE_DIR = "__pycache__"
 def with_bytecode_removals(root: Root, plan: Plan) -> Plan:
     """The plan plus the deletion of every cached bytecode file of each Python source it changes."""
     extra = stale_bytecode(root, plan.changes)
-    return Plan(plan.forward, (*plan.changes, *extra)) if extra else plan
+    return replace(plan, changes=(*plan.changes, *extra)) if extra else plan
 
 
 def stale_bytecode(root: Root, changes: Sequence[FileChange]) -> tuple[FileChange, ...]:

@@ -41,6 +41,7 @@ from patchkit.run.records import record_files, record_names, record_removal
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
 if TYPE_CHECKING:
+    from patchkit.diff.hunks import FilePatch
     from patchkit.input.manifest import PatchSpec
     from patchkit.judge.verdicts import FileVerdict
     from patchkit.plan.plan import FileChange, Plan
@@ -132,10 +133,7 @@ def run(
     quick, earlier = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
-    from patchkit.judge.state import (  # lazy: the judgement (a restart the records answer skips it)
-        judge_sections,
-        scan_tree,
-    )
+    from patchkit.judge.state import scan_tree  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_set = load_checked(spec, base_tree=root.path)
     label = f"{action.value} of {spec.id}"
@@ -164,7 +162,7 @@ def run(
         if progress is not None:
             progress.phase(Phase.WRITE, spec.id)
         after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
-        verdicts = judge_sections(hunk_set.files, after)  # what a rerun finds: the fast path's report
+        verdicts = judged_after(plan, hunk_set.files, after)  # what a rerun finds: the fast path's report
         state_files = record_changes(spec, hunk_set, decision, after=after, verdicts=verdicts)
         commit(root, plan.changes, state_files, label)
         return outcome(decision.result, plan)
@@ -373,6 +371,19 @@ def plan_writes(root: Root, tree: TreeState, *, forward: bool) -> Plan:
     from patchkit.plan.plan import plan_changes
 
     return with_bytecode_removals(root, plan_changes(tree, forward=forward))
+
+
+def judged_after(
+    plan: Plan | None, sections: Sequence[FilePatch], after: Mapping[str, Snapshot]
+) -> Sequence[FileVerdict]:
+    """`sections` judged on `after`, the tree as `plan` leaves it (what a rerun finds, for the applied record):
+    the plan's own verdicts when it judged these very sections on that tree (plan.plan_changes checks its result
+    so), else a judgement of `after`."""
+    if plan is not None and plan.sections == tuple(sections):  # the same section objects: compared by identity
+        return plan.verdicts
+    from patchkit.judge.state import judge_sections  # lazy: the judgement (loaded by what decided to write)
+
+    return judge_sections(sections, after)
 
 
 def record_changes(

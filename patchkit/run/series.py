@@ -33,6 +33,7 @@ from patchkit.run.actions import (
     action_lock,
     commit,
     decide_patch,
+    judged_after,
     load_checked,
     plan_writes,
     record_changes,
@@ -259,13 +260,11 @@ def run_series(
                 result = Result.DRY_RUN if options.dry_run else outcomes[i].result
                 outcomes[i] = replace(outcomes[i], plan=mine, result=result)
         if not options.dry_run:
-            from patchkit.judge.state import judge_sections  # lazy: the judgement (a restart skips it)
-
             state_files: dict[str, bytes | None] = {}
             after = {**snapshots, **{c.path: c.after for c in (plan.changes if plan else ())}}
             together = [series_entry(patches[i].spec) for i in active]
             # What a rerun of this series finds: every active patch's sections judged together on `after`.
-            verdicts = iter(judge_sections(_joined(patches[i].hunk_set for i in active).files, after))
+            verdicts = iter(judged_after(plan, _joined(patches[i].hunk_set for i in active).files, after))
             for i in active:
                 own = [next(verdicts) for _ in patches[i].hunk_set.files]
                 state_files.update(record_changes(
