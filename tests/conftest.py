@@ -149,9 +149,15 @@ def unprivileged_user() -> tuple[int, int]:
     try:
         entry = pwd.getpwnam(UNPRIVILEGED_USER)
     except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        UNPRIVILEGED_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+        # Unchecked: under pytest-xdist another worker may create it between the look-up and useradd (exit 9,
+        # "already exists"); the second look-up is the check, and says useradd's own words when it fails.
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                               UNPRIVILEGED_USER], check=False, capture_output=True)
+        try:
+            entry = pwd.getpwnam(UNPRIVILEGED_USER)
+        except KeyError:
+            said = made.stderr.decode(errors="replace")
+            raise AssertionError(f"useradd {UNPRIVILEGED_USER} failed: {said}") from None
     assert entry.pw_uid != 0
     return entry.pw_uid, entry.pw_gid
 

@@ -24,7 +24,8 @@ import pytest
 from tests.conftest import needs_root
 from tests.safety_helpers import Run, add_patch, chown_tree, image, run_forked, shared_workdir
 
-pytestmark = needs_root
+# version_sensitive: the engine's interpreter, its site-packages, .pth files and metadata; -I vs -S.
+pytestmark = [needs_root, pytest.mark.version_sensitive]
 
 REPO = Path(__file__).resolve().parent.parent
 DIST = "tinyeng"
