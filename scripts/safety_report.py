@@ -58,7 +58,7 @@ from tests import (
     test_untrusted_env,
     test_untrusted_state,
 )
-from tests.conftest import Registry
+from tests.conftest import Registry, unprivileged_user
 from tests.safety_helpers import (
     PATCH_ID,
     Case,
@@ -71,7 +71,6 @@ from tests.safety_helpers import (
     outside_images,
     race,
     run_forked,
-    unprivileged_user,
     warm_up,
     write_files,
 )

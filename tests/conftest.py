@@ -132,6 +132,45 @@ def cli(*args: str | Path) -> CliResult:
     return CliResult(result.exit_code, result.stdout, result.stderr)
 
 
+# ------------------------------------------------------------------------- the security tests' other user
+
+# The security tests run as root with a real unprivileged user present: one that owns the engine tree, its
+# environment or a planted file, and whose steps run after a real setuid (safety_helpers.as_user). Not root:
+# they skip with this reason (module-wide with `pytestmark = needs_root`, or through the `user` fixture).
+NEEDS_ROOT = "needs root (and creates an unprivileged user)"
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason=NEEDS_ROOT)
+UNPRIVILEGED_USER = "patchkit-test"
+
+
+def unprivileged_user() -> tuple[int, int]:
+    """(uid, gid) of an unprivileged user, created with useradd if absent. Needs root: callers skip if not."""
+    import pwd
+
+    try:
+        entry = pwd.getpwnam(UNPRIVILEGED_USER)
+    except KeyError:
+        # Unchecked: under pytest-xdist another worker may create it between the look-up and useradd (exit 9,
+        # "already exists"); the second look-up is the check, and says useradd's own words when it fails.
+        made = subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
+                               UNPRIVILEGED_USER], check=False, capture_output=True)
+        try:
+            entry = pwd.getpwnam(UNPRIVILEGED_USER)
+        except KeyError:
+            said = made.stderr.decode(errors="replace")
+            raise AssertionError(f"useradd {UNPRIVILEGED_USER} failed: {said}") from None
+    assert entry.pw_uid != 0
+    return entry.pw_uid, entry.pw_gid
+
+
+@pytest.fixture(scope="session")
+def user() -> tuple[int, int]:
+    """(uid, gid) of the real unprivileged user (created if absent); the test skips, saying why, when not root.
+    What it must reach goes in safety_helpers.shared_workdir, never under the checkout or pytest's 0700 tmp."""
+    if os.geteuid() != 0:
+        pytest.skip(NEEDS_ROOT)
+    return unprivileged_user()
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _private_parse_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     # Tests (and the subprocesses they start) must not fill the user's ~/.cache/patchkit.

@@ -173,11 +173,16 @@ def run_here(args: Sequence[str]) -> int:
         return run(list(args))
 
 
+def _tmpfs() -> Path | None:
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else None
+
+
 @contextlib.contextmanager
 def fast_workdir(fallback: Path) -> Iterator[Path]:
     """A scratch folder on tmpfs when there is one (fsync is free there; a SIGKILL loses nothing either way)."""
-    shm = Path("/dev/shm")
-    if shm.is_dir() and os.access(shm, os.W_OK):
+    shm = _tmpfs()
+    if shm is not None:
         folder = Path(tempfile.mkdtemp(prefix="patchkit-safety-", dir=shm))
         try:
             yield folder
@@ -185,6 +190,27 @@ def fast_workdir(fallback: Path) -> Iterator[Path]:
             shutil.rmtree(folder, ignore_errors=True)
     else:
         yield fallback
+
+
+@contextlib.contextmanager
+def shared_workdir() -> Iterator[Path]:
+    """The security tests' scratch folder (the conftest `user` fixture's other half): on tmpfs when there is
+    one, else in the system's temp folder, and 0755, so that the unprivileged user reaches the registry, the
+    trees and the environments made in it. Never under the checkout or pytest's base folder: both may be
+    private (0700), and the tests must pass from such a checkout."""
+    folder = Path(tempfile.mkdtemp(prefix="patchkit-safety-", dir=_tmpfs()))
+    try:
+        os.chmod(folder, 0o755)
+        yield folder
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def shared_case(before: Files = BEFORE, after: Files = AFTER) -> Iterator[Case]:
+    """build_case in a shared_workdir: the case a security test module shares (in a module-scoped fixture)."""
+    with shared_workdir() as workdir:
+        yield build_case(workdir, before, after)
 
 
 # --------------------------------------------------------------------------------------------- running
@@ -300,6 +326,17 @@ def whole_state(case: Case, root: Path, forward: bool = True) -> str | None:
     if now == end:
         return "after"
     return None
+
+
+def interrupted_tree(case: Case, name: str) -> Path:
+    """A fresh tree `name` whose apply was SIGKILLed mid-write: a real journal waits in .patchkit, the tree is
+    mixed (the state tests' starting point: what may a recovery trust of it)."""
+    for n in range(8, 60):
+        root = case.fresh(name)
+        run_forked(case.args("apply", root), fault_env(n))
+        if (root / ".patchkit" / "journal.json").exists() and whole_state(case, root) is None:
+            return root
+    raise AssertionError("no kill point left a journal")
 
 
 def describe_mix(expected: Image, root: Path) -> list[str]:
@@ -480,22 +517,6 @@ def race(case: Case, root: Path, runs: Sequence[tuple[str, Mapping[str, str]]]) 
 
 
 # ------------------------------------------------------------------------------------ users and mounts
-
-UNPRIVILEGED_USER = "patchkit-test"
-
-
-def unprivileged_user() -> tuple[int, int]:
-    """(uid, gid) of an unprivileged user, created with useradd if absent. Needs root: callers skip if not."""
-    import pwd
-
-    try:
-        entry = pwd.getpwnam(UNPRIVILEGED_USER)
-    except KeyError:
-        subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin",
-                        UNPRIVILEGED_USER], check=True, capture_output=True)
-        entry = pwd.getpwnam(UNPRIVILEGED_USER)
-    assert entry.pw_uid != 0
-    return entry.pw_uid, entry.pw_gid
 
 
 def as_user(uid: int, gid: int, action: Callable[[], None]) -> None:

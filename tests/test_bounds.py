@@ -19,23 +19,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
+from tests.conftest import Registry, cli, git_diff, needs_root, read_tree, write_tree
 from tests.safety_helpers import (
     Run,
     add_patch,
     as_user,
     chown_tree,
-    fast_workdir,
     fault_env,
     image,
+    shared_workdir,
     start_forked,
-    unprivileged_user,
     wait_forked,
     write_files,
 )
 from tests.safety_helpers import git_diff as safety_diff
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
 STATE = ".patchkit"
 GiB = 1 << 30
 MiB = 1 << 20
@@ -90,17 +88,9 @@ def small_files(root: Path) -> dict[str, bytes]:
 # ------------------------------------------------------------------------------------------------ fixtures
 
 
-@pytest.fixture(scope="module")
-def user() -> tuple[int, int]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (and creates an unprivileged user)")
-    return unprivileged_user()
-
-
 @pytest.fixture
-def workdir(tmp_path: Path) -> Iterator[Path]:
-    with fast_workdir(tmp_path) as folder:
-        os.chmod(folder, 0o755)  # the unprivileged user must reach the trees
+def workdir() -> Iterator[Path]:
+    with shared_workdir() as folder:
         yield folder
 
 

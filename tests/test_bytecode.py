@@ -13,6 +13,9 @@ import pytest
 
 from tests.conftest import Registry, cli, git_diff, write_tree
 
+# version_sensitive: .pyc files: magic number and cache tag are per version.
+pytestmark = pytest.mark.version_sensitive
+
 SOURCE = b"".join(b"v%d = %d\n" % (i, i) for i in range(1, 15)) + b"VALUE = 'old'\n"
 # Same length on purpose: a timestamp .pyc checks size and whole-second mtime, both may match.
 PATCHED = SOURCE.replace(b"VALUE = 'old'", b"VALUE = 'new'")

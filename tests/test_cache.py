@@ -21,6 +21,9 @@ from patchkit.diff.diffs import parse_diff
 from patchkit.diff.hunks import FilePatch
 from patchkit.errors import DiffError
 
+# version_sensitive: the parse cache is marshal data keyed on the interpreter.
+pytestmark = pytest.mark.version_sensitive
+
 DIFF = b"""diff --git a/atom/model_ops/layout.py b/atom/model_ops/layout.py
 index 3b18e51..a9c1f03 100644
 --- a/atom/model_ops/layout.py

@@ -16,6 +16,9 @@ from tests.conftest import Registry, cli, git_diff, write_tree
 from tests.output_helpers import cli_env, command, run_plain
 from tests.schema_check import SCHEMA, errors_of
 
+# version_sensitive: doctor reports and checks the interpreter and its environment.
+pytestmark = pytest.mark.version_sensitive
+
 BEFORE = {"eng/a.py": b"one\ntwo\nthree\nfour\n", "eng/b.py": b"x\ny\nz\n"}
 AFTER = {"eng/a.py": b"one\nTWO\nthree\nfour\n", "eng/b.py": b"x\nY\nz\n"}
 

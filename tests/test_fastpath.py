@@ -23,6 +23,9 @@ import pytest
 from patchkit.run.fastpath import BLOCK
 from tests.conftest import CliResult, FileSpec, Registry, cli, git, git_diff, read_tree, write_tree
 
+# version_sensitive: the status fast path's code fingerprint hashes sys.version and module specs.
+pytestmark = pytest.mark.version_sensitive
+
 PID = "fast-pr1"
 
 

@@ -28,6 +28,9 @@ import pytest
 
 from tests.conftest import FileSpec, Registry, copy_tree, git, git_diff, read_tree, write_tree
 
+# version_sensitive: the entrypoint hook runs `python -m patchkit` under this interpreter.
+pytestmark = pytest.mark.version_sensitive
+
 REPO = Path(__file__).resolve().parent.parent
 ENTRYPOINT = REPO / "examples" / "entrypoint.sh"
 BIN = Path(sys.executable).parent  # the interpreter's bin holds the `patchkit` script of this install

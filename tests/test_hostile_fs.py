@@ -20,6 +20,7 @@ from patchkit.plan.plan import FileChange
 from patchkit.workspace.disk import Disk
 from patchkit.workspace.lock import LockHolder
 from patchkit.workspace.names import TEMP_NAME
+from tests.conftest import needs_root
 from tests.rooted import commit_changes, locked, read_snapshot
 from tests.safety_helpers import (
     Case,
@@ -27,27 +28,24 @@ from tests.safety_helpers import (
     as_user,
     build_case,
     chown_tree,
-    fast_workdir,
     fault_env,
     image,
     mount_works,
     mounted,
     read_only_folder,
     run_forked,
-    unprivileged_user,
+    shared_case,
     whole_state,
 )
 
-ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
 MOUNTS = pytest.mark.skipif(not mount_works(), reason="mount is not allowed here")
 STATE = ".patchkit"
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
-    with fast_workdir(tmp_path_factory.mktemp("hostile-fs")) as workdir:
-        os.chmod(workdir, 0o755)
-        yield build_case(workdir)
+def case() -> Iterator[Case]:
+    with shared_case() as made:
+        yield made
 
 
 def leftovers(root: Path) -> list[str]:
@@ -57,10 +55,12 @@ def leftovers(root: Path) -> list[str]:
 # ----------------------------------------------------------------------------------------- temp files
 
 
-@ROOT_ONLY
-def test_names_planted_where_temp_files_used_to_go_are_never_written_through(case: Case, tmp_path: Path) -> None:
+@needs_root
+def test_names_planted_where_temp_files_used_to_go_are_never_written_through(
+    case: Case, tmp_path: Path, user: tuple[int, int]
+) -> None:
     root = case.fresh("planted-temps")
-    uid, gid = unprivileged_user()
+    uid, gid = user
     chown_tree(root, uid, gid)
     outside = case.workdir / "shadow"  # a file outside the root, on the same filesystem
     outside.write_bytes(b"root's secret\n")

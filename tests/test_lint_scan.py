@@ -9,6 +9,9 @@ from hypothesis import strategies as st
 from patchkit.scan import ScanConfig, scan_files
 from patchkit.scan.shell import parse_shell
 
+# version_sensitive: tree-sitter-bash is a compiled wheel per Python version; the Python scan is the ast module.
+pytestmark = pytest.mark.version_sensitive
+
 CONFIG = ScanConfig()
 
 

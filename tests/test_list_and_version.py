@@ -11,6 +11,9 @@ from tests.conftest import Registry, cli, git_diff
 from tests.output_helpers import REPO, cli_env, command, run_plain
 from tests.schema_check import SCHEMA
 
+# version_sensitive: `patchkit version` names the interpreter and where patchkit is installed.
+pytestmark = pytest.mark.version_sensitive
+
 
 def _three(tmp_path: Path, registry: Registry) -> None:
     registry.add("a-one", git_diff(tmp_path, {"a": b"1\n"}, {"a": b"2\n"}))

@@ -12,6 +12,10 @@ from patchkit.input.manifest import load_manifest
 from patchkit.input.registry import find_locations, resolve_patch
 from tests.conftest import cli
 
+# version_sensitive: TOML parsing is tomllib on 3.11+, tomli on 3.10 (input/tomlcompat.py): their error
+# texts (the line a message names is read from them) and int() limits.
+pytestmark = pytest.mark.version_sensitive
+
 GOOD = """\
 id = "p1"
 title = "t"

@@ -22,35 +22,28 @@ from pathlib import Path
 import pytest
 
 from patchkit.workspace.names import TEMP_NAME
+from tests.conftest import needs_root
 from tests.safety_helpers import (
     Case,
     Image,
     as_user,
-    build_case,
     chown_tree,
-    fast_workdir,
     fault_env,
     image,
     run_forked,
-    unprivileged_user,
+    shared_case,
     whole_state,
 )
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+pytestmark = needs_root
 STATE = ".patchkit"
 HOOKED = "engine/tools/helper.py"  # a modification; its folder holds nothing else
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
-    with fast_workdir(tmp_path_factory.mktemp("moved")) as workdir:
-        os.chmod(workdir, 0o755)  # the unprivileged user must reach the trees
-        yield build_case(workdir)
-
-
-@pytest.fixture(scope="module")
-def user() -> tuple[int, int]:
-    return unprivileged_user()
+def case() -> Iterator[Case]:
+    with shared_case() as made:
+        yield made
 
 
 def give_tree(root: Path, user: tuple[int, int]) -> None:

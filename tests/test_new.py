@@ -4,9 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from patchkit.input.manifest import load_manifest
 from patchkit.tooling.scaffold import read_template
 from tests.conftest import cli, git, git_diff, write_tree
+
+# version_sensitive: the templates are read through importlib.resources (Traversable moved in 3.11).
+pytestmark = pytest.mark.version_sensitive
 
 
 def lines(name: str, count: int) -> bytes:

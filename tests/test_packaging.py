@@ -18,6 +18,9 @@ import pytest
 
 import patchkit
 
+# version_sensitive: the wheel and sdist built by this interpreter's build backend.
+pytestmark = pytest.mark.version_sensitive
+
 REPO = Path(__file__).resolve().parent.parent
 NAME = "patchkit-engine"
 STEM = f"patchkit_engine-{patchkit.__version__}"

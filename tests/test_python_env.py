@@ -15,6 +15,9 @@ import pytest
 
 from tests.conftest import Registry, cli, git_diff
 
+# version_sensitive: --python / PATCHKIT_PYTHON: interpreters, venvs and their site-packages.
+pytestmark = pytest.mark.version_sensitive
+
 PYENV = Path("/root/.pyenv/versions")
 OTHER = next((v / "bin/python" for v in sorted(PYENV.glob("3.1[03]*")) if (v / "bin/python").exists()), None)
 

@@ -20,6 +20,9 @@ import pytest
 import patchkit
 from tests.conftest import Registry, git_diff, read_tree, write_tree
 
+# version_sensitive: the .pyz under -I -S on this interpreter, with tomli vendored for 3.10.
+pytestmark = pytest.mark.version_sensitive
+
 REPO = Path(__file__).resolve().parent.parent
 BUILD = REPO / "scripts" / "build_pyz.py"
 ENTRYPOINT = REPO / "examples" / "entrypoint.sh"

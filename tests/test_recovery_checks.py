@@ -20,35 +20,25 @@ from pathlib import Path
 import pytest
 
 from patchkit.workspace.names import TEMP_NAME
+from tests.conftest import needs_root
 from tests.safety_helpers import (
     Case,
     as_user,
-    build_case,
     chown_tree,
-    fast_workdir,
     fault_env,
     image,
     run_forked,
-    unprivileged_user,
+    shared_case,
     whole_state,
 )
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
 PLANTED = b"planted by the tree's owner: must never be renamed into the tree\n" * 3
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
-    with fast_workdir(tmp_path_factory.mktemp("kept-link")) as workdir:
-        os.chmod(workdir, 0o755)
-        yield build_case(workdir)
-
-
-@pytest.fixture(scope="module")
-def user() -> tuple[int, int]:
-    if os.geteuid() != 0:
-        pytest.skip("needs root (and creates an unprivileged user)")
-    return unprivileged_user()
+def case() -> Iterator[Case]:
+    with shared_case() as made:
+        yield made
 
 
 def kept_links(root: Path) -> list[Path]:
@@ -121,14 +111,13 @@ def test_a_journal_that_lists_a_path_twice_is_not_replayed(case: Case) -> None:
 
 
 @pytest.fixture(scope="module")
-def mode_case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
+def mode_case() -> Iterator[Case]:
     # A mode-only change after an edit: after the edit lands, the mode-only file already has its new bytes.
     script = b"#!/bin/sh\necho run\n"
     before = {"engine/a_edited.sh": (b"#!/bin/sh\necho 1\n", 0o644), "engine/z_mode_only.sh": (script, 0o644)}
     after = {"engine/a_edited.sh": (b"#!/bin/sh\necho 2\n", 0o755), "engine/z_mode_only.sh": (script, 0o755)}
-    with fast_workdir(tmp_path_factory.mktemp("mode-only")) as workdir:
-        os.chmod(workdir, 0o755)
-        yield build_case(workdir, before, after)
+    with shared_case(before, after) as made:
+        yield made
 
 
 def test_recovery_says_forward_only_for_a_tree_that_is_whole_after(mode_case: Case) -> None:

@@ -12,8 +12,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from patchkit.input.tomlcompat import tomllib
 from patchkit.scan.sites import SiteKind
+
+# version_sensitive: the scan's ast (Python) and tree-sitter (shell) readings, per version.
+pytestmark = pytest.mark.version_sensitive
 
 REPO = Path(__file__).resolve().parent.parent
 CORPUS = REPO / "fixtures" / "scan-corpus"

@@ -12,44 +12,26 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_root
 from tests.safety_helpers import (
     PATCH_ID,
     Case,
-    build_case,
-    fast_workdir,
-    fault_env,
     image,
+    interrupted_tree,
     run_forked,
-    unprivileged_user,
-    whole_state,
+    shared_case,
 )
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+pytestmark = needs_root
 STATE = ".patchkit"
 JOURNAL = f"{STATE}/journal.json"
 RECORD = f"{STATE}/applied/{PATCH_ID}.json"
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
-    with fast_workdir(tmp_path_factory.mktemp("state-trust")) as workdir:
-        os.chmod(workdir, 0o755)
-        yield build_case(workdir)
-
-
-@pytest.fixture(scope="module")
-def user() -> tuple[int, int]:
-    return unprivileged_user()
-
-
-def interrupted(case: Case, name: str) -> Path:
-    """A tree whose apply was SIGKILLed mid-write: a real journal in .patchkit, the tree mixed."""
-    for n in range(8, 60):
-        root = case.fresh(name)
-        run_forked(case.args("apply", root), fault_env(n))
-        if (root / JOURNAL).exists() and whole_state(case, root) is None:
-            return root
-    raise AssertionError("no kill point left a journal")
+def case() -> Iterator[Case]:
+    with shared_case() as made:
+        yield made
 
 
 def refused(case: Case, root: Path, action: str, needle: str) -> None:
@@ -65,7 +47,7 @@ def refused(case: Case, root: Path, action: str, needle: str) -> None:
     ("target", "mode"), [(STATE, 0o775), (JOURNAL, 0o660), (STATE, 0o770)]
 )
 def test_a_journal_only_its_group_could_write_is_never_replayed(case: Case, target: str, mode: int) -> None:
-    root = interrupted(case, f"group-{mode:o}-{target.replace('/', '-')}")
+    root = interrupted_tree(case, f"group-{mode:o}-{target.replace('/', '-')}")
     os.chmod(root / target, mode)
     refused(case, root, "status", "writable by group or others")
 
@@ -81,7 +63,7 @@ def test_state_only_its_group_could_write_is_refused(case: Case, target: str, mo
 def test_a_journal_another_user_owns_is_refused_in_a_folder_root_owns(
     case: Case, user: tuple[int, int], action: str
 ) -> None:
-    root = interrupted(case, f"file-owner-{action}")
+    root = interrupted_tree(case, f"file-owner-{action}")
     assert os.stat(root / STATE).st_uid == 0
     os.chown(root / JOURNAL, *user)  # only the file: every folder above it is root's, 0755
     refused(case, root, action, f"is owned by uid {user[0]}")

@@ -21,9 +21,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.safety_helpers import Run, add_patch, chown_tree, fast_workdir, image, run_forked, unprivileged_user
+from tests.conftest import needs_root
+from tests.safety_helpers import Run, add_patch, chown_tree, image, run_forked, shared_workdir
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+# version_sensitive: the engine's interpreter, its site-packages, .pth files and metadata; -I vs -S.
+pytestmark = [needs_root, pytest.mark.version_sensitive]
 
 REPO = Path(__file__).resolve().parent.parent
 DIST = "tinyeng"
@@ -84,9 +86,8 @@ class World:
 
 
 @pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    user = unprivileged_user()
-    with fast_workdir(tmp_path_factory.mktemp("untrusted-env")) as workdir:
+def world(user: tuple[int, int]) -> Iterator[World]:
+    with shared_workdir() as workdir:
         yield make_world(workdir, user)
 
 

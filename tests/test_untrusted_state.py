@@ -15,45 +15,28 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import needs_root
 from tests.safety_helpers import (
     PATCH_ID,
     Case,
     as_user,
-    build_case,
     chown_tree,
-    fast_workdir,
     fault_env,
     image,
+    interrupted_tree,
     run_forked,
     run_here,
-    unprivileged_user,
-    whole_state,
+    shared_case,
 )
 
-pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)")
+pytestmark = needs_root
 STATE = ".patchkit"
 
 
 @pytest.fixture(scope="module")
-def case(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Case]:
-    with fast_workdir(tmp_path_factory.mktemp("untrusted")) as workdir:
-        os.chmod(workdir, 0o755)  # the unprivileged user must reach the registry and the trees
-        yield build_case(workdir)
-
-
-@pytest.fixture(scope="module")
-def user() -> tuple[int, int]:
-    return unprivileged_user()
-
-
-def interrupted(case: Case, name: str) -> Path:
-    """A tree whose apply was SIGKILLed mid-write: a real journal waits in .patchkit, the tree is mixed."""
-    for n in range(8, 60):
-        root = case.fresh(name)
-        run_forked(case.args("apply", root), fault_env(n))
-        if (root / STATE / "journal.json").exists() and whole_state(case, root) is None:
-            return root
-    raise AssertionError("no kill point left a journal")
+def case() -> Iterator[Case]:
+    with shared_case() as made:
+        yield made
 
 
 def refused(case: Case, root: Path, action: str, needle: str) -> str:
@@ -70,7 +53,7 @@ def refused(case: Case, root: Path, action: str, needle: str) -> str:
 
 @pytest.mark.parametrize("action", ["status", "apply", "revert"])
 def test_a_journal_another_user_owns_is_never_replayed(case: Case, user: tuple[int, int], action: str) -> None:
-    root = interrupted(case, f"owned-{action}")
+    root = interrupted_tree(case, f"owned-{action}")
     os.chown(root / STATE, *user)
     os.chown(root / STATE / "journal.json", *user)
     err = refused(case, root, action, f"is owned by uid {user[0]}")
@@ -79,7 +62,7 @@ def test_a_journal_another_user_owns_is_never_replayed(case: Case, user: tuple[i
 
 @pytest.mark.parametrize("target", ["folder", "journal"])
 def test_a_journal_others_could_write_is_never_replayed(case: Case, target: str) -> None:
-    root = interrupted(case, f"writable-{target}")
+    root = interrupted_tree(case, f"writable-{target}")
     os.chmod(root / STATE if target == "folder" else root / STATE / "journal.json", 0o777)
     refused(case, root, "status", "writable by group or others")
 
@@ -87,7 +70,7 @@ def test_a_journal_others_could_write_is_never_replayed(case: Case, target: str)
 def test_a_journal_planted_by_the_tree_owner_cannot_write_setuid_files_or_into_git(
     case: Case, user: tuple[int, int]
 ) -> None:
-    root = interrupted(case, "planted")
+    root = interrupted_tree(case, "planted")
     (root / ".git").mkdir()
     (root / ".git" / "config").write_bytes(b"[core]\n")
     chown_tree(root, *user)
@@ -235,11 +218,11 @@ def test_read_only_commands_create_nothing(case: Case) -> None:
 
 
 def test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recovers(case: Case) -> None:
-    source = interrupted(case, "journal-source")
+    source = interrupted_tree(case, "journal-source")
     target = case.fresh("journal-target")
     os.rename(source / STATE, target / STATE)  # root's own, trusted folder, but written for another root
     refused(case, target, "status", "written for another root")
-    moved = interrupted(case, "journal-moved")
+    moved = interrupted_tree(case, "journal-moved")
     renamed = moved.with_name("journal-moved-elsewhere")  # the same volume mounted at another path
     shutil.rmtree(renamed, ignore_errors=True)
     os.rename(moved, renamed)
