@@ -37,6 +37,7 @@ from patchkit.run.provenance import (
     missing_reason,
     read_record,
 )
+from patchkit.run.recorded import RecordedReport, load_report, report_text
 from patchkit.run.records import record_files, record_names, record_removal
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
@@ -107,6 +108,7 @@ class Outcome:
     provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
     strict_base: bool = False
     fast_path: bool = False  # answered from the applied record (patchkit.run.fastpath): `tree` holds no verdicts
+    recorded: RecordedReport | None = None  # a fast path's verdicts as recorded (-v, --json), for the report
 
     @property
     def hunk_set(self) -> HunkSet:
@@ -217,14 +219,11 @@ def restart_outcomes(
             outcomes = []
             for spec, (record, report) in zip(specs, restart, strict=True):
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
+                recorded = None
                 if options.show_verdicts:
-                    from patchkit.run.recorded import report_tree  # lazy: the judgement
-
                     try:
-                        tree = report_tree(root.path, str(spec.diff_path), report)
+                        recorded = load_report(report)  # printed as recorded (patchkit.run.recorded)
                     except ValueError:
-                        return None, recovered
-                    if tree.state is not PatchState.APPLIED:
                         return None, recovered
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
@@ -232,7 +231,7 @@ def restart_outcomes(
                     return None, recovered  # a refusal: the full path explains it
                 outcomes.append(Outcome(
                     spec, action, tree, Result.ALREADY_APPLIED, None, None, recovered if len(specs) == 1 else None,
-                    facts, options.strict_base, fast_path=True,
+                    facts, options.strict_base, fast_path=True, recorded=recorded,
                 ))
             return outcomes, recovered
     except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
@@ -392,8 +391,6 @@ def record_changes(
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.diff.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
-        from patchkit.run.recorded import report_text  # lazy: the write stage (the record's verdicts)
-
         files = record_files(spec, hunk_set)
         if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]
