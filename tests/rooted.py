@@ -57,11 +57,13 @@ def locked(root: Path, timeout: float, **kwargs: Any) -> Iterator[Recovery | Non
         yield recovered
 
 
-def restart_outcomes(specs: Sequence[Any], root: Path, action: Any, options: Any) -> tuple[Any, Any]:
+def restart_outcomes(
+    specs: Sequence[Any], root: Path, action: Any, options: Any, *, waited: bool = False
+) -> tuple[Any, Any, bool]:
     from patchkit.run import actions
 
     with open_root(root) as handle:
-        return actions.restart_outcomes(specs, handle, action, options)
+        return actions.restart_outcomes(specs, handle, action, options, waited=waited)
 
 
 __all__ = ["commit_changes", "locked", "read_all", "read_snapshot", "recover", "restart_outcomes",

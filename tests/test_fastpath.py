@@ -486,3 +486,51 @@ def test_the_seal_covers_every_module_of_the_package_wherever_it_lives(tmp_path:
         changed.write_bytes(changed.read_bytes() + b"\n# changed\n")
         seen.add(fingerprint())
     assert len(seen) == 4
+
+
+# The --json document is rendered with templates for its per-hunk rows (speak.report._files_text): the bytes must be
+# exactly what json.dumps(indent=2, ensure_ascii=False) writes of the same document, on both paths, for any names.
+ODD = "eng/o\u0308dd \"q\" \u00e9.py"  # a combining mark, quotes, non-ASCII
+NASTY_BEFORE: dict[str, FileSpec] = {
+    "eng/core.py": lines("core", 40),
+    ODD: lines("odd", 12),
+    "eng/twice.py": b"x = 1\ny = 2\n" * 3 + lines("twice", 8),  # the hunk's images occur more than once
+    "eng/skip.py": lines("skip", 5),
+}
+NASTY_AFTER: dict[str, FileSpec] = {
+    "eng/core.py": lines("core", 40).replace(b"compute_core(20)", b"compute_core(20)  # \xc3\xa9dit"),
+    ODD: None,
+    "eng/\u00e9t\u00e9/\"renamed\".py": lines("odd", 12),
+    "eng/twice.py": b"x = 1\ny = 2\n" * 3 + lines("twice", 8).replace(b"(3)", b"(3, k=1)"),
+    "eng/skip.py": lines("skip", 5).replace(b"(1)", b"(11)"),
+}
+
+
+def _as_json_dumps(out: bytes) -> bytes:
+    return (json.dumps(json.loads(out), indent=2, ensure_ascii=False) + "\n").encode()
+
+
+@pytest.mark.parametrize("verb", ["single", "series"])
+def test_the_json_document_is_what_json_dumps_writes_on_both_paths(
+    tmp_path: Path, registry: Registry, engine: Path, verb: str
+) -> None:
+    write_tree(engine, NASTY_BEFORE)
+    registry.add(PID, git_diff(tmp_path, NASTY_BEFORE, NASTY_AFTER), exclude={"eng/skip.py": "upstream has it"})
+    target = [PID] if verb == "single" else ["--all"]
+    args = ["--root", str(engine), "--patches", str(registry.path), "--json"]
+    # A refusal's document: conflicts and ambiguous hunks, with details and candidate lines.
+    (engine / "eng/core.py").write_bytes(lines("core", 40).replace(b"compute_core(21)", b"changed(21)"))
+    (engine / "eng/twice.py").write_bytes((b"x = 1\ny = 2\n" * 3 + lines("twice", 8)) * 2)
+    _, out, _, _ = _program(["status", *target, *args], fast=False)
+    document = json.loads(out)
+    assert "files" in document or "patches" in document, out
+    hunks = [h for p in document.get("patches", [document]) for f in p["files"] for h in f["hunks"]]
+    assert {"conflict", "ambiguous"} <= {h["state"] for h in hunks}, out
+    assert any(h["candidate_lines"] for h in hunks) and any(h["detail"] for h in hunks), out
+    assert out == _as_json_dumps(out)
+    # The applied tree's document, from the records and from the full judgement.
+    write_tree(engine, NASTY_BEFORE)
+    assert _program(["apply", *target, *args], fast=False)[0] == 0
+    out = _same_bytes(["apply", *target, *args])
+    assert json.dumps(ODD, ensure_ascii=False).encode() in out
+    assert out == _as_json_dumps(out)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +22,7 @@ from tests.conftest import cli
 from tests.safety_helpers import (
     REPO,
     Case,
+    Run,
     build_case,
     describe_mix,
     fast_workdir,
@@ -24,6 +30,9 @@ from tests.safety_helpers import (
     image,
     race,
     run_forked,
+    start_forked,
+    wait_forked,
+    whole_state,
 )
 
 RACERS = 8
@@ -147,3 +156,139 @@ def test_a_filesystem_without_locks_is_a_clear_refusal_never_a_silent_race(
         assert run.code == 6, (action, run.err)
         assert "refuses file locks" in run.err and "local storage" in run.err
     assert image(root) == case.original
+
+
+# ------------------------------------------------------------------ restarts under the shared lock (issue #25)
+
+
+def _restart(case: Case, root: Path, *extra: str, env: dict[str, str] | None = None) -> Run:
+    return run_forked(case.args("apply", root, "--json", *extra), {"PATCHKIT_DEBUG_FASTPATH": "1", **(env or {})})
+
+
+@contextlib.contextmanager
+def _flocked(root: Path, how: str) -> Iterator[None]:
+    """The root's lock file held ("LOCK_SH", "LOCK_EX") by another process, as another patchkit process would
+    hold it (not this one: a forked run would inherit the descriptor, and the lock with it)."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"fd = os.open(sys.argv[1], os.O_RDWR | os.O_NOFOLLOW); fcntl.flock(fd, fcntl.{how}); print(flush=True)\n"
+         "time.sleep(600)", str(root / ".patchkit" / "lock")],
+        stdout=subprocess.PIPE,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"\n"  # held
+        yield
+    finally:
+        holder.kill()
+        holder.wait()
+        if holder.stdout is not None:
+            holder.stdout.close()
+
+
+def test_restarts_check_beside_each_other_and_never_while_a_writer_holds_the_lock(case: Case) -> None:
+    root = case.fresh("restart-shared", patched=True)  # applied by patchkit: its records answer a restart
+    with _flocked(root, "LOCK_SH"):  # another restart checking right now
+        beside = _restart(case, root, "--lock-timeout", "0.5")
+    assert beside.code == 0 and beside.json()["result"] == "already-applied", beside.err
+    assert "fast path used" in beside.err
+    with _flocked(root, "LOCK_EX"):  # a writer in the middle of its transaction
+        during = _restart(case, root, "--lock-timeout", "0.5")
+    assert during.code == 6 and "has held the lock" in during.err, during  # no answer at all, not a guess
+    assert image(root) == case.patched
+
+
+def _stopped(pid: int) -> bool:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as stat_file:
+        return stat_file.read().rpartition(")")[2].split()[0] == "T"
+
+
+# Stopped after 12 operations, the revert has written its journal and no file yet; after 30, some files.
+@pytest.mark.parametrize(("after", "tree"), [(12, "before"), (30, None)], ids=["journal-only", "half-written"])
+def test_a_restart_never_answers_from_a_half_written_tree_and_recovers_a_killed_writer_first(
+    case: Case, after: int, tree: str | None
+) -> None:
+    root = case.fresh(f"restart-mid-write-{after}", patched=True)
+    # A revert stopped (SIGSTOP) in the middle of its transaction: lock held, journal written, the tree mixed.
+    fault = {"PATCHKIT_FAULT_AFTER": str(after), "PATCHKIT_FAULT_SIGNAL": "STOP"}
+    writer = start_forked(case.args("revert", root), fault)
+    try:
+        deadline = time.monotonic() + 60
+        while not _stopped(writer.pid):
+            assert time.monotonic() < deadline, "the writer never reached its fault"
+            time.sleep(0.02)
+        assert (root / ".patchkit" / "journal.json").exists()
+        assert whole_state(case, root, forward=False) == tree
+        during = _restart(case, root, "--lock-timeout", "0.5")
+        assert during.code == 6, during  # it waits for the writer: no answer from the tree as it is now
+    finally:
+        os.kill(writer.pid, signal.SIGKILL)
+        os.kill(writer.pid, signal.SIGCONT)
+        assert wait_forked(writer).killed
+    # The writer is gone and its journal is left: the restart rolls the revert back before it answers.
+    after_kill = _restart(case, root)
+    assert after_kill.code == 0 and after_kill.json()["result"] == "already-applied", after_kill.err
+    assert "recovered an interrupted revert" in after_kill.err, after_kill.err
+    assert not (root / ".patchkit" / "journal.json").exists()
+    assert image(root) == case.patched, describe_mix(case.patched, root)
+
+
+def test_a_start_that_parsed_while_another_wrote_answers_from_the_new_records(case: Case, tmp_path: Path) -> None:
+    done = case.fresh("restart-written-meanwhile-done", patched=True)
+    root = case.fresh("restart-written-meanwhile")
+    (root / ".patchkit").mkdir(mode=0o755)
+    (root / ".patchkit" / "lock").touch(mode=0o644)
+    cache = tmp_path / "parse-cache"
+    cache.mkdir(mode=0o700)
+    with _flocked(root, "LOCK_EX"):  # the first start is writing
+        env = {"PATCHKIT_DEBUG_FASTPATH": "1", "PATCHKIT_CACHE_DIR": str(cache)}
+        child = start_forked(case.args("apply", root, "--json"), env)
+        deadline = time.monotonic() + 60
+        while not any(p.is_file() for p in cache.rglob("*")):  # this one found no record and parsed
+            assert time.monotonic() < deadline, "the start never parsed"
+            time.sleep(0.02)
+        # What the first start's transaction leaves: the patched tree and its records.
+        shutil.rmtree(root / "engine")
+        shutil.copytree(done / "engine", root / "engine", symlinks=True)
+        shutil.copytree(done / ".patchkit" / "applied", root / ".patchkit" / "applied")
+    run = wait_forked(child)
+    assert run.code == 0 and run.json()["result"] == "already-applied", run.err
+    assert "fast path used" in run.err  # looked again under the lock: no full judgement queued for the writer
+    assert image(root) == case.patched
+
+
+def test_a_series_start_that_parsed_while_another_wrote_answers_from_the_new_records(
+    case: Case, tmp_path: Path
+) -> None:
+    done = case.fresh("series-written-meanwhile-done", patched=True)
+    root = case.fresh("series-written-meanwhile")
+    (root / ".patchkit").mkdir(mode=0o755)
+    (root / ".patchkit" / "lock").touch(mode=0o644)
+    cache = tmp_path / "parse-cache"
+    cache.mkdir(mode=0o700)
+    args = ["apply", "--all", "--root", str(root), "--patches", str(case.patches), "--json"]
+    with _flocked(root, "LOCK_EX"):
+        child = start_forked(args, {"PATCHKIT_DEBUG_FASTPATH": "1", "PATCHKIT_CACHE_DIR": str(cache)})
+        deadline = time.monotonic() + 60
+        while not any(p.is_file() for p in cache.rglob("*")):
+            assert time.monotonic() < deadline, "the start never parsed"
+            time.sleep(0.02)
+        shutil.rmtree(root / "engine")
+        shutil.copytree(done / "engine", root / "engine", symlinks=True)
+        shutil.copytree(done / ".patchkit" / "applied", root / ".patchkit" / "applied")
+    run = wait_forked(child)
+    assert run.code == 0 and run.json()["result"] == "already-applied", run.err
+    assert "fast path used" in run.err
+    assert image(root) == case.patched
+
+
+def test_sixteen_series_starts_on_one_root_one_writer_all_ready(case: Case) -> None:
+    root = case.fresh("series-starts")
+    read_end, write_end = os.pipe()
+    args = ["apply", "--all", "--root", str(root), "--patches", str(case.patches), "--json"]
+    children = [start_forked(args, {}, gate=(read_end, write_end)) for _ in range(16)]
+    os.close(read_end)
+    os.close(write_end)
+    runs = [wait_forked(child) for child in children]
+    assert [r.code for r in runs] == [0] * 16, [r.err for r in runs]
+    assert Counter(r.json()["result"] for r in runs) == {"applied": 1, "already-applied": 15}
+    assert image(root) == case.patched, describe_mix(case.patched, root)

@@ -171,13 +171,14 @@ def test_a_first_apply_declines_the_fast_path_before_reading_any_diff(
     real = PatchSpec.read_diff
     monkeypatch.setattr(PatchSpec, "read_diff", lambda self: reads.append(self.id) or real(self))
     fast = Options(fast_restart=True)
-    assert restart_outcomes((spec,), engine, Action.APPLY, fast) == (None, None)
+    assert restart_outcomes((spec,), engine, Action.APPLY, fast) == (None, None, False)
+    assert restart_outcomes((spec,), engine, Action.APPLY, fast, waited=True) == (None, None, False)
     assert reads == []
     assert cli("apply", "small-pr1", "--root", engine, "--patches", patches).code == 0
     assert reads  # the apply itself read it
     reads.clear()
-    quick, _ = restart_outcomes((spec,), engine, Action.APPLY, fast)
-    assert quick is not None and reads == ["small-pr1"]  # a record: the diff is checked, the records answer
+    quick, _, looked = restart_outcomes((spec,), engine, Action.APPLY, fast)
+    assert quick is not None and looked and reads == ["small-pr1"]  # a record: the diff is checked, the records answer
 
 
 @pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all (the container hook)"])

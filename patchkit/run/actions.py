@@ -37,6 +37,7 @@ from patchkit.run.provenance import (
     missing_reason,
     read_record,
 )
+from patchkit.run.recorded import RecordedReport, load_report, report_text
 from patchkit.run.records import record_files, record_names, record_removal
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
 
@@ -108,6 +109,7 @@ class Outcome:
     provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
     strict_base: bool = False
     fast_path: bool = False  # answered from the applied record (patchkit.run.fastpath): `tree` holds no verdicts
+    recorded: RecordedReport | None = None  # a fast path's verdicts as recorded (-v, --json), for the report
 
     @property
     def hunk_set(self) -> HunkSet:
@@ -130,12 +132,17 @@ def run(
 ) -> Outcome:
     if progress is not None:
         progress.phase(Phase.PARSE, spec.id)
-    quick, earlier = restart_outcomes((spec,), root, action, options)
+    quick, earlier, looked = restart_outcomes((spec,), root, action, options)
     if quick is not None:
         return quick[0]
     from patchkit.judge.state import scan_tree  # lazy: the judgement (a restart the records answer skips it)
 
     hunk_set = load_checked(spec, base_tree=root.path)
+    if not looked:  # another start may have applied it while this one parsed: look again, under the lock
+        quick, later, _ = restart_outcomes((spec,), root, action, options, waited=True)
+        if quick is not None:
+            return quick[0]
+        earlier = later or earlier
     label = f"{action.value} of {spec.id}"
     with action_lock(root, action, options, earlier) as recovered:
         if progress is not None:
@@ -188,53 +195,60 @@ def action_lock(root: Root, action: Action, options: Options, earlier: Recovery 
 
 
 def restart_outcomes(
-    specs: Sequence[PatchSpec], root: Root, action: Action, options: Options
-) -> tuple[list[Outcome] | None, Recovery | None]:
+    specs: Sequence[PatchSpec], root: Root, action: Action, options: Options, *, waited: bool = False
+) -> tuple[list[Outcome] | None, Recovery | None, bool]:
     """The restart fast path: "already applied" for every patch, from their records (patchkit.run.fastpath).
 
-    (None, recovery) when the full judgement must run; `recovery` is what the lock taken here rolled back.
-    Anything wrong with a manifest, a diff or the root is left to the full path, to report in its own order.
+    (outcomes, recovery, looked): outcomes None when the full judgement must run; `recovery` is what the lock
+    taken here rolled back; `looked`: the records were there to check. Anything wrong with a manifest, a diff or
+    the root is left to the full path, to report in its own order.
+
+    The check writes nothing, so it runs under the shared lock: restarts on one root check side by side, never
+    while a writer holds the lock, and never before an interrupted transaction is rolled back (the lock
+    recovers a journal first, exclusively). A decline releases it; the full path then takes the exclusive
+    lock and judges from scratch. `waited`: the second look of a run that found no record, after its parse:
+    the records are looked for under the lock, so a writer this run waited for (another start on the same
+    root) may have applied the patch meanwhile, and this run answers from its records instead of queueing.
     """
     if action is not Action.APPLY or not options.fast_restart or options.dry_run:
-        return None, None
-    if not _records_present(root, [record_names(spec.id)[0] for spec in specs]):
+        return None, None, False
+    names = [record_names(spec.id)[0] for spec in specs]
+    if not waited and not _records_present(root, names):
         # No record, no fast answer (a first apply, a tree applied by hand): decline before reading any diff or
         # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
-        return None, None
-
+        return None, None, False
     try:
-        for spec in specs:
-            spec.read_diff()  # the diff must still be the one its manifest names
-    except PatchkitError:
-        return None, None
-    try:
-        with locked(root, options.lock_timeout, on_wait=options.on_lock_wait) as recovered:
+        with locked(root, options.lock_timeout, shared=True, on_wait=options.on_lock_wait) as recovered:
+            if waited and not _records_present(root, names):
+                return None, recovered, False
+            try:
+                for spec in specs:
+                    spec.read_diff()  # the diff must still be the one its manifest names
+            except PatchkitError:
+                return None, recovered, True
             restart = check_restart(specs, root)
             if restart is None:
-                return None, recovered
+                return None, recovered, True
             outcomes = []
             for spec, (record, report) in zip(specs, restart, strict=True):
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
+                recorded = None
                 if options.show_verdicts:
-                    from patchkit.run.recorded import report_tree  # lazy: the judgement
-
                     try:
-                        tree = report_tree(root.path, str(spec.diff_path), report)
+                        recorded = load_report(report)  # printed as recorded (patchkit.run.recorded)
                     except ValueError:
-                        return None, recovered
-                    if tree.state is not PatchState.APPLIED:
-                        return None, recovered
+                        return None, recovered, True
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
-                    return None, recovered  # a refusal: the full path explains it
+                    return None, recovered, True  # a refusal: the full path explains it
                 outcomes.append(Outcome(
                     spec, action, tree, Result.ALREADY_APPLIED, None, None, recovered if len(specs) == 1 else None,
-                    facts, options.strict_base, fast_path=True,
+                    facts, options.strict_base, fast_path=True, recorded=recorded,
                 ))
-            return outcomes, recovered
+            return outcomes, recovered, True
     except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
-        return None, None
+        return None, None, True
 
 
 def _records_present(root: Root, names: Sequence[str]) -> bool:
@@ -403,8 +417,6 @@ def record_changes(
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.diff.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
-        from patchkit.run.recorded import report_text  # lazy: the write stage (the record's verdicts)
-
         files = record_files(spec, hunk_set)
         if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]

@@ -158,8 +158,9 @@ def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[Vouched, ...]
     """The records proving every patch of `specs` (judged together, in this order) is applied as written: the
     fast path's answer, one record (and its recorded verdicts) per patch, in order.
 
-    None: the full judgement must run. Call under the lock the full judgement would take on `root` (the
-    command's tree.Root). Never raises for what it finds in the tree: an odd tree is the full path's to report.
+    None: the full judgement must run. Call under the root's lock (shared is enough: this writes nothing;
+    run.actions.restart_outcomes) on `root`, the command's tree.Root. Never raises for what it finds in the
+    tree: an odd tree is the full path's to report.
     """
     if os.environ.get(DISABLE_ENV):
         return None

@@ -212,7 +212,7 @@ def run_series(
     progress: Progress | None = None,
 ) -> SeriesOutcome:
     """status / apply / revert every patch of the series, in order (revert: backwards), as one transaction."""
-    quick, earlier = restart_outcomes(specs, root, action, options)
+    quick, earlier, looked = restart_outcomes(specs, root, action, options)
     if quick is not None:
         return SeriesOutcome(action, root.path, tuple(quick), None, earlier, keep_going)
     from patchkit.diff.hunks import paths_of  # lazy: the judgement (a restart the records answer skips it)
@@ -222,6 +222,11 @@ def run_series(
         if progress is not None:
             progress.phase(Phase.PARSE, spec.id)
         hunk_sets.append(load_checked(spec, base_tree=root.path))
+    if not looked:  # another start may have applied them while this one parsed: look again, under the lock
+        quick, later, _ = restart_outcomes(specs, root, action, options, waited=True)
+        if quick is not None:
+            return SeriesOutcome(action, root.path, tuple(quick), None, later or earlier, keep_going)
+        earlier = later or earlier
     label = f"{action.value} --all of {', '.join(s.id for s in specs)}"
     with action_lock(root, action, options, earlier) as recovered:
         if progress is not None:

@@ -9,6 +9,11 @@ always a list of `{path, reason}` objects.
 from __future__ import annotations
 
 import json
+import os
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes a string with
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -28,11 +33,11 @@ from patchkit.outcome import (
 )
 from patchkit.run.actions import Invocation
 from patchkit.run.provenance import missing_files
+from patchkit.run.recorded import Entry, verdict_entry
 
 if TYPE_CHECKING:
     from patchkit.diff.hunkset import HunkSet
     from patchkit.input.manifest import PatchSpec
-    from patchkit.judge.verdicts import FileVerdict
     from patchkit.run.actions import Outcome
     from patchkit.run.provenance import Provenance
     from patchkit.run.series import SeriesOutcome  # the series loads with --all only (the CLI)
@@ -75,10 +80,25 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
+    return _excluded_json(spec, hunk_set.excluded)
+
+
+def _excluded_json(spec: PatchSpec, paths: Sequence[str]) -> list[dict[str, str]]:
     def reason(path: str) -> str:
         return next((e.reason for e in spec.excludes if match_glob(e.pattern, path)), "")
 
-    return [{"path": path, "reason": reason(path)} for path in hunk_set.excluded]
+    return [{"path": path, "reason": reason(path)} for path in paths]
+
+
+def _entries(outcome: Outcome) -> Sequence[Entry]:
+    """Every file's verdict as the report shows it: as recorded (a restart's fast path) or as judged now."""
+    if outcome.recorded is not None:
+        return outcome.recorded.files
+    return [verdict_entry(v) for v in outcome.tree.files]
+
+
+def _excluded(outcome: Outcome) -> Sequence[str]:
+    return outcome.recorded.excluded if outcome.recorded is not None else outcome.tree.hunk_set.excluded
 
 
 def outcome_json(outcome: Outcome) -> dict[str, Any]:
@@ -93,9 +113,9 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "reason": outcome.reason,
         "exit_code": int(outcome.exit_code),
         "upstream": upstream_json(spec),
-        "hunk_set_sha256": tree.hunk_set.digest,
-        "excluded": excluded_json(spec, tree.hunk_set),
-        "files": [_file_json(v) for v in tree.files],
+        "hunk_set_sha256": outcome.recorded.hunk_set_sha256 if outcome.recorded is not None else tree.hunk_set.digest,
+        "excluded": _excluded_json(spec, _excluded(outcome)),
+        "files": RawJSON(_files_text(_entries(outcome))),
         "changes": (
             [{"path": c.path, "op": _change_op(c.before.exists, c.after.exists)} for c in outcome.plan.changes]
             if outcome.plan
@@ -109,33 +129,68 @@ def _change_op(before: bool, after: bool) -> str:
     return "modify" if before and after else ("create" if after else "delete")
 
 
-def _file_json(v: FileVerdict) -> dict[str, Any]:
-    s = v.section
-    return {
-        "path": s.path,
-        "old_path": s.old_path,
-        "op": s.op.value,
-        "state": v.state.value,
-        "detail": v.detail,
-        "mode": v.mode.value if v.mode else None,
-        "hunks": [
-            {
-                "index": hv.hunk.index,
-                "header": hv.hunk.header,
-                "state": hv.state.value,
-                "expected_line": hv.expected + 1,
-                "found_line": hv.located.pos + 1 if hv.located.pos is not None else None,
-                "candidate_lines": [pos + 1 for pos in hv.located.candidates],  # ambiguous: each match
-                "detail": hv.located.detail,
-            }
-            for hv in v.hunks
-        ],
-    }
+@dataclass(frozen=True)
+class RawJSON:
+    """A value render_json writes as this text: JSON rendered as json.dumps(indent=2) renders it at the top
+    level, which render_json indents to where the value stands (JSON text holds no raw newline but these)."""
+
+    text: str
 
 
 def render_json(data: Any) -> str:
+    """The document as json.dumps(indent=2, ensure_ascii=False) writes it, RawJSON values spliced in."""
+    raw: list[str] = []
+    mark = f"\0{os.urandom(8).hex()}:"  # unguessable: no string of the document can hold it
 
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    def placeholder(value: Any) -> str:
+        if not isinstance(value, RawJSON):
+            raise TypeError(f"{type(value).__name__} is not JSON")
+        raw.append(value.text)
+        return f"{mark}{len(raw) - 1}"
+
+    text = json.dumps(data, indent=2, ensure_ascii=False, default=placeholder)
+    if not raw:
+        return text
+    marked = re.compile(rf'^( *)(.*?){re.escape(encode_basestring(mark)[:-1])}(\d+)"', re.MULTILINE)
+    return marked.sub(lambda m: m[1] + m[2] + raw[int(m[3])].replace("\n", "\n" + m[1]), text)
+
+
+def _files_text(entries: Sequence[Entry]) -> str:
+    """The document's `files` (see docs/output.md), as json.dumps(indent=2) renders its list of objects
+    {path, old_path, op, state, detail, mode, hunks: [{index, header, state, expected_line, found_line,
+    candidate_lines, detail}]}: written out here because a restart prints ten thousand of them, and json's
+    indenting encoder (pure Python) takes 5x the time of these templates."""
+    return _json_list([_file_text(e) for e in entries], "")
+
+
+def _file_text(entry: Entry) -> str:
+    path, old_path, op, state, detail, mode, _, _, hunks = entry
+    return (
+        f'  {{\n    "path": {_scalar(path)},\n    "old_path": {_scalar(old_path)},\n    "op": {_scalar(op)},\n'
+        f'    "state": {_scalar(state)},\n    "detail": {_scalar(detail)},\n    "mode": {_scalar(mode)},\n'
+        f'    "hunks": {_json_list([_hunk_text(h) for h in hunks], "    ")}\n  }}'
+    )
+
+
+def _hunk_text(hunk: Entry) -> str:
+    index, header, state, expected, found, candidates, detail = hunk
+    lines = _json_list([f"          {pos + 1}" for pos in candidates], "        ")  # ambiguous: each match
+    return (
+        f'      {{\n        "index": {index},\n        "header": {_scalar(header)},\n'
+        f'        "state": {_scalar(state)},\n        "expected_line": {expected + 1},\n'
+        f'        "found_line": {_scalar(found + 1 if found is not None else None)},\n'
+        f'        "candidate_lines": {lines},\n        "detail": {_scalar(detail)}\n      }}'
+    )
+
+
+def _json_list(items: Sequence[str], indent: str) -> str:
+    return "[\n" + ",\n".join(items) + f"\n{indent}]" if items else "[]"
+
+
+def _scalar(value: str | int | None) -> str:
+    if value is None:
+        return "null"
+    return encode_basestring(value) if isinstance(value, str) else str(int(value))
 
 
 # How a person says what the tree holds, after "refused: " or "dry run: ".
@@ -307,31 +362,29 @@ def hunk_table(outcome: Outcome) -> list[str]:
     from patchkit.diff.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
 
     rows: list[str] = []
-    for v in outcome.tree.files:
-        s = v.section
-        name = show_path(s.path)
-        if s.op is FileOp.RENAME:
-            name = f"{show_path(s.old_path or '')} -> {name}"
-        extra = f" ({s.op.value})" if s.op is not FileOp.MODIFY else ""
-        rows.append(f"  {_paint(v.state.value, f'{v.state.value:<10}')} {name}{extra}")
-        if v.mode is not None:
-            rows.append(f"      mode {s.old_mode:o} -> {s.new_mode:o}: {_paint(v.mode.value)}")
-        for hv in v.hunks:
-            where = f"expected line {hv.expected + 1}"
-            if hv.located.pos is not None:
-                where += f", found at {hv.located.pos + 1}"
-            elif hv.located.candidates:
-                where += ", matches at " + " and ".join(str(pos + 1) for pos in hv.located.candidates)
-            rows.append(
-                f"      hunk {hv.hunk.index} {hv.hunk.header}: {_paint(hv.state.value)} ({where})"
-            )
-            if hv.located.detail and hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS):
-                rows.append(f"        {escape_controls(hv.located.detail)}")
-        if v.detail and not v.hunks:
-            rows.append(f"        {escape_controls(v.detail)}")
-    if outcome.tree.hunk_set.excluded:
-        rows.append("  excluded (never read, never written): "
-                    + ", ".join(show_path(p) for p in outcome.tree.hunk_set.excluded))
+    undecided = (HunkState.CONFLICT.value, HunkState.AMBIGUOUS.value)
+    for path, old_path, op, state, detail, mode, old_mode, new_mode, hunks in _entries(outcome):
+        name = show_path(path)
+        if op == FileOp.RENAME.value:
+            name = f"{show_path(old_path or '')} -> {name}"
+        extra = f" ({op})" if op != FileOp.MODIFY.value else ""
+        rows.append(f"  {_paint(state, f'{state:<10}')} {name}{extra}")
+        if mode is not None:
+            rows.append(f"      mode {old_mode:o} -> {new_mode:o}: {_paint(mode)}")
+        for index, header, hunk_state, expected, found, candidates, hunk_detail in hunks:
+            where = f"expected line {expected + 1}"
+            if found is not None:
+                where += f", found at {found + 1}"
+            elif candidates:
+                where += ", matches at " + " and ".join(str(pos + 1) for pos in candidates)
+            rows.append(f"      hunk {index} {header}: {_paint(hunk_state)} ({where})")
+            if hunk_detail and hunk_state in undecided:
+                rows.append(f"        {escape_controls(hunk_detail)}")
+        if detail and not hunks:
+            rows.append(f"        {escape_controls(detail)}")
+    excluded = _excluded(outcome)
+    if excluded:
+        rows.append("  excluded (never read, never written): " + ", ".join(show_path(p) for p in excluded))
     if outcome.reason:
         rows.append(f"  {escape_controls(outcome.reason)}")
     return rows

@@ -2,11 +2,11 @@
 
 A writer (apply, revert) takes an exclusive flock, creating the state folder, its .gitignore and the lock
 file if needed, and writes its pid and start time into the lock file so a waiting process can say who it
-waits for. A reader (status, apply --dry-run) creates nothing: it takes a shared flock on the lock file if
-there is one, else a shared flock on the root folder itself, which every writer also takes exclusively
-before it writes (so a reader never sees even the first-ever apply half way). An interrupted transaction
-is recovered first, under the exclusive lock (a reader upgrades in place), before the caller looks at the
-tree.
+waits for. A reader (status, apply --dry-run, a restart's fast-path check) creates nothing: it takes a
+shared flock on the lock file if there is one, else a shared flock on the root folder itself, which every
+writer also takes exclusively before it writes (so a reader never sees even the first-ever apply half way).
+An interrupted transaction is recovered first, under the exclusive lock (a reader upgrades in place), before
+the caller looks at the tree.
 """
 
 from __future__ import annotations

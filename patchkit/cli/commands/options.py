@@ -344,8 +344,8 @@ def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool, commands: Invoc
             lines.append(table_hint(outcome, commands))
     if outcome.result is Result.DRY_RUN:
         lines += change_lines(outcome)
-    for row in lines:
-        echo(row)
+    if lines:  # one write: -v prints a row per hunk (ten thousand on a large patch)
+        echo("\n".join(lines))
 
 
 def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool, commands: Invocation | None = None) -> None:
@@ -357,5 +357,4 @@ def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool, commands: I
     if settings().quiet and not (series.left or series.exit_code is ExitCode.BASE_MISMATCH):
         return
     table = series_status_table if series.action is Action.STATUS else series_lines
-    for line in table(series, verbose, commands):
-        echo(line)
+    echo("\n".join(table(series, verbose, commands)))  # one write: -v prints a row per hunk
