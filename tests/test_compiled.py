@@ -38,7 +38,7 @@ BEFORE: dict[str, bytes | tuple[bytes, bool] | None] = {
 }
 AFTER: dict[str, bytes | tuple[bytes, bool] | None] = {
     "pkg/core.py": b"".join(b"x = %d\n" % (i % 5) for i in range(60) if i not in (3, 40)) + b"tail = 1\n",
-    "pkg/crlf.py": b"a\r\nB\r\nc\r\n",
+    "pkg/crlf.py": b"a\r\nB\rlone CR\r\nc\r\n",  # a lone CR inside a line: no line break to a diff
     "pkg/tail.py": b"no newline at the end, still",
     "pkg/old.py": None,
     "pkg/new_name.py": b"".join(b"def f%d():\n    return %d\n" % (i, i) for i in range(10)).replace(b"n 4", b"n 44"),
@@ -260,9 +260,12 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
     yield "blob not hex", with_file(6, "zz\n"), body
     yield "hunks not a list", with_file(8, {}), body
     yield "short file row", {**header, "files": [first[:8], *files[1:]]}, body
-    yield "short hunk row", with_hunk(10, None) | {"files": [[*first[:8], [hunk[:10]]], *files[1:]]}, body
+    yield "short hunk row", {**header, "files": [[*first[:8], [hunk[:-1]]], *files[1:]]}, body
+    yield "long hunk row", {**header, "files": [[*first[:8], [[*hunk, 0]]], *files[1:]]}, body
     yield "huge count", with_hunk(3, 10 ** 12), body
-    yield "huge byte length", with_hunk(9, 10 ** 8), body
+    yield "unknown flag", with_hunk(9, 4), body
+    empty_old = [None, "pkg/x.py", None, 0o100644, 1, False, None, None, [[1, 2, 0, 0, 1, 0, 0, 0, 0, 1]]]
+    yield "no-newline flag on an empty image", {**header, "files": [empty_old]}, b""
     yield "negative", with_hunk(2, -1), body
     yield "float", with_hunk(2, 1.5), body
     yield "bool count", with_hunk(0, True), body
@@ -271,6 +274,7 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
     yield "count does not fit the lines", with_hunk(3, hunk[3] + 1), body
     yield "body truncated", header, body[:-3]
     yield "body too long", header, body + b"more\n"
+    yield "a partial line after the body", header, body + b"junk"
     yield "empty body", header, b""
     yield "lines of another count", header, body.replace(b"\n", b"", 1)
     yield "deep nesting", None, body
@@ -378,17 +382,12 @@ def lie(patches: Path, new_line: bytes, path: str | None = None) -> None:
     target = compiled_file(patches)
     header, body = read_parts(target)
     first = header["files"][0]
-    hunk = first[8][0]
-    skip = sum(h[9] + h[10] for h in first[8][:0])
-    old_n, new_n = hunk[9], hunk[10]
-    new_image = body[skip + old_n:skip + old_n + new_n]
-    lines = new_image.split(b"\n")
-    replaced = b"\n".join([new_line.rstrip(b"\n"), *lines[1:]])
-    hunk[10] = len(replaced)
+    old_len = first[8][0][3]  # the body is every image's lines in order: the first hunk's old image first
+    lines = body.split(b"\n")
+    lines[old_len] = new_line.rstrip(b"\n")  # the first line of its new image
     if path is not None:
         first[0] = first[1] = path
-    body = body[:skip + old_n] + replaced + body[skip + old_n + new_n:]
-    seal(target, header, body)
+    seal(target, header, b"\n".join(lines))
 
 
 def test_a_lying_compiled_file_is_caught_by_lint_and_stays_in_the_root(
