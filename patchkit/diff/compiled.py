@@ -2,11 +2,13 @@
 by `patchkit compile`, so that a start (a fresh container) loads it in milliseconds instead of parsing the diff.
 
 It stands for exactly one thing: what `load_hunk_set` gives for this manifest entry, this diff and this patchkit.
-A *binding* (sha256 over the format, patchkit's version, the patch id, the diff's name and pinned sha256, the
-strip level, the excludes and the placement: everything the filtered set depends on) is stored in the file and
-compared with the binding of the entry in hand; the diff's bytes are still read and checked against the pin
-first (PatchSpec.read_diff), so an edited diff is reported exactly as without a compiled file. Anything doubtful
-and the diff is parsed as before, silently (`load_compiled` returns None):
+A *binding* (sha256 over the format, patchkit's version and the fingerprint of the code that makes a hunk set
+(`code_fingerprint`: the diff and input stages and unidiff, or the whole patchkit.pyz), the patch id, the
+diff's name and pinned sha256, the strip level, the excludes and the placement: everything the filtered set
+depends on) is stored in the file and compared with the binding of the entry in hand; the diff's bytes are
+still read and checked against the pin first (PatchSpec.read_diff), so an edited diff is reported exactly as
+without a compiled file. Anything doubtful and the diff is parsed as before, silently (`load_compiled` returns
+None):
 - the file is not a regular file with one link, is owned by another user than the running one or root, or is
   writable by group or others (the rule of patchkit.workspace.trust), or is larger than MAX_COMPILED_BYTES;
 - a binding, format or checksum mismatch (stale: the diff, the manifest or patchkit changed; or damaged);
@@ -27,15 +29,18 @@ it encoded, and writes nothing otherwise.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
 import re
 import stat
+import sys
+from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from patchkit import __version__
+from patchkit import __version__, source_archive
 from patchkit.diff.hunks import MODE_EXEC, MODE_FILE, FilePatch, Hunk
 from patchkit.diff.hunkset import HunkSet
 from patchkit.errors import UnsafePathError
@@ -66,11 +71,38 @@ def compiled_path(spec: PatchSpec) -> Path:
 def binding_of(spec: PatchSpec) -> str:
     """sha256 of everything the filtered hunk set of `spec` depends on (see the module doc)."""
     parts = [
-        MAGIC.decode(), __version__, spec.id, spec.diff_name, spec.sha256, spec.strip,
+        MAGIC.decode(), __version__, code_fingerprint(), spec.id, spec.diff_name, spec.sha256, spec.strip,
         [[e.pattern, list(e.hunks) if e.hunks is not None else None] for e in spec.excludes],
         [spec.path_map.prefix, [list(pair) for pair in spec.path_map.folders]],
     ]
     return hashlib.sha256(json.dumps(parts, ensure_ascii=True).encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """sha256 of the code a hunk set comes from: from patchkit.pyz the archive's bytes, else the sources of the
+    diff and input stages (the parse, the filter, the bounds) and unidiff's, and the Python version. A new build
+    of the same version whose parser changed never reads an older build's compiled files (~1 ms)."""
+    h = hashlib.sha256(f"{sys.version}\0".encode())
+    archive = source_archive()
+    folders = []
+    if archive is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        folders = [here, os.path.join(os.path.dirname(here), "input")]
+        spec = find_spec("unidiff")  # locates the package without importing it
+        if spec is not None and spec.origin:
+            folders.append(os.path.dirname(spec.origin))
+    for path in [archive] if archive is not None else [
+        os.path.join(folder, name) for folder in folders for name in sorted(os.listdir(folder))
+        if name.endswith(".py")
+    ]:
+        h.update(os.path.basename(path).encode() + b"\0")
+        try:
+            with open(path, "rb") as handle:
+                h.update(handle.read())
+        except OSError:
+            h.update(b"unreadable")
+    return h.hexdigest()
 
 
 def encode_hunk_set(hunk_set: HunkSet, binding: str) -> bytes:
