@@ -171,12 +171,6 @@ def user() -> tuple[int, int]:
     return unprivileged_user()
 
 
-@pytest.fixture(autouse=True, scope="session")
-def _private_parse_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # Tests (and the subprocesses they start) must not fill the user's ~/.cache/patchkit.
-    os.environ["PATCHKIT_CACHE_DIR"] = str(tmp_path_factory.mktemp("parse-cache"))
-
-
 @pytest.fixture
 def registry(tmp_path: Path) -> Registry:
     path = tmp_path / "patches"

@@ -27,8 +27,7 @@ class Run:
 def cli_env(**extra: str) -> dict[str, str]:
     """The environment of a user's shell minus anything that sets colour, plus the repository on the path."""
     env = {k: v for k, v in os.environ.items()
-           if (k not in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TERM") and not k.startswith("PATCHKIT_"))
-           or k == "PATCHKIT_CACHE_DIR"}
+           if k not in ("NO_COLOR", "FORCE_COLOR", "CLICOLOR_FORCE", "TERM") and not k.startswith("PATCHKIT_")}
     env.update({"PYTHONPATH": str(REPO), "TERM": "xterm-256color", **extra})
     return env
 

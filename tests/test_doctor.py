@@ -65,9 +65,7 @@ def test_without_a_root_it_checks_patchkit_and_the_registry(setup: tuple[Registr
 
 def test_the_hook_answer_is_the_dry_runs_and_nothing_is_written(setup: tuple[Registry, Path], tmp_path: Path) -> None:
     registry, engine = setup
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    env = cli_env(PATCHKIT_CACHE_DIR=str(cache), PATCHKIT_ROOT=str(engine), PATCHKIT_PATCHES=str(registry.path))
+    env = cli_env(PATCHKIT_ROOT=str(engine), PATCHKIT_PATCHES=str(registry.path))
     home = tmp_path / "home"
     home.mkdir()
     env["HOME"] = str(home)
@@ -81,7 +79,6 @@ def test_the_hook_answer_is_the_dry_runs_and_nothing_is_written(setup: tuple[Reg
     assert rows["state"] == "ok: no .patchkit yet: the first apply creates it"
     assert rows["lock"].startswith("ok: flock works on ")
     assert (_snapshot(engine), _snapshot(registry.path), _snapshot(home)) == before
-    assert list(cache.iterdir()) == []  # not even the parse cache
     dry = run_plain(command(*shlex.split(hook)[1:], "--dry-run"), env)
     assert dry.code == 0 and "would write 2 files" in dry.out
     # once applied, the hook is a no-op and doctor reads the state folder (trusted) without touching it

@@ -303,5 +303,7 @@ def test_the_dockerfile_pins_the_engine_and_runs_the_entrypoint_it_copies() -> N
     # The single-file runner, run isolated by the image's interpreter; nothing pip-installed into the image.
     assert "COPY dist/patchkit.pyz /opt/patchkit/patchkit.pyz\n" in dockerfile
     assert 'ENV PATCHKIT_CMD="${ENGINE_PYTHON} -I -S /opt/patchkit/patchkit.pyz"' in dockerfile
-    assert "RUN ${PATCHKIT_CMD} --version && ${PATCHKIT_CMD} apply --all --dry-run \\\n" in dockerfile
+    # The build compiles every patch's hunk set into the image (a first start parses nothing), then dry-runs.
+    assert "RUN ${PATCHKIT_CMD} --version && ${PATCHKIT_CMD} compile && ${PATCHKIT_CMD} apply --all --dry-run \\\n" \
+        in dockerfile
     assert not [line for line in dockerfile.splitlines() if "pip install" in line and not line.startswith("#")]

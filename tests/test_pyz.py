@@ -133,24 +133,35 @@ def test_no_writable_home_or_archive_folder_is_needed(tmp_path: Path, pyz: Path)
     assert home.read_bytes() == b""
 
 
-def test_the_parse_cache_works_from_the_archive_and_a_new_archive_does_not_reuse_its_entries(
+def test_the_compiled_hunk_set_works_from_the_archive_and_a_new_archive_does_not_believe_it(
     tmp_path: Path, pyz: Path
 ) -> None:
+    """`compile` run by the archive writes a file the same archive loads (observed with a lie: a compiled file
+    whose hunk, resealed, writes `x * 4`) and another build of the same version ignores (it parses the diff)."""
+    from tests.test_compiled import MAGIC, read_parts, seal
+
     root = tmp_path / "engine"
     write_tree(root, ENGINE)
     patches = engine_registry(tmp_path)
     env = isolated_env(HOME=str(tmp_path / "home"))
-    entries = tmp_path / "home" / ".cache" / "patchkit" / "parsed-diffs"
-    args = ("status", "--all", "--root", str(root), "--patches", str(patches))
-    for _ in range(2):  # the second run reads the entry the first one wrote
-        assert run_pyz(pyz, *args, env=env, cwd=tmp_path).returncode == 3
-        assert len(list(entries.glob("*.bin"))) == 1
-    other = tmp_path / "other.pyz"  # another build: the entry's key covers the archive that parsed it
+    assert run_pyz(pyz, "compile", "--patches", str(patches), env=env, cwd=tmp_path).returncode == 0
+    compiled = patches / "tinyengine-pr9" / "tinyengine-pr9.compiled"
+    assert compiled.read_bytes().startswith(MAGIC)
+    header, body = read_parts(compiled)
+    seal(compiled, header, body.replace(b"x * 3  # pr9\n", b"x * 4  # pr9\n"))
+    args = ("apply", "--all", "--root", str(root), "--patches", str(patches))
+    other = tmp_path / "other.pyz"  # another build: its code fingerprint is not the one the file is bound to
     shutil.copy2(pyz, other)
     with zipfile.ZipFile(other, "a") as archive:
         archive.writestr("EXTRA.txt", "another build")
-    assert run_pyz(other, *args, env=env, cwd=tmp_path).returncode == 3
-    assert len(list(entries.glob("*.bin"))) == 2
+    assert run_pyz(other, *args, env=env, cwd=tmp_path).returncode == 0
+    assert {p: d for p, (d, _) in read_tree(root).items()} == PATCHED  # parsed: the diff's own hunk
+    second = tmp_path / "engine2"
+    write_tree(second, ENGINE)
+    done = run_pyz(pyz, "apply", "--all", "--root", str(second), "--patches", str(patches), env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert b"x * 4  # pr9" in (second / "tinyengine" / "ops.py").read_bytes()  # the compiled file was used
+    assert not (tmp_path / "home").exists() or not any((tmp_path / "home").iterdir())
 
 
 def test_the_restart_fast_path_from_the_archive_trusts_records_of_this_build_only(tmp_path: Path, pyz: Path) -> None:

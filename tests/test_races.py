@@ -22,6 +22,7 @@ from tests.conftest import cli
 from tests.safety_helpers import (
     REPO,
     Case,
+    Child,
     Run,
     build_case,
     describe_mix,
@@ -232,20 +233,28 @@ def test_a_restart_never_answers_from_a_half_written_tree_and_recovers_a_killed_
     assert image(root) == case.patched, describe_mix(case.patched, root)
 
 
-def test_a_start_that_parsed_while_another_wrote_answers_from_the_new_records(case: Case, tmp_path: Path) -> None:
+def _wait_queued_for_lock(child: Child, root: Path) -> None:
+    """Until the start holds the root's lock file open: with no record it declined the fast path without
+    opening it, parsed, and now waits on it to look again (the only other opener, recovery, has no journal)."""
+    lock = str(root / ".patchkit" / "lock")
+    deadline = time.monotonic() + 60
+    while True:
+        with contextlib.suppress(OSError):  # an fd may close between listdir and readlink
+            fds = Path(f"/proc/{child.pid}/fd")
+            if any(os.readlink(fds / fd) == lock for fd in os.listdir(fds)):
+                return
+        assert time.monotonic() < deadline, "the start never queued for the lock after its parse"
+        time.sleep(0.02)
+
+
+def test_a_start_that_parsed_while_another_wrote_answers_from_the_new_records(case: Case) -> None:
     done = case.fresh("restart-written-meanwhile-done", patched=True)
     root = case.fresh("restart-written-meanwhile")
     (root / ".patchkit").mkdir(mode=0o755)
     (root / ".patchkit" / "lock").touch(mode=0o644)
-    cache = tmp_path / "parse-cache"
-    cache.mkdir(mode=0o700)
     with _flocked(root, "LOCK_EX"):  # the first start is writing
-        env = {"PATCHKIT_DEBUG_FASTPATH": "1", "PATCHKIT_CACHE_DIR": str(cache)}
-        child = start_forked(case.args("apply", root, "--json"), env)
-        deadline = time.monotonic() + 60
-        while not any(p.is_file() for p in cache.rglob("*")):  # this one found no record and parsed
-            assert time.monotonic() < deadline, "the start never parsed"
-            time.sleep(0.02)
+        child = start_forked(case.args("apply", root, "--json"), {"PATCHKIT_DEBUG_FASTPATH": "1"})
+        _wait_queued_for_lock(child, root)  # this one found no record, parsed, and now waits for the lock
         # What the first start's transaction leaves: the patched tree and its records.
         shutil.rmtree(root / "engine")
         shutil.copytree(done / "engine", root / "engine", symlinks=True)
@@ -256,22 +265,15 @@ def test_a_start_that_parsed_while_another_wrote_answers_from_the_new_records(ca
     assert image(root) == case.patched
 
 
-def test_a_series_start_that_parsed_while_another_wrote_answers_from_the_new_records(
-    case: Case, tmp_path: Path
-) -> None:
+def test_a_series_start_that_parsed_while_another_wrote_answers_from_the_new_records(case: Case) -> None:
     done = case.fresh("series-written-meanwhile-done", patched=True)
     root = case.fresh("series-written-meanwhile")
     (root / ".patchkit").mkdir(mode=0o755)
     (root / ".patchkit" / "lock").touch(mode=0o644)
-    cache = tmp_path / "parse-cache"
-    cache.mkdir(mode=0o700)
     args = ["apply", "--all", "--root", str(root), "--patches", str(case.patches), "--json"]
     with _flocked(root, "LOCK_EX"):
-        child = start_forked(args, {"PATCHKIT_DEBUG_FASTPATH": "1", "PATCHKIT_CACHE_DIR": str(cache)})
-        deadline = time.monotonic() + 60
-        while not any(p.is_file() for p in cache.rglob("*")):
-            assert time.monotonic() < deadline, "the start never parsed"
-            time.sleep(0.02)
+        child = start_forked(args, {"PATCHKIT_DEBUG_FASTPATH": "1"})
+        _wait_queued_for_lock(child, root)
         shutil.rmtree(root / "engine")
         shutil.copytree(done / "engine", root / "engine", symlinks=True)
         shutil.copytree(done / ".patchkit" / "applied", root / ".patchkit" / "applied")

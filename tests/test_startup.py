@@ -77,13 +77,13 @@ NEVER_FOR_STATUS = (
     "secrets",
     "traceback",  # only a bug's report (the CLI's boundary)
 )
-# A restart answered from the records (patchkit.run.fastpath) does not parse either: no filtering, no parse cache; and
-# it judges nothing: its Outcome and report are made of light records (patchkit.outcome, treestate, hunkset), so
-# none of the judging modules loads (they do once the fast path declines).
+# A restart answered from the records (patchkit.run.fastpath) does not parse either: no filtering, no compiled
+# hunk set; and it judges nothing: its Outcome and report are made of light records (patchkit.outcome,
+# treestate, hunkset), so none of the judging modules loads (they do once the fast path declines).
 NEVER_FOR_RESTART = (
     *NEVER_FOR_STATUS,
     "patchkit.diff.filtering",
-    "patchkit.diff.cache",
+    "patchkit.diff.compiled",
     "patchkit.judge.state",
     "patchkit.judge.matching",
     "patchkit.judge.verdicts",
@@ -135,11 +135,12 @@ def loaded_by(*args: str | Path, env: dict[str, str] | None = None) -> tuple[int
 
 @pytest.fixture
 def small_patch(tmp_path: Path, registry: Registry, engine: Path) -> tuple[Path, Path]:
-    """A three-file patch and its unapplied tree; the parse cache already holds the diff (a rerun's case)."""
+    """A three-file patch and its unapplied tree; the registry holds its compiled hunk set (an image's case:
+    `patchkit compile` at build), so a status parses nothing."""
     write_tree(engine, BEFORE)
     registry.add("small-pr1", git_diff(tmp_path, BEFORE, AFTER))
-    code, _, err = loaded_by("status", "small-pr1", "--root", engine, "--patches", registry.path)
-    assert code == 3, err
+    code, _, err = loaded_by("compile", "--patches", registry.path)
+    assert code == 0, err
     return engine, registry.path
 
 

@@ -135,7 +135,6 @@ def run_as_that_user(case: Case, user: tuple[int, int], args: list[str]) -> None
 
     def child() -> None:
         os.chdir(case.workdir)
-        os.environ["PATCHKIT_NO_CACHE"] = "1"  # the child's environment only
         if run_here(args) != 0:
             os._exit(3)
 

@@ -26,7 +26,9 @@ from patchkit.speak.console import VERBOSE_HELP, echo, output_params, reset_stre
 # The command modules under patchkit.cli.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
 # than click, and a command does not pay for the others' imports.
-COMMAND_MODULES = ("status", "apply", "revert", "show", "list_", "demo", "lint", "vendor", "new", "doctor", "port")
+COMMAND_MODULES = (
+    "status", "apply", "revert", "show", "list_", "demo", "lint", "vendor", "new", "doctor", "port", "compile",
+)
 TABLE_COMMANDS = ("status", "apply", "revert")  # the commands whose -v prints the per-hunk table
 
 

@@ -1,8 +1,9 @@
 """Diff minus the manifest's excludes -> the HunkSet that every check and every write uses.
 
-`load_hunk_set` is the one road from a manifest to its filtered hunk set: verified bytes, parsed (through the
-parse cache), then filtered. A dead exclude, an empty result, or a binary / symlink / submodule change left in
-the set is refused here, before any stage reads the tree.
+`load_hunk_set` is the one road from a manifest to its filtered hunk set: verified bytes, then the compiled hunk
+set beside the manifest if one is bound to them (patchkit.diff.compiled), else parsed and filtered. A dead
+exclude, an empty result, or a binary / symlink / submodule change left in the set is refused here, before any
+stage reads the tree.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from patchkit.diff.cache import parse_diff_cached
+from patchkit.diff.compiled import load_compiled
 from patchkit.diff.hunks import MODE_GITLINK, MODE_SYMLINK, Diff, FileOp, FilePatch, Hunk, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.diff.mbox import find_commit_chain
@@ -189,26 +190,37 @@ def match_exclude(pattern: str, path: str) -> bool:
     return match_glob(pattern, path)
 
 
-def load_hunk_set(spec: PatchSpec, *, base_tree: Path | None = None) -> HunkSet:
+def load_hunk_set(spec: PatchSpec, *, base_tree: Path | None = None, compiled: bool = True) -> HunkSet:
     """manifest -> verified diff bytes -> parsed diff -> filtered hunk set.
 
-    `base_tree` is the tree the run was given, for the one command a refused commit chain suggests."""
+    `base_tree` is the tree the run was given, for the one command a refused commit chain suggests. With
+    `compiled` (the default), a compiled hunk set bound to the verified bytes and this entry stands for the parse
+    and the filter (`patchkit compile` made both, and every check they make, when it wrote it)."""
     if spec.sha256 is None:
         # No pin yet: check the file as vendor does (a diff, with context, every exclude in it) before read_diff
         # asks to pin its sha256: a saved HTML page, an empty or CRLF file is reported as what it is, first.
-        from patchkit.diff.diffs import parse_diff  # lazy: the parser (a parse-cache hit parses nothing)
-
         data = spec.read_diff(pinned=False)
-        diff = parse_diff(data, spec.strip, str(spec.diff_path))
+        diff = _parse(spec, data)
         refuse_commit_chain(spec, data, diff, base_tree)
         refuse_zero_context(diff)
         _filter(spec, diff)
         spec.read_diff()  # refuses: no sha256 recorded, with the sha256 to pin
     data = spec.read_diff()
-    assert spec.sha256 is not None
-    diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
+    if compiled:
+        hunk_set = load_compiled(spec)
+        # A manifest that pins the hunk set's sha256 holds the compiled file to it too (the digest is computed
+        # once: the run's pin check reads the same cached value).
+        if hunk_set is not None and spec.hunkset_sha256 in (None, hunk_set.digest):
+            return hunk_set
+    diff = _parse(spec, data)
     refuse_commit_chain(spec, data, diff, base_tree)
     return _filter(spec, diff)
+
+
+def _parse(spec: PatchSpec, data: bytes) -> Diff:
+    from patchkit.diff.diffs import parse_diff  # lazy: the parser (a compiled hunk set parses nothing)
+
+    return parse_diff(data, spec.strip, str(spec.diff_path))
 
 
 def refuse_commit_chain(spec: PatchSpec, data: bytes, diff: Diff, base_tree: Path | None) -> None:

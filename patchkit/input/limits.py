@@ -5,7 +5,8 @@ bound is far above what a real engine tree, diff or manifest needs (the reasons 
 enforced where the input is read: paths by patchkit.input.paths, diffs by patchkit.diff.diffs and
 PatchSpec.read_diff, manifests by patchkit.input.manifest, globs by patchkit.input.globs, tree files by
 patchkit.input.tree (checked with fstat on the opened descriptor, then read with the bound: never read first and
-checked after), placed paths by patchkit.diff.filtering and patch ids by patchkit.input.manifest.
+checked after), placed paths by patchkit.diff.filtering, patch ids by patchkit.input.manifest and compiled hunk
+sets by patchkit.diff.compiled.
 """
 
 from __future__ import annotations
@@ -34,6 +35,9 @@ MAX_DIFF_BYTES = 64 << 20
 MAX_DIFF_LINES = 2_000_000
 # A hunk header line number or count of more digits than this is no real file position (a billion lines).
 MAX_HEADER_DIGITS = 9
+# A compiled hunk set (patchkit.diff.compiled) holds each hunk's old and new image, so a context line twice:
+# at most twice the diff, plus a header of a few dozen bytes a hunk. Checked with fstat before it is read.
+MAX_COMPILED_BYTES = 3 * MAX_DIFF_BYTES
 
 # Manifests are a few dozen lines; one with thousands of [exclude] or [base] entries is still under 1 MiB.
 MAX_MANIFEST_BYTES = 1 << 20

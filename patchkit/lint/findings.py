@@ -24,6 +24,7 @@ class Rule(Enum):
     PATCH_PENDING = ("PK102", Severity.WARNING, "diff not vendored yet (pending entry)")
     DIFF_HASH = ("PK103", Severity.ERROR, "vendored diff has no sha256 or does not match it")
     DIFF_EXCLUDES = ("PK104", Severity.ERROR, "diff cannot be parsed or an exclude matches no file of it")
+    COMPILED_STALE = ("PK105", Severity.ERROR, "compiled hunk set that is not what compile makes of its diff")
     WAIVER_UNDECLARED = ("PK201", Severity.ERROR, "manifest has no [waiver] introduced_by")
     WAIVER_MISSING = ("PK202", Severity.ERROR, "waiver <waivers>/<introduced_by>.md does not exist")
     WAIVER_BAD_NAME = ("PK203", Severity.ERROR, "waiver file not named <digits>.md")

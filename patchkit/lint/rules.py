@@ -7,10 +7,14 @@ pull request changed live in history.py because they need git.
 from __future__ import annotations
 
 import re
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from patchkit.diff.compiled import compile_bytes, compiled_path
+from patchkit.diff.filtering import load_hunk_set
 from patchkit.errors import PatchkitError
+from patchkit.input.limits import MAX_COMPILED_BYTES
 from patchkit.input.manifest import PatchSpec, Upstream, line_of_key
 from patchkit.lint.coverage import Cover, cover_site, waivers_naming
 from patchkit.lint.findings import Finding, Rule, split_where
@@ -105,6 +109,40 @@ def check_diff_excludes(lint_input: LintInput) -> Iterator[Finding]:
             filter_diff(diff, spec.excludes)
         except PatchkitError as exc:
             yield _from_error(Rule.DIFF_EXCLUDES, exc, spec.manifest_path)
+
+
+def check_compiled_current(lint_input: LintInput) -> Iterator[Finding]:
+    """PK105: a compiled hunk set (`<id>/<id>.compiled`) in the repository is exactly what `patchkit compile`
+    writes now for its diff and manifest, or it is a finding.
+
+    A start believes a compiled file that is well formed and bound to the diff's sha256 (patchkit.diff.compiled):
+    its hunks are not compared with the diff's there. A pull request could commit one whose hunks are not the
+    diff's; review sees a reviewed diff and a binary blob. So lint compiles every patch that has one and
+    compares bytes: a stale one (the diff, manifest or patchkit changed) is reported too, since it is an artefact
+    of the image build that should not be committed at all."""
+    for spec in lint_input.specs:
+        path = compiled_path(spec)
+        try:
+            st = path.lstat()
+        except OSError:
+            continue
+        fix = (f"it is a build artefact of `patchkit compile` (the image build makes it): delete it "
+               f"(`git rm {path.name}`) and ignore `*.compiled` in .gitignore")
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_COMPILED_BYTES:
+            yield Finding.of(Rule.COMPILED_STALE, path, None, f"not a regular file of a sane size; {fix}")
+            continue
+        try:
+            expected = None if spec.pending else compile_bytes(spec, load_hunk_set(spec, compiled=False))
+            actual = path.read_bytes()
+        except (PatchkitError, OSError):
+            expected, actual = None, b""
+        if expected is None:
+            yield Finding.of(Rule.COMPILED_STALE, path, None,
+                             f"compiled hunk set of patch {spec.id}, whose diff does not load; {fix}")
+        elif actual != expected:
+            yield Finding.of(Rule.COMPILED_STALE, path, None,
+                             f"compiled hunk set that is not what `patchkit compile` makes of {spec.diff_name} and "
+                             f"its manifest (stale, damaged, or hunks that are not the diff's); {fix}")
 
 
 def check_waiver_declared(lint_input: LintInput) -> Iterator[Finding]:
@@ -414,6 +452,7 @@ RULES: tuple[RuleCheck, ...] = (
     check_pending,
     check_diff_hash,
     check_diff_excludes,
+    check_compiled_current,
     check_waiver_declared,
     check_waiver_exists,
     check_waiver_names,

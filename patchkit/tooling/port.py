@@ -33,7 +33,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from patchkit.diff.cache import parse_diff_cached
 from patchkit.diff.diffs import parse_diff
 from patchkit.diff.filtering import filter_diff, load_hunk_set
 from patchkit.diff.hunks import Diff, FileOp, FilePatch, Hunk
@@ -120,8 +119,7 @@ def port_patch(spec: PatchSpec, root: Root, *, fuzz: int = DEFAULT_FUZZ) -> Port
     """Locate every hunk of `spec`'s filtered hunk set on the tree at `root` and build the ported diff."""
     hunk_set = load_hunk_set(spec)  # the new tree is not the base a refused commit chain's net diff needs
     data = spec.read_diff()
-    assert spec.sha256 is not None
-    diff = parse_diff_cached(data, spec.sha256, spec.strip, str(spec.diff_path))
+    diff = parse_diff(data, spec.strip, str(spec.diff_path))
     lines = io.BytesIO(data).readlines()
     placed_sections = {f.diff_line: f for f in hunk_set.files}
     twice = repeated_paths(Diff(hunk_set.source, hunk_set.files))

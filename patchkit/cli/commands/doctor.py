@@ -16,7 +16,6 @@ import fcntl
 import os
 import stat
 import sys
-from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -182,28 +181,13 @@ def check_state(root: Root) -> tuple[Check, bool]:
     return Check("state", CheckState.OK, detail), True
 
 
-@contextlib.contextmanager
-def _no_parse_cache() -> Iterator[None]:
-    """The hook's dry run without the parse cache in the home folder: doctor writes nothing anywhere."""
-    before = os.environ.get("PATCHKIT_NO_CACHE")
-    os.environ["PATCHKIT_NO_CACHE"] = "1"
-    try:
-        yield
-    finally:
-        if before is None:
-            del os.environ["PATCHKIT_NO_CACHE"]
-        else:
-            os.environ["PATCHKIT_NO_CACHE"] = before
-
-
 def check_hook(root: Root, patches_dir: str | None, target: tuple[str, ...], shown_root: str) -> Check:
     """What `apply --all` would do on the root now: its dry run's answer."""
     patches = find_locations(patches=patches_dir).patches
     commands = invocation(shown_root, patches, Selection(None, target or None))
     try:
-        with _no_parse_cache():
-            specs = load_series(patches, target or None)
-            series = run_series(specs, root, Action.APPLY, Options(dry_run=True, invocation=commands))
+        specs = load_series(patches, target or None)
+        series = run_series(specs, root, Action.APPLY, Options(dry_run=True, invocation=commands))
     except PatchkitError as exc:
         where = f"{exc.where}: " if exc.where else ""
         return Check("hook", CheckState.PROBLEM, f"apply --all would exit {int(exc.exit_code)}: {where}{exc.message}",

@@ -21,6 +21,11 @@ RULE_TEXT = {
     "PK104": (
         'diff cannot be parsed, or an exclude matches no file of the diff (a dead exclude, usually a typo)'
     ),
+    "PK105": (
+        'compiled hunk set `<id>/<id>.compiled` in the repository that is not byte for byte what `patchkit '
+        'compile` makes of its diff and manifest now (stale, damaged, or lying hunks): a build artefact, not to '
+        'be committed'
+    ),
     "PK201": (
         'manifest has no `[waiver] introduced_by`'
     ),
