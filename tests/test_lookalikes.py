@@ -306,3 +306,49 @@ def test_a_copy_at_distance_0_is_never_outvoted(
     first = _hunks(doc)[0]
     assert first["state"] == "ambiguous" and len(set(first["candidate_lines"])) >= 2, first
     _refuses_every_write(root, registry, tree)
+
+
+OTHER = "engine/other.py"
+
+
+def _direction_from_the_other_files(doc: dict[str, object]) -> str | None:
+    """Issue #23, 2b, as git settles it: a file that is ambiguous only in its direction takes the one state the
+    other files of the patch read (None when they do not read one). Measured here, never enabled: see below."""
+    files = doc["files"]
+    assert isinstance(files, list)
+    others = {f["state"] for f in files if f["state"] != "ambiguous"}
+    return others.pop() if len(others) == 1 and others <= {"applied", "unapplied"} else None
+
+
+def test_the_direction_of_the_other_files_would_write_a_file_twice(tmp_path: Path, registry: Registry) -> None:
+    # The counterexample that keeps 2b out of the rule. A patch of two files: PATH takes the overlapping hunk
+    # (its pre- and post-image both at line 8 once applied), OTHER a plain change. Two constructions give the
+    # same bytes: (1) PATH patched (then a line added at its end), OTHER not: partial; (2) PATH not patched,
+    # with a copy of the block added below the site (and the same line at the end), OTHER not: unapplied.
+    # Taking PATH's direction from OTHER reads (2), and `apply` would write the block into PATH a second time
+    # on tree (1): a wrong write on a tree anyone can make by patching one file by hand. So PATH stays
+    # ambiguous, naming line 8 both ways, and nothing is written; what would settle it is the diff's blob ids
+    # (the undrifted file) or the bytes the applied record names (docs/judgement.md, section 3).
+    one_hunk = OVER_T.replace(b"z = 2", b"z = 1")
+    base = {PATH: OVER_B, OTHER: b"g = 1\n"}
+    registry.add("p", git_diff(tmp_path, base, {PATH: one_hunk, OTHER: b"g = 2\n"}, context=1))
+    patched_by_hand = one_hunk + b"# local\n"
+    site = OVER_B.index(b"a = 1\n")
+    copy_added = OVER_B[:site + len(b"a = 1\n")] + b"t = 0\n\na = 1\n" + OVER_B[site + len(b"a = 1\n"):] + b"# local\n"
+    assert patched_by_hand == copy_added  # the two constructions are one tree
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    write_tree(root, {PATH: patched_by_hand, OTHER: b"g = 1\n"})
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    states = {f["path"]: f["state"] for f in doc["files"]}  # type: ignore[attr-defined]
+    assert states == {PATH: "ambiguous", OTHER: "unapplied"}
+    detail = str(_hunks(doc)[0]["detail"])  # issue #23's 2b: only the direction is open
+    assert "pre-image is at line 8" in detail and "post-image is at line 8" in detail
+    assert "each reading of the whole file holds" in detail
+    # The rule would read PATH unapplied and apply its hunk: on construction (1) that writes the block twice.
+    assert _direction_from_the_other_files(doc) == "unapplied"
+    twice = one_hunk.replace(b"a = 1\n", b"a = 1\nt = 0\n\na = 1\n", 1) + b"# local\n"
+    assert twice != patched_by_hand and twice.count(b"t = 0\n") == 2
+    _refuses_every_write(root, registry, patched_by_hand)
+    assert read_tree(root)[OTHER][0] == b"g = 1\n"
