@@ -352,3 +352,31 @@ def test_the_direction_of_the_other_files_would_write_a_file_twice(tmp_path: Pat
     assert twice != patched_by_hand and twice.count(b"t = 0\n") == 2
     _refuses_every_write(root, registry, patched_by_hand)
     assert read_tree(root)[OTHER][0] == b"g = 1\n"
+
+
+def test_a_record_from_other_code_is_no_evidence(tmp_path: Path, registry: Registry) -> None:
+    # The applied record as evidence (docs/judgement.md, section 3): only a record this very code wrote could
+    # vouch for a file, and then the judgement of the same bytes already reads them applied (the record's
+    # fast_path block is written only when it does). A record another version wrote vouches for that version's
+    # judgement: the code before this fix wrote, on seed 4242 example 1668, a sealed record saying "applied"
+    # over a file whose hunk was not. Here a record (sealed, ours, this manifest and diff) names the bytes of
+    # the overlapping tree under another code fingerprint: the file stays ambiguous and nothing is written.
+    import hashlib
+    import json
+
+    from patchkit.run.fastpath import add_block
+
+    root = _setup(tmp_path, registry, OVER_B, OVER_T, OVER_B, context=1)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    record_path = root / ".patchkit" / "applied" / "p.json"
+    raw = json.loads(record_path.read_bytes())
+    block = raw.pop("fast_path")
+    tree = OVER_T + b"# local\n"
+    block["files"][PATH] = {**block["files"][PATH], "sha256": hashlib.sha256(tree).hexdigest(), "size": len(tree)}
+    block["code"] = "f" * 64
+    del block["seal"]
+    record_path.write_bytes(add_block((json.dumps(raw, indent=2) + "\n").encode(), block))
+    write_tree(root, {PATH: tree})
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    _refuses_every_write(root, registry, tree)
