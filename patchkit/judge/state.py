@@ -439,6 +439,7 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
         return (j, k) if left and exact[k] and (k == count or certain[k]) else None
 
     out = list(located)
+    bounds: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     for i, (loc, possible) in enumerate(zip(located, places, strict=True)):
         if certain[i]:
             continue
@@ -446,7 +447,10 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
         others = [p for p in possible if (p.state, p.pos) != (loc.state, loc.pos)]
         run = anchored(i)
         if run is not None:
-            others = _rivals(places, located, gaps, run, i, others, len(content.lines))
+            if run not in bounds:
+                bounds[run] = _rivals(places, located, gaps, run, len(content.lines))
+            low, high = bounds[run]
+            others = [p for p in others if p.pos >= low[i] + gaps[i] and p.pos + p.span <= high[i + 1]]
             if not others:
                 continue
         seen = "; ".join(
@@ -463,37 +467,31 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
 
 
 def _rivals(places: Sequence[Sequence[Place]], located: Sequence[Located], gaps: Sequence[int],
-            run: tuple[int, int], i: int, others: Sequence[Place], n: int) -> list[Place]:
-    """The places of hunk i, of those in `others`, that some placement of the run j..k-1 uses with every gap at
-    least the diff's (lines added, none removed), between its anchors: the end of hunk j-1 (or the start of the
-    file) and the start of hunk k (or the end of the file).
+            run: tuple[int, int], n: int) -> tuple[list[int], list[int]]:
+    """Where the hunks of the run j..k-1 can be with every gap at least the diff's (lines added, none removed),
+    between its anchors: the end of hunk j-1 (or the start of the file) and the start of hunk k (or the end of
+    the file). A place of hunk i fits when it starts at least gaps[i] past low[i] and ends at most high[i+1].
 
-    Only a lower bound on each gap, so the earliest end at each hunk is the best one for the hunks after it:
-    one greedy pass from the left anchor to hunk i, and one from the place tried to the right anchor."""
+    low[m]: the least line hunks j..m-1 can end at, placed in order from the left anchor; high[m]: the greatest
+    line hunk m-1 can end at with hunks m..k-1 still fitting before the right anchor (past n, or below 0: they
+    cannot). Only lower bounds on the gaps, so the earliest end (the latest start) is the best for the hunks
+    after (before) it: one pass each way, for every hunk of the run at once."""
     j, k = run
-    start = 0 if j == 0 else (located[j - 1].pos or 0) + located[j - 1].span
-    stop = n if k == len(located) else located[k].pos or 0
-
-    def earliest(at: int, first: int, last: int) -> int | None:
-        """The least end of hunks first..last-1 placed in order from line `at`; None if they do not fit."""
-        for m in range(first, last):
-            ends = [p.pos + p.span for p in places[m] if p.pos >= at + gaps[m]]
-            if not ends:
-                return None
-            at = min(ends)
-        return at
-
-    left = earliest(start, j, i)
-    if left is None:
-        return []
-    fitting = []
-    for place in others:
-        if place.pos < left + gaps[i]:
-            continue
-        right = earliest(place.pos + place.span, i + 1, k)
-        if right is not None and right + gaps[k] <= stop:
-            fitting.append(place)
-    return fitting
+    low = [n + 1] * (k + 1)
+    high = [-1] * (k + 1)
+    low[j] = 0 if j == 0 else (located[j - 1].pos or 0) + located[j - 1].span
+    for m in range(j, k):
+        ends = [p.pos + p.span for p in places[m] if p.pos >= low[m] + gaps[m]]
+        if not ends:
+            break
+        low[m + 1] = min(ends)
+    high[k] = (n if k == len(located) else located[k].pos or 0) - gaps[k]
+    for m in range(k - 1, j - 1, -1):
+        starts = [p.pos - gaps[m] for p in places[m] if p.pos + p.span <= high[m + 1]]
+        if not starts:
+            break
+        high[m] = max(starts)
+    return low, high
 
 
 def _nearest(readings: Sequence[Reading]) -> list[Reading]:
