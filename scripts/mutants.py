@@ -125,6 +125,17 @@ MUTANTS: tuple[Mutant, ...] = (
       "if not old_blob and not new_blob:", "if True:",
       ["tests/test_lookalikes.py", STATE],
       "the diff's blob ids never prove a reading: an undrifted file with its own look-alike reads ambiguous"),
+    m("overlap-rivals-ignored", "patchkit/judge/state.py",
+      "others = [p for p in others if p.pos >= low[i] + gaps[i] and p.pos + p.span <= high[i + 1]]",
+      "others = []",
+      ["tests/test_lookalikes.py", "tests/test_matching_reference.py"],
+      "a run of exact gaps excludes every other place, though one that overlaps the reading's place fits with "
+      "lines only added (seed 4242 example 1668: --complete wrote)"),
+    m("rivals-left-bound-strict", "patchkit/judge/state.py",
+      "ends = [p.pos + p.span for p in places[m] if p.pos >= low[m] + gaps[m]]",
+      "ends = [p.pos + p.span for p in places[m] if p.pos > low[m] + gaps[m]]",
+      ["tests/test_matching_reference.py"],
+      "a placement that keeps a gap exactly is not counted as fitting (one line too many asked)"),
     # ------------------------------------------------------------------------------------- --complete
     m("complete-on-conflict", "patchkit/run/actions.py",
       "(state is PatchState.PARTIAL and complete)",

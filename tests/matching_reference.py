@@ -1,7 +1,8 @@
 """The plain matcher, kept as an oracle: the reading rule as issue #16 first implemented it, before the inline
 fast paths of issue #15 (matching.read_file, _choices, simulate_git), and the order evidence of issue #23
-(matching.possible_places) by brute force. tests/test_matching_reference.py checks that the optimised matcher
-reads every generated file exactly as this one does.
+(matching.possible_places) and the gap evidence (state._unrivalled and _rivals) by brute force.
+tests/test_matching_reference.py checks that the optimised matcher reads every generated file exactly as this
+one does.
 
 An oracle never imports the code it checks: nothing here comes from patchkit.matching. Its own small records
 stand in for matching's (State for HunkState, Loc for Located, Read for Reading); the comparison maps both to
@@ -10,7 +11,7 @@ plain tuples. Only the diff's records (patchkit.hunks.Hunk, what both sides read
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple
@@ -199,6 +200,72 @@ def possible_places(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc]
 
     walk(0, 0, [])
     return [sorted(u, key=lambda place: (place[1], place[0] is State.APPLIED)) for u in used]
+
+
+def rivals(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc],
+           places: Sequence[Sequence[tuple[State, int]]]) -> list[list[tuple[State, int]] | None]:
+    """By brute force, for each hunk of a complete reading: None when it stands, else the other places that
+    nothing excludes (docs/judgement.md, section 3, "order and gaps").
+
+    A hunk stands when it has one possible place, or when it lies in a run of hunks that keeps every gap of the
+    diff exactly, from an anchor above (the start of the file, a hunk with one place) to an anchor below (a
+    hunk with one place, or the end of the file where the diff saw it: a hunk whose trailing context is
+    shorter than the section's context), and no placement of that run, every image from its possible places,
+    in order, with every gap at least the diff's, puts the hunk anywhere else."""
+    count = len(hunks)
+    n = len(content.lines)
+
+    def gap(i: int) -> int:  # the diff's unchanged lines before hunk i (0 after the last one)
+        if i == count:
+            return 0
+        return hunks[i].old_index - (hunks[i - 1].old_index + hunks[i - 1].old_len if i else 0)
+
+    ends = [(loc.pos or 0) + loc.span for loc in chosen]
+    exact = [(chosen[i].pos or 0) == (ends[i - 1] if i else 0) + gap(i) for i in range(count)]
+    context = max((max(h.leading, h.trailing) for h in hunks), default=0)
+    exact.append(hunks[-1].trailing < context and ends[-1] == n)
+    one = [len(p) == 1 for p in places]
+    out: list[list[tuple[State, int]] | None] = []
+    for i in range(count):
+        mine = (chosen[i].state, chosen[i].pos)
+        others = [p for p in places[i] if p != mine]
+        if one[i]:
+            out.append(None)
+            continue
+        j = i
+        while j > 0 and exact[j] and not one[j - 1]:
+            j -= 1
+        k = i + 1
+        while k < count and exact[k] and not one[k]:
+            k += 1
+        if not (exact[j] and (j == 0 or one[j - 1]) and exact[k] and (k == count or one[k])):
+            out.append(others)
+            continue
+        start = ends[j - 1] if j else 0
+        stop = n if k == count else chosen[k].pos or 0
+        used = {path[i - j] for path in _placements(hunks, places, gap, j, k, start, stop)}
+        found = [p for p in others if p in used]
+        out.append(found or None)
+    return out
+
+
+def _placements(hunks: Sequence[Hunk], places: Sequence[Sequence[tuple[State, int]]], gap: Callable[[int], int],
+                j: int, k: int, start: int, stop: int) -> list[tuple[tuple[State, int], ...]]:
+    """Every placement of hunks j..k-1 from their places, in order from line `start`, every gap at least the
+    diff's, the last one ending at least gap(k) before line `stop`."""
+    found: list[tuple[tuple[State, int], ...]] = []
+
+    def walk(m: int, at: int, path: tuple[tuple[State, int], ...]) -> None:
+        if m == k:
+            if at + gap(k) <= stop:
+                found.append(path)
+            return
+        for state, pos in places[m]:
+            if pos >= at + gap(m):
+                walk(m + 1, pos + len(image_of(hunks[m], state)), (*path, (state, pos)))
+
+    walk(j, start, ())
+    return found
 
 
 @dataclass(frozen=True)

@@ -47,8 +47,6 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from pathlib import Path
 
-import pytest
-
 from tests.conftest import Registry, cli, git, read_tree, write_tree
 
 EXAMPLES = int(os.environ.get("PATCHKIT_DIFF_EXAMPLES", "40"))
@@ -682,14 +680,12 @@ def test_differential_against_git() -> None:
     assert tally.cases >= EXAMPLES  # the generator really produced cases
 
 
-@pytest.mark.xfail(strict=True, reason="known wrong write, issue #23: a post-image copy that overlaps the real "
-                   "pre-image (it ends where the pre-image ends) is not named as a rival: the hunk reads unapplied "
-                   "instead of ambiguous, and apply --complete writes it")
 def test_seed_4242_example_1668_a_post_image_copy_overlapping_the_pre_image() -> None:
     """Found by the long run (PATCHKIT_DIFF_SEED=4242, PATCHKIT_DIFF_EXAMPLES=2000): the only wrong tree in 13,013.
     In src/engine/mod_2.py the -U1 hunk's post-image is at line 8 and its pre-image at lines 11-12, inside that
-    copy; the tree is partial, and `apply --complete` wrote a tree other than the construction's. Strict: this
-    test starts to pass (and so fails) once the rule is fixed; then drop the mark."""
+    copy; the tree is partial, and `apply --complete` wrote a tree other than the construction's (the reading with
+    the longer image kept every gap, and the one with the shorter image, the copy's other lines added, was not
+    named as a rival)."""
     tally = Tally()
     with scratch() as work:
         one_example(tally, work, random.Random("4242-1668"), 1668)

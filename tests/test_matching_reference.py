@@ -19,8 +19,9 @@ from collections.abc import Callable, Iterator, Sequence
 import pytest
 
 from patchkit.diff.hunks import Hunk
-from patchkit.judge import matching
+from patchkit.judge import matching, state
 from patchkit.judge.matching import FileLines, Reading
+from patchkit.outcome import HunkState
 from tests import matching_reference as reference
 
 EXAMPLES = int(os.environ.get("PATCHKIT_MATCHING_EXAMPLES", "400"))
@@ -114,6 +115,28 @@ def places(content: Sequence[bytes], hunks: Sequence[Hunk], reading: Reading) ->
     return [[(p.state.value, p.pos) for p in hunk] for hunk in ours], [[(s.value, p) for s, p in h] for h in plain]
 
 
+def rivals(content: Sequence[bytes], hunks: Sequence[Hunk], reading: Reading) -> list[object]:
+    """state._unrivalled on one complete reading: per hunk None (it stands) or the other places it names."""
+    lines = FileLines(tuple(content))
+    judged = state._unrivalled(lines, hunks, reading, matching.possible_places(lines, hunks, reading))
+    out: list[object] = []
+    for before, after in zip(reading.located, judged.located, strict=True):
+        if after.state is HunkState.AMBIGUOUS:
+            out.append(sorted(set(after.candidates[1:])))
+        else:
+            assert after == before
+            out.append(None)
+    return out
+
+
+def plain_rivals(content: Sequence[bytes], hunks: Sequence[Hunk], reading: Reading) -> list[object]:
+    """The reference's brute force on the same reading (the lines of the places it names)."""
+    chosen = [reference.Loc(reference.State(loc.state.value), *loc[1:]) for loc in reading.located]
+    plain = reference.Lines(content)
+    found = reference.rivals(plain, hunks, chosen, reference.possible_places(plain, hunks, chosen))
+    return [None if f is None else sorted({pos for _, pos in f}) for f in found]
+
+
 def disagreements(
     count: int, seed: int, read: Callable[[FileLines, Sequence[Hunk]], tuple[list[Reading], bool]]
 ) -> tuple[int, list[str]]:
@@ -132,6 +155,8 @@ def disagreements(
                     mine, theirs = places(content, hunks, reading)
                     if mine != theirs:
                         problems.append(f"file {n}: possible_places differs on {content!r}: {mine} != {theirs}")
+                    elif rivals(content, hunks, reading) != plain_rivals(content, hunks, reading):
+                        problems.append(f"file {n}: the gap evidence differs on {content!r} with {hunks!r}")
             for reverse in (False, True):
                 if matching.simulate_git(lines, hunks, reverse=reverse) != reference.simulate_git(
                     reference.Lines(content), hunks, reverse=reverse

@@ -402,26 +402,33 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
       *certain*, and so are the start of the file and, where the diff saw it (a hunk whose trailing context
       was cut short), its end;
     - gaps: between two certain anchors, a run of hunks that keeps every gap the diff has (the lines above the
-      first hunk, the unchanged lines between two hunks, the lines to the end) exactly is where the hunks are.
-      Lines added in that stretch would lengthen it, and a copy of an image is lines added, so no reading that
-      puts a copy there keeps every gap; a look-alike elsewhere does not matter.
+      first hunk, the unchanged lines between two hunks, the lines to the end) exactly is where the hunks are,
+      unless another placement of the run also fits with lines only *added* (_rivals): a copy of an image is
+      lines added, so a placement that puts a hunk on a copy must lengthen some gap, and the run's length is
+      fixed; it can only do so where it reads some hunk with its shorter image. That is the overlapping copy:
+      a post-image copy that ends with the real pre-image (or a pre-image copy around the real post-image)
+      keeps every gap for the longer image, and the shorter one, with the copy's other lines added, fits too.
     """
     count = len(hunks)
     located = reading.located
     certain = [len(p) == 1 for p in places]
-    # exact[i]: hunk i starts exactly the diff's gap past the end of hunk i-1 (for hunk 0: past the start);
-    # exact[count]: the last hunk ends at the end of the file, where the diff saw it end.
+    # gaps[i]: the diff's unchanged lines before hunk i (for hunk 0: above it; gaps[count]: after the last one,
+    # 0, counted only where the diff saw the end). exact[i]: hunk i starts exactly gaps[i] past the end of
+    # hunk i-1 (for hunk 0: past the start); exact[count]: the last hunk ends at the end of the file, where the
+    # diff saw it end.
+    gaps = [h.old_index - (0 if i == 0 else hunks[i - 1].old_index + hunks[i - 1].old_len)
+            for i, h in enumerate(hunks)] + [0]
     exact = [False] * (count + 1)
     end = 0
-    for i, (hunk, loc) in enumerate(zip(hunks, located, strict=True)):
+    for i, loc in enumerate(located):
         assert loc.pos is not None
-        gap = hunk.old_index if i == 0 else hunk.old_index - (hunks[i - 1].old_index + hunks[i - 1].old_len)
-        exact[i] = loc.pos == end + gap
+        exact[i] = loc.pos == end + gaps[i]
         end = loc.pos + loc.span
     size = max((max(h.leading, h.trailing) for h in hunks), default=0)
     exact[count] = hunks[-1].trailing < size and end == len(content.lines)
 
-    def anchored(i: int) -> bool:
+    def anchored(i: int) -> tuple[int, int] | None:
+        """The run (first hunk, the anchor past its last) of exact gaps between two anchors that holds hunk i."""
         j = i
         while exact[j] and j > 0 and not certain[j - 1]:
             j -= 1
@@ -429,14 +436,23 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
         k = i + 1
         while exact[k] and k < count and not certain[k]:
             k += 1
-        return left and exact[k] and (k == count or certain[k])
+        return (j, k) if left and exact[k] and (k == count or certain[k]) else None
 
     out = list(located)
+    bounds: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
     for i, (loc, possible) in enumerate(zip(located, places, strict=True)):
-        if certain[i] or anchored(i):
+        if certain[i]:
             continue
         assert loc.pos is not None
         others = [p for p in possible if (p.state, p.pos) != (loc.state, loc.pos)]
+        run = anchored(i)
+        if run is not None:
+            if run not in bounds:
+                bounds[run] = _rivals(places, located, gaps, run, len(content.lines))
+            low, high = bounds[run]
+            others = [p for p in others if p.pos >= low[i] + gaps[i] and p.pos + p.span <= high[i + 1]]
+            if not others:
+                continue
         seen = "; ".join(
             f"its {'post' if p.state is A else 'pre'}-image is also at line {p.pos + 1}" for p in others[:4]
         )
@@ -448,6 +464,34 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
             (loc.pos, *(p.pos for p in others)), loc.span,
         )
     return Reading(tuple(out), reading.expected)
+
+
+def _rivals(places: Sequence[Sequence[Place]], located: Sequence[Located], gaps: Sequence[int],
+            run: tuple[int, int], n: int) -> tuple[list[int], list[int]]:
+    """Where the hunks of the run j..k-1 can be with every gap at least the diff's (lines added, none removed),
+    between its anchors: the end of hunk j-1 (or the start of the file) and the start of hunk k (or the end of
+    the file). A place of hunk i fits when it starts at least gaps[i] past low[i] and ends at most high[i+1].
+
+    low[m]: the least line hunks j..m-1 can end at, placed in order from the left anchor; high[m]: the greatest
+    line hunk m-1 can end at with hunks m..k-1 still fitting before the right anchor (past n, or below 0: they
+    cannot). Only lower bounds on the gaps, so the earliest end (the latest start) is the best for the hunks
+    after (before) it: one pass each way, for every hunk of the run at once."""
+    j, k = run
+    low = [n + 1] * (k + 1)
+    high = [-1] * (k + 1)
+    low[j] = 0 if j == 0 else (located[j - 1].pos or 0) + located[j - 1].span
+    for m in range(j, k):
+        ends = [p.pos + p.span for p in places[m] if p.pos >= low[m] + gaps[m]]
+        if not ends:
+            break
+        low[m + 1] = min(ends)
+    high[k] = (n if k == len(located) else located[k].pos or 0) - gaps[k]
+    for m in range(k - 1, j - 1, -1):
+        starts = [p.pos - gaps[m] for p in places[m] if p.pos + p.span <= high[m + 1]]
+        if not starts:
+            break
+        high[m] = max(starts)
+    return low, high
 
 
 def _nearest(readings: Sequence[Reading]) -> list[Reading]:
