@@ -31,6 +31,7 @@ pytest -s -q tests/test_differential.py`.
 
 from __future__ import annotations
 
+import difflib
 import io
 import itertools
 import json
@@ -437,8 +438,9 @@ def filtered_diff(sections: Sequence[Section], steps: Sequence[Step], base: dict
                   kept: frozenset[int]) -> bytes | None:
     """The diff without the hunks not `kept`, written out as git would read it: each kept hunk's header where
     its old lines sit in the file the kept hunks before it made (by identity), its new side moved by the kept
-    hunks above it in its section. None when a kept hunk's old lines are not together there (it builds on a
-    dropped hunk: no header can make git apply it)."""
+    hunks above it in its section. None when a kept hunk's old lines are not together there, or not at the end
+    of the file for a hunk without trailing context (it builds on a dropped hunk: no header makes git apply
+    it)."""
     current = {p: list(v) for p, v in base.items()}
     out: list[bytes] = []
     for s, section in enumerate(sections):
@@ -451,8 +453,8 @@ def filtered_diff(sections: Sequence[Section], steps: Sequence[Step], base: dict
                 continue
             h = step.hunk
             at = find_run(lines, step.old_ids)
-            if at is None:
-                return None
+            if at is None or (h.trailing == 0 and at + h.old_len != len(lines)):
+                return None  # (git pins a hunk without trailing context to the end of the file)
             new_at = at + growth
             rows += [b"@@ -%d,%d +%d,%d @@\n" % (at + 1 if h.old_len else at, h.old_len,
                                                   new_at + 1 if h.new_len else new_at, h.new_len), *h.text[1:]]
@@ -872,6 +874,20 @@ def top_edit(rng: random.Random, lines: Lines, kind: str) -> Lines:
     return [*(random_line(rng, 700 + j, kind) for j in range(rng.randint(1, 4))), *lines]
 
 
+def near_edit(rng: random.Random, before: Lines, lines: Lines, kind: str) -> Lines:
+    """An edit of `lines`, half the time right next to (or inside) what the step before changed, so that the
+    later hunk's context is the earlier one's post-image."""
+    changed = [(j1, j2) for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, before, lines, autojunk=False)
+               .get_opcodes() if tag != "equal"]
+    if not changed or rng.random() < 0.5:
+        return random_edit(rng, lines, kind)
+    j1, j2 = rng.choice(changed)
+    at = max(0, min(len(lines), rng.randint(j1 - 2, j2 + 2)))
+    out = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
+    out[at:at + rng.randint(0, 2)] = [random_line(rng, 800 + k, kind) for k in range(rng.randint(1, 2))]
+    return out
+
+
 def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> None:
     """B -> M -> T on drifted trees: the diff touching each file twice, the same steps as a stacked series,
     and the diff touching a file twice with hunk excludes (in either section); for the last, the oracle is
@@ -880,7 +896,7 @@ def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> 
     paths = [f"src/engine/mod_{k}.py" for k in range(rng.randint(1, 2))]
     base = {p: random_file(rng, kind) for p in paths}
     middle = {p: top_edit(rng, random_edit(rng, base[p], kind), kind) for p in paths}
-    top = {p: top_edit(rng, random_edit(rng, middle[p], kind), kind) for p in paths}
+    top = {p: top_edit(rng, near_edit(rng, base[p], middle[p], kind), kind) for p in paths}
     if middle == base or top == middle:
         return
     context = rng.choice([c for c in CONTEXTS if c])
@@ -936,6 +952,11 @@ def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> 
     filtered = filtered_diff(sections, steps, ids, kept)
     if filtered is None:  # a kept hunk builds on a dropped one: git cannot apply the filtered diff anywhere
         tally.verdicts["excludes: a kept hunk builds on a dropped one"] += 1
+        return
+    pristine, whole = construct(ids, steps, frozenset()), construct(ids, steps, kept)
+    assert pristine is not None
+    if git_result(work, pristine, filtered) != whole:  # the two oracles: git on the filtered diff, construction
+        tally.crashes.append(f"{label}: git apply of the filtered diff does not give the construction")
         return
     folder = registry.add("twice-x", twice, strip=2)
     add_hunk_excludes(folder, path, [steps[k].number for k in dropped])
@@ -1006,8 +1027,10 @@ def same_line_example(tally: Tally, work: Path, rng: random.Random, number: int)
             name = ("base" if not applied else "target" if applied == every else "only the same-line file"
                     if applied == only_same else "only the others" if applied == every - only_same else "subset")
             truth = truth_by_construction(ids, steps, tree, every, choices, drifts)
+            group = "same-line" if not d else "same-line drifted" if any(x.path == same for x in d) else \
+                "same-line, others drifted"
             judge_case(tally, work, registry_path, "p", f"{label} {'drifted ' if d else ''}{name}", diff, tree,
-                       truth, "same-line drifted" if d else "same-line")
+                       truth, group)
 
 
 def run_examples(worker: int) -> Tally:
