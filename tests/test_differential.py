@@ -570,13 +570,14 @@ def scratch() -> Iterator[Path]:
 
 
 def git_result(work: Path, tree: dict[str, bytes], diff: bytes, *args: str) -> dict[str, bytes] | None:
-    """What real `git apply -p2 [args]` makes of the tree (None when it refuses)."""
+    """What real `git apply -p2 [args]` makes of the tree (None when it refuses); an -pN in args replaces -p2."""
     root = work / "git"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     write_tree(root, tree)
     (work / "patch.diff").write_bytes(diff)
-    done = git(root, "apply", "-p2", *args, str(work / "patch.diff"), check=False)
+    strip = [] if any(a.startswith("-p") for a in args) else ["-p2"]
+    done = git(root, "apply", *strip, *args, str(work / "patch.diff"), check=False)
     if done.returncode != 0:
         return None
     return {p: data for p, (data, _) in read_tree(root).items()}
@@ -960,6 +961,12 @@ def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> 
         return
     folder = registry.add("twice-x", twice, strip=2)
     add_hunk_excludes(folder, path, [steps[k].number for k in dropped])
+    shown = cli("show", "twice-x", "--patches", registry_path)  # patchkit's own filtered diff: git applies it too
+    if shown.code != 0 or git_result(work, pristine, shown.out.encode(), "-p1") != whole:
+        tally.wrong.append(f"{label}: `patchkit show` of the filtered hunk set (exit {shown.code}) does not make "
+                           "the construction under git apply")
+        tally.wrong_by["excludes show"] += 1
+        progress(f"WRONG {tally.wrong[-1]}")
     kept_lower = kept & lower
     kept_choices = all_subsets(kept, [kept_lower])
     drifts: list[tuple[Drift, ...]] = [(), drift] if drift else [()]
@@ -1130,6 +1137,9 @@ def test_hunk_excludes_in_a_file_touched_twice_move_the_later_section(tmp_path: 
         assert (got, json.loads(out)["state"]) == (code, state), out
     code, after, out = run_patchkit(work, registry, "p", pristine, "apply")
     assert (code, after) == (0, whole), out
+    shown = cli("show", "p", "--patches", registry)  # the filtered hunk set as a diff: git applies it too
+    assert shown.code == 0 and b"@@ -6,5 +6,5 @@" in shown.out.encode(), shown.out
+    assert git_result(work, pristine, shown.out.encode(), "-p1") == whole
     code, after, out = run_patchkit(work, registry, "p", first, "apply", "--complete")
     assert (code, after) == (0, git_result(work, first, filtered[filtered.index(b"diff --git", 1):])), out
     code, after, out = run_patchkit(work, registry, "p", whole, "revert", "--force")
