@@ -36,7 +36,7 @@ Deterministic: PATCHKIT_DIFF_EXAMPLES (default 40 generated diffs, several trees
 choose the cases (each example draws from its own seed, so a run can be split); PATCHKIT_DIFF_JOBS runs the
 examples in that many processes (default 1). A long run prints its progress and counts as it goes (so a killed
 run still says how far it got and what it found), e.g. `PATCHKIT_DIFF_EXAMPLES=3000 PATCHKIT_DIFF_JOBS=2
-pytest -s -q tests/test_differential.py`. Cost, measured: 300 examples (about 2,100 trees) take 37 s of CPU
+pytest -s -q tests/test_differential.py`. Cost, measured: 300 examples (about 2,100 trees) take 40 s of CPU
 (patchkit, git and the test together), so 3,000 take about 6 CPU minutes: some 3 minutes on 2 quiet cores.
 """
 
