@@ -1159,3 +1159,42 @@ def test_hunk_excludes_in_a_file_touched_twice_move_the_later_section(tmp_path: 
     assert (code, after) == (0, git_result(work, first, filtered[filtered.index(b"diff --git", 1):])), out
     code, after, out = run_patchkit(work, registry, "p", whole, "revert", "--force")
     assert (code, after) == (0, git_result(work, whole, filtered, "-R")) == (0, pristine), out
+
+
+def test_hunk_excludes_in_a_file_touched_three_times(tmp_path: Path) -> None:
+    """Three sections of one file, a hunk dropped from each of the first two: the third section's hunks move by
+    what both dropped hunks did (B's first three lines deleted, four lines inserted in M), each by the ones above
+    it. Oracle: real `git apply` of the filtered diff written by identity; patchkit through the CLI."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = "src/engine/mod_0.py"
+    base = [b"line %d\n" % i for i in range(1, 41)]
+    middle = base[3:]  # hunk 1 (dropped)
+    middle[20] = b"changed in M\n"  # hunk 2
+    top = [*middle[:10], *(b"inserted %d\n" % i for i in range(4)), *middle[10:]]  # hunk 3 (dropped)
+    top[31] = b"changed in T\n"  # hunk 4
+    last = list(top)
+    last[1] = b"changed in U, near the top\n"  # hunk 5
+    last[36] = b"changed in U, below both\n"  # hunk 6
+    steps_made = ((base, middle), (middle, top), (top, last))
+    diff = b"".join(make_diff(work, {path: a}, {path: b}, 3, "") for a, b in steps_made)
+    sections = parse_sections(diff)
+    fresh = itertools.count()
+    ids = with_ids({path: base}, fresh)
+    steps = chain_steps(sections, ids, fresh)
+    assert [(st.section, st.number) for st in steps] == [(0, 1), (0, 2), (1, 3), (1, 4), (2, 5), (2, 6)]
+    kept = frozenset({1, 3, 4, 5})
+    filtered = filtered_diff(sections, steps, ids, kept)
+    pristine, whole = construct(ids, steps, frozenset()), construct(ids, steps, kept)
+    assert filtered is not None and pristine is not None and whole is not None
+    assert git_result(work, pristine, filtered) == whole
+    registry = tmp_path / "patches"
+    folder = Registry(registry).add("p", diff, strip=2)
+    add_hunk_excludes(folder, path, [1, 3])
+    for tree, state, code in ((pristine, "unapplied", 3), (whole, "applied", 0)):
+        got, _, out = run_patchkit(work, registry, "p", tree, "status", "--json")
+        assert (got, json.loads(out)["state"]) == (code, state), out
+    code, after, out = run_patchkit(work, registry, "p", pristine, "apply")
+    assert (code, after) == (0, whole), out
+    shown = cli("show", "p", "--patches", registry)
+    assert shown.code == 0 and git_result(work, pristine, shown.out.encode(), "-p1") == whole, shown.out
