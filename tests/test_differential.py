@@ -407,7 +407,7 @@ def construct(base: dict[str, list[IdLine]], steps: Sequence[Step], applied: fro
     not there together (it builds on a hunk that is not applied)."""
     current = {p: list(v) for p, v in base.items()}
     for k, step in enumerate(steps):
-        if k in applied:
+        if k in applied and step.path in current:
             lines = current[step.path]
             at = find_run(lines, step.old_ids)
             if at is None:
@@ -483,23 +483,35 @@ def filtered_diff(sections: Sequence[Section], steps: Sequence[Step], base: dict
 
 
 def truth_by_construction(base: dict[str, list[IdLine]], steps: Sequence[Step], tree: dict[str, bytes],
-                          every: frozenset[int], choices: Sequence[frozenset[int]],
-                          drifts: Sequence[tuple[Drift, ...]]) -> Truth:
-    """Every state a construction that gives these very bytes has, with the trees apply and revert must give."""
+                          every: frozenset[int], choices: Sequence[frozenset[int]], drift: tuple[Drift, ...]
+                          ) -> Truth:
+    """Every state a construction that gives these very bytes has, with the trees apply and revert must give.
+
+    The constructions: any set of the hunks `every` (all subsets of a file's, up to 6; else `choices`) with any
+    part of the drift, file by file (a drift that plants an image can give the very bytes a hunk gives)."""
+    options: list[list[tuple[frozenset[int], tuple[Drift, ...]]]] = []
+    for path in sorted(tree):
+        mine = frozenset(k for k in every if steps[k].path == path)
+        sets = all_subsets(mine, [c & mine for c in choices])
+        edits = [d for d in drift if d.path == path]
+        parts = [tuple(c) for r in range(len(edits) + 1) for c in combinations(edits, r)]
+        one = {path: base[path]}
+        found = [(applied, part) for applied in sets for part in parts
+                 if (built := construct(one, steps, applied, part)) is not None and built[path] == tree[path]]
+        assert found, "the tree is one of the constructions"
+        options.append(found)
     states: set[str] = set()
     forward: dict[str, list[dict[str, bytes]]] = {}
     reverse: dict[str, list[dict[str, bytes]]] = {}
-    for drift in drifts:
-        for applied in choices:
-            if construct(base, steps, applied, drift) != tree:
-                continue
-            state = "unapplied" if not applied else "applied" if applied == every else "partial"
-            states.add(state)
-            for store, goal in ((forward, every), (reverse, frozenset[int]())):
-                result = construct(base, steps, goal, drift)
-                assert result is not None
-                store.setdefault(state, []).append(result)
-    assert states, "the tree is one of the constructions"
+    for combination in itertools.islice(itertools.product(*options), 64):
+        applied = frozenset[int]().union(*(a for a, _ in combination))
+        edits_used = tuple(d for _, part in combination for d in part)
+        state = "unapplied" if not applied else "applied" if applied == every else "partial"
+        states.add(state)
+        for store, goal in ((forward, every), (reverse, frozenset[int]())):
+            result = construct(base, steps, goal, edits_used)
+            assert result is not None
+            store.setdefault(state, []).append(result)
     return Truth(frozenset(states), forward, reverse)
 
 
@@ -943,7 +955,7 @@ def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> 
     if drift:
         for name, tree in zip(("base", "middle", "top"), trees, strict=True):
             assert tree is not None
-            truth = truth_by_construction(ids, steps, tree, every, choices, [(), drift])
+            truth = truth_by_construction(ids, steps, tree, every, choices, drift)
             alike = " look-alike" if has_lookalike([tree, *trees], steps, every) else ""
             judge_case(tally, work, registry_path, "twice", f"{label} touched twice, drifted {name}", twice, tree,
                        truth, f"twice drifted{alike}")
@@ -992,7 +1004,7 @@ def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> 
             assert tree is not None
             if name == "first section" and kept_lower in (frozenset(), kept):
                 continue
-            truth = truth_by_construction(ids, steps, tree, kept, kept_choices, drifts)
+            truth = truth_by_construction(ids, steps, tree, kept, kept_choices, drift)
             alike = " look-alike" if has_lookalike([tree, *made], steps, kept) else ""
             judge_case(tally, work, registry_path, "twice-x",
                        f"{label} touched twice, hunks {sorted(steps[k].number for k in dropped)} of {path} "
@@ -1049,7 +1061,7 @@ def same_line_example(tally: Tally, work: Path, rng: random.Random, number: int)
             assert tree is not None
             name = ("base" if not applied else "target" if applied == every else "only the same-line file"
                     if applied == only_same else "only the others" if applied == every - only_same else "subset")
-            truth = truth_by_construction(ids, steps, tree, every, choices, drifts)
+            truth = truth_by_construction(ids, steps, tree, every, choices, drift)
             group = "same-line" if not d else "same-line drifted" if any(x.path == same for x in d) else \
                 "same-line, others drifted"
             judge_case(tally, work, registry_path, "p", f"{label} {'drifted ' if d else ''}{name}", diff, tree,
