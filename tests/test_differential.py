@@ -1251,3 +1251,20 @@ def test_seed_7_chain_91_a_same_line_hunk_read_applied_to_fit_the_next_hunks_off
     Registry(registry).add("p", diff, strip=2)
     code, _, out = run_patchkit(work, registry, "p", tree, "status", "--json")
     assert (code, json.loads(out)["state"]) in ((3, "unapplied"), (5, "ambiguous")), out
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known wrong verdict and write, issue #23: a hunk at "
+                   "the end of the file that "
+                   "adds a copy of its last line (pre-image [G], post-image [G, G]: both at the end) in the later "
+                   "section of a file touched twice reads applied on a drifted tree where it is not")
+def test_seed_8_chain_955_an_end_of_file_hunk_that_repeats_the_last_line() -> None:
+    """Found by the chain generator (PATCHKIT_DIFF_SEED=8, PATCHKIT_DIFF_EXAMPLES=1000, chain 955; kernels, -U1,
+    myers): mod_0.py's second section ends with `@@ -44 +45,2 @@` (` G`, `+G`, no trailing context). On the
+    drifted base tree (truly unapplied: no subset of the hunks with any part of the drift gives its bytes
+    otherwise) that hunk reads applied, the file partial and the stacked series (unapplied, partial); on the
+    drifted middle tree `apply --complete` writes a tree other than the construction's. Replayed from the
+    generator, as the seed 4242 case is. Strict: once fixed this passes (and so fails); then drop the mark."""
+    tally = Tally()
+    with scratch() as work:
+        chain_example(tally, work, random.Random("8-955"), 955)
+    assert not tally.wrong, tally.wrong
