@@ -9,6 +9,16 @@ lines inserted above or between hunks, and with planted copies of a hunk's pre- 
 distances above and below its real site (alone or with company); files touched twice in one diff (B -> M -> T
 concatenated) and stacked patches of a series (`apply --all`).
 
+Constructions by line identity (chain_example, same_line_example) add trees that drifted (unrelated edits,
+inserts and deletions between the hunks, in the diff's files and in a file it never touches, some of them
+planted copies of an image), so the diff's index blob ids prove nothing: B -> M -> T touched twice and as a
+stacked series (the later step often edits right next to the earlier one, so its context is the earlier
+post-image); the same diff with hunk excludes in either section, whose oracle is real `git apply` of a filtered
+diff this file writes itself (headers placed by identity, filtered_diff), and `patchkit show` of that hunk set
+must make the same tree; and a file whose pre- and post-image sit at the same line (a block inserted next to a
+copy of itself: one more JSON list element, a duplicated test block) in a patch whose other files read one way
+only, on pristine, patched and partial trees (only that file patched, only the others).
+
 Oracles, never patchkit's own code: the construction (the true state, the true result of apply, revert and
 --complete; a tree whose bytes another construction of the same example also gives has that one's truth too)
 and real `git apply` on the same tree. Each tree counts as one of:
@@ -26,12 +36,15 @@ Deterministic: PATCHKIT_DIFF_EXAMPLES (default 40 generated diffs, several trees
 choose the cases (each example draws from its own seed, so a run can be split); PATCHKIT_DIFF_JOBS runs the
 examples in that many processes (default 1). A long run prints its progress and counts as it goes (so a killed
 run still says how far it got and what it found), e.g. `PATCHKIT_DIFF_EXAMPLES=3000 PATCHKIT_DIFF_JOBS=2
-pytest -s -q tests/test_differential.py`.
+pytest -s -q tests/test_differential.py`. Cost, measured: 300 examples (about 2,100 trees) take 40 s of CPU
+(patchkit, git and the test together), so 3,000 take about 6 CPU minutes: some 3 minutes on 2 quiet cores.
 """
 
 from __future__ import annotations
 
+import difflib
 import io
+import itertools
 import json
 import multiprocessing
 import os
@@ -309,6 +322,223 @@ def images_elsewhere(lines: Lines, hunks: Sequence[Hunk], states: Sequence[bool]
     return False
 
 
+# ------------------------------------------------------------------------------ constructions by identity
+
+# For diffs whose sections build on each other (a file touched twice, a stacked series, hunk excludes) and
+# trees that drifted between the hunks: every line of B gets an identity, and each hunk, read off git's own
+# output, keeps the identities of its context lines and gives new ones to the lines it adds. A tree is built by
+# applying a chosen set of hunks where their old lines (by identity) are, then the drift. No line number of the
+# diff is used past its own section: the filtered diff's headers are where those identities sit.
+
+IdLine = tuple[int, bytes]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One hunk of a diff: its path, section, number in its path (1-based, across the path's sections, as
+    excludes count), and the identities of its old and new lines."""
+
+    path: str
+    section: int
+    number: int
+    hunk: Hunk
+    old_ids: tuple[int, ...]
+    new_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Drift:
+    """An unrelated edit: the lines `delete` (identities, none of them any hunk's; `anchor` the first) replaced
+    by `block`, or with none deleted, `block` inserted before the line `anchor`."""
+
+    path: str
+    anchor: int
+    delete: tuple[int, ...]
+    block: tuple[bytes, ...]
+
+
+def with_ids(files: dict[str, Lines], fresh: Iterator[int]) -> dict[str, list[IdLine]]:
+    return {p: [(next(fresh), line) for line in lines] for p, lines in files.items()}
+
+
+def chain_steps(sections: Sequence[Section], base: dict[str, list[IdLine]], fresh: Iterator[int]) -> list[Step]:
+    """Every hunk of the diff, in diff order, with the identities of its lines (each section read at its own
+    header lines, on the file the sections before it made)."""
+    current = {p: list(v) for p, v in base.items()}
+    numbers: Counter[str] = Counter()
+    steps: list[Step] = []
+    for s, section in enumerate(sections):
+        lines = current[section.path]
+        mine: list[Step] = []
+        for h in section.hunks:
+            old = lines[h.old_index:h.old_index + h.old_len]
+            assert tuple(b for _, b in old) == h.old, "the diff's header does not point at its old lines"
+            olds = iter(i for i, _ in old)
+            new_ids = []
+            for kind in (line[:1] for line in h.text[1:]):
+                if kind == b" ":
+                    new_ids.append(next(olds))
+                elif kind == b"-":
+                    next(olds)
+                elif kind == b"+":
+                    new_ids.append(next(fresh))
+            numbers[section.path] += 1
+            mine.append(Step(section.path, s, numbers[section.path], h, tuple(i for i, _ in old), tuple(new_ids)))
+        for step in reversed(mine):
+            h = step.hunk
+            lines[h.old_index:h.old_index + h.old_len] = list(zip(step.new_ids, h.new, strict=True))
+        steps += mine
+    return steps
+
+
+def find_run(lines: Sequence[IdLine], ids: Sequence[int]) -> int | None:
+    """Where the identities `ids` sit, in order and together (None: not so)."""
+    at = next((k for k, (i, _) in enumerate(lines) if i == ids[0]), None)
+    if at is None or tuple(i for i, _ in lines[at:at + len(ids)]) != tuple(ids):
+        return None
+    return at
+
+
+def construct(base: dict[str, list[IdLine]], steps: Sequence[Step], applied: frozenset[int],
+              drift: Sequence[Drift] = ()) -> dict[str, bytes] | None:
+    """The tree with the hunks `applied` (indexes into steps) and the drift; None when a hunk's old lines are
+    not there together (it builds on a hunk that is not applied)."""
+    current = {p: list(v) for p, v in base.items()}
+    for k, step in enumerate(steps):
+        if k in applied and step.path in current:
+            lines = current[step.path]
+            at = find_run(lines, step.old_ids)
+            if at is None:
+                return None
+            lines[at:at + len(step.old_ids)] = list(zip(step.new_ids, step.hunk.new, strict=True))
+    for d in drift:
+        lines = current[d.path]
+        at = find_run(lines, d.delete or (d.anchor,))
+        assert at is not None, "drift touches only lines no hunk has"
+        lines[at:at + len(d.delete)] = [(-1, line) for line in d.block]
+    return {p: b"".join(b for _, b in lines) for p, lines in current.items()}
+
+
+def choose_drift(rng: random.Random, base: dict[str, list[IdLine]], steps: Sequence[Step], kind: str
+                 ) -> tuple[Drift, ...]:
+    """One to three unrelated edits (insert, replace, delete) on lines no hunk of any section has, in the
+    diff's files or others; never the last line (it may lack its newline). A quarter of them plant a copy of
+    some hunk's pre- or post-image."""
+    used = {i for step in steps for i in step.old_ids}
+    drift: list[Drift] = []
+    taken: set[int] = set()
+    for _ in range(rng.randint(1, 3)):
+        path = rng.choice(sorted(base))
+        lines = base[path]
+        free = [k for k in range(len(lines) - 1) if lines[k][0] not in used | taken]
+        if not free:
+            continue
+        k = rng.choice(free)
+        size = 0 if rng.random() < 0.4 else 1 + (rng.random() < 0.3)
+        delete = tuple(i for i, _ in lines[k:k + size])
+        if len(delete) < size or used.intersection(delete) or taken.intersection(delete) or k + size >= len(lines):
+            size, delete = 0, ()
+        block = tuple(random_line(rng, 600 + j, kind) for j in range(rng.randint(0 if size else 1, 3)))
+        if steps and rng.random() < 0.25:  # a planted copy of some hunk's pre- or post-image
+            h = rng.choice(steps).hunk
+            block = tuple(line if line.endswith(b"\n") else line + b"\n" for line in rng.choice([h.old, h.new]))
+        drift.append(Drift(path, lines[k][0], delete, block))
+        taken.update({lines[k][0], *delete})
+    return tuple(drift)
+
+
+def filtered_diff(sections: Sequence[Section], steps: Sequence[Step], base: dict[str, list[IdLine]],
+                  kept: frozenset[int]) -> bytes | None:
+    """The diff without the hunks not `kept`, written out as git would read it: each kept hunk's header where
+    its old lines sit in the file the kept hunks before it made (by identity), its new side moved by the kept
+    hunks above it in its section. None when a kept hunk's old lines are not together there, or not at the end
+    of the file for a hunk without trailing context (it builds on a dropped hunk: no header makes git apply
+    it)."""
+    current = {p: list(v) for p, v in base.items()}
+    out: list[bytes] = []
+    for s, section in enumerate(sections):
+        lines = current[section.path]
+        rows: list[bytes] = []
+        placed: list[tuple[int, Step]] = []
+        growth = 0
+        for k, step in enumerate(steps):
+            if step.section != s or k not in kept:
+                continue
+            h = step.hunk
+            at = find_run(lines, step.old_ids)
+            if at is None or (h.trailing == 0 and at + h.old_len != len(lines)):
+                return None  # (git pins a hunk without trailing context to the end of the file)
+            new_at = at + growth
+            rows += [b"@@ -%d,%d +%d,%d @@\n" % (at + 1 if h.old_len else at, h.old_len,
+                                                  new_at + 1 if h.new_len else new_at, h.new_len), *h.text[1:]]
+            growth += h.growth
+            placed.append((at, step))
+        for at, step in reversed(placed):
+            lines[at:at + len(step.old_ids)] = list(zip(step.new_ids, step.hunk.new, strict=True))
+        if rows:
+            out += [*section.head, *rows]
+    return b"".join(out)
+
+
+def truth_by_construction(base: dict[str, list[IdLine]], steps: Sequence[Step], tree: dict[str, bytes],
+                          every: frozenset[int], choices: Sequence[frozenset[int]], drift: tuple[Drift, ...]
+                          ) -> Truth:
+    """Every state a construction that gives these very bytes has, with the trees apply and revert must give.
+
+    The constructions: any set of the hunks `every` (all subsets of a file's, up to 6; else `choices`) with any
+    part of the drift, file by file (a drift that plants an image can give the very bytes a hunk gives)."""
+    options: list[list[tuple[frozenset[int], tuple[Drift, ...]]]] = []
+    for path in sorted(tree):
+        mine = frozenset(k for k in every if steps[k].path == path)
+        sets = all_subsets(mine, [c & mine for c in choices])
+        edits = [d for d in drift if d.path == path]
+        parts = [tuple(c) for r in range(len(edits) + 1) for c in combinations(edits, r)]
+        one = {path: base[path]}
+        found = [(applied, part) for applied in sets for part in parts
+                 if (built := construct(one, steps, applied, part)) is not None and built[path] == tree[path]]
+        assert found, "the tree is one of the constructions"
+        options.append(found)
+    states: set[str] = set()
+    forward: dict[str, list[dict[str, bytes]]] = {}
+    reverse: dict[str, list[dict[str, bytes]]] = {}
+    for combination in itertools.islice(itertools.product(*options), 64):
+        applied = frozenset[int]().union(*(a for a, _ in combination))
+        edits_used = tuple(d for _, part in combination for d in part)
+        state = "unapplied" if not applied else "applied" if applied == every else "partial"
+        states.add(state)
+        for store, goal in ((forward, every), (reverse, frozenset[int]())):
+            result = construct(base, steps, goal, edits_used)
+            assert result is not None
+            store.setdefault(state, []).append(result)
+    return Truth(frozenset(states), forward, reverse)
+
+
+def has_lookalike(trees: Sequence[dict[str, bytes] | None], steps: Sequence[Step], chosen: frozenset[int]) -> bool:
+    """Does some image of a chosen hunk occur more than once, counting both images, in the tree or in the trees
+    apply and revert make of it (the round trip reads those too), or the one between the sections of a file
+    touched twice (the later section is judged on it)? A tree with one image of every hunk at one
+    place, and the other nowhere, has none."""
+    for tree in trees:
+        assert tree is not None
+        files = {p: io.BytesIO(data).readlines() for p, data in tree.items()}
+        for k in chosen:
+            h = steps[k].hunk
+            if sum(len(occurrences(files[steps[k].path], image, False, False)) for image in {h.old, h.new}) > 1:
+                return True
+    return False
+
+
+def all_subsets(every: frozenset[int], given: Sequence[frozenset[int]]) -> list[frozenset[int]]:
+    if len(every) > 6:
+        return list(dict.fromkeys([*given, frozenset(), every]))
+    return [frozenset(c) for r in range(len(every) + 1) for c in combinations(sorted(every), r)]
+
+
+def add_hunk_excludes(folder: Path, path: str, numbers: Sequence[int]) -> None:
+    manifest = folder / "manifest.toml"  # [exclude] is the manifest's last table
+    manifest.write_text(manifest.read_text() + f'"{path}" = {{ hunks = {sorted(numbers)}, reason = "not ported" }}\n')
+
+
 # ------------------------------------------------------------------------------------------------ running
 
 
@@ -324,6 +554,7 @@ class Tally:
     cautious_examples: list[str] = field(default_factory=list)
     refused_u0: int = 0
     examples: int = 0
+    wrong_by: Counter[str] = field(default_factory=Counter)  # wrong trees by group
 
     def add(self, other: Tally) -> None:
         self.cases += other.cases
@@ -336,6 +567,7 @@ class Tally:
         self.cautious_examples += other.cautious_examples[: max(0, 50 - len(self.cautious_examples))]
         self.refused_u0 += other.refused_u0
         self.examples += other.examples
+        self.wrong_by.update(other.wrong_by)
 
     def rate(self, *groups: str) -> str:
         trees = sum(self.trees[g] for g in groups)
@@ -349,7 +581,8 @@ class Tally:
             f"ambiguous on clean trees {self.rate('clean')}, on trees without a planted copy "
             f"{self.rate('clean', 'look-alike')}, with one {self.rate('decoy')}, where git refuses too "
             f"{self.ambiguous['git refuses']}; "
-            f"verdicts {dict(self.verdicts)}; {self.refused_u0} -U0 diffs refused at load"
+            f"verdicts {dict(self.verdicts)}; {self.refused_u0} -U0 diffs refused at load; by group (ambiguous, "
+            f"wrong): " + ", ".join(f"{g} {self.rate(g)} {self.wrong_by[g]}" for g in sorted(self.trees))
         )
 
 
@@ -362,13 +595,14 @@ def scratch() -> Iterator[Path]:
 
 
 def git_result(work: Path, tree: dict[str, bytes], diff: bytes, *args: str) -> dict[str, bytes] | None:
-    """What real `git apply -p2 [args]` makes of the tree (None when it refuses)."""
+    """What real `git apply -p2 [args]` makes of the tree (None when it refuses); an -pN in args replaces -p2."""
     root = work / "git"
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     write_tree(root, tree)
     (work / "patch.diff").write_bytes(diff)
-    done = git(root, "apply", "-p2", *args, str(work / "patch.diff"), check=False)
+    strip = [] if any(a.startswith("-p") for a in args) else ["-p2"]
+    done = git(root, "apply", *strip, *args, str(work / "patch.diff"), check=False)
     if done.returncode != 0:
         return None
     return {p: data for p, (data, _) in read_tree(root).items()}
@@ -429,13 +663,15 @@ def judge_case(tally: Tally, work: Path, registry: Path, patch: str, label: str,
             tally.trees["clean"] -= 1
             tally.trees[group] += 1
         tally.ambiguous[group] += 1
-        if group == "clean" and len(tally.cautious_examples) < 50:
+        if group not in ("decoy", "look-alike") and not group.endswith("look-alike") \
+                and len(tally.cautious_examples) < 50:
             doc = json.loads(out)
             doubts = [f"{f['path']} hunk {h['index']}: {h['detail']}" for f in doc["files"]
                       for h in f["hunks"] if h["state"] in ("ambiguous", "conflict")]
             doubts += [f"{f['path']}: {f['detail']}" for f in doc["files"]
                        if f["state"] in ("ambiguous", "conflict") and not f["hunks"]]
-            tally.cautious_examples.append(f"{label}: {sorted(truth.states)} read {verdict}: {'; '.join(doubts)}")
+            tally.cautious_examples.append(
+                f"{label} ({group}): {sorted(truth.states)} read {verdict}: {'; '.join(doubts)}")
     elif verdict not in truth.states:
         problems.append("a verdict that is not the tree's true state")
     for action, extra, writes, goal in ACTIONS[verdict]:
@@ -464,6 +700,7 @@ def judge_case(tally: Tally, work: Path, registry: Path, patch: str, label: str,
             problems.append(f"after {what} the tree reads exit {code}, not {goal}")
     if problems:
         tally.wrong += [f"{label} ({group}, truth {sorted(truth.states)}, verdict {verdict}): {p}" for p in problems]
+        tally.wrong_by[group] += 1
         progress(f"WRONG {tally.wrong[-1]}")
     elif verdict not in ("ambiguous", "conflict"):
         tally.right += 1
@@ -610,9 +847,10 @@ def two_step_example(tally: Tally, work: Path, rng: random.Random, number: int) 
 
 
 def series_case(tally: Tally, work: Path, registry: Path, label: str, tree: dict[str, bytes],
-                truth: tuple[str, str], forward: dict[str, bytes], reverse: dict[str, bytes]) -> None:
+                truth: tuple[str, str], forward: dict[str, bytes], reverse: dict[str, bytes],
+                group: str = "series") -> None:
     tally.cases += 1
-    tally.trees["series"] += 1
+    tally.trees[group] += 1
     code, _, out = run_patchkit(work, registry, "--all", tree, "status", "--json")
     if code not in (0, 3, 4, 5):
         tally.crashes.append(f"{label}: status --all exit {code}: {out[-300:]}")
@@ -624,10 +862,11 @@ def series_case(tally: Tally, work: Path, registry: Path, label: str, tree: dict
     if any(mine in ("applied", "unapplied", "partial") and mine != true for mine, true in zip(verdict, truth,
                                                                                                strict=True)):
         tally.wrong.append(f"{label}: the series reads {verdict}, truly {truth}")
+        tally.wrong_by[group] += 1
         progress(f"WRONG {tally.wrong[-1]}")
         return
     if any(v in ("ambiguous", "conflict") for v in verdict):
-        tally.ambiguous["series"] += 1
+        tally.ambiguous[group] += 1
         return
     for action, expected in (("apply", forward), ("revert", reverse)):
         code, after, out = run_patchkit(work, registry, "--all", tree, action, *(["--force"] * (action == "revert")))
@@ -637,9 +876,194 @@ def series_case(tally: Tally, work: Path, registry: Path, label: str, tree: dict
             tally.wrong.append(f"{label}: {action} --all wrote a tree other than the construction's")
         else:
             continue
+        tally.wrong_by[group] += 1
         progress(f"WRONG {tally.wrong[-1]}")
         return
     tally.right += 1
+
+
+OTHER = "src/engine/other.py"  # a file of the tree the diffs never touch (drift lands there too)
+
+
+def simple_hunks(sections: Sequence[Section]) -> bool:
+    """Every hunk has lines on both sides (no file emptied or filled from nothing: those are other tests')."""
+    return all(h.old_len and h.new_len for s in sections for h in s.hunks)
+
+
+def top_edit(rng: random.Random, lines: Lines, kind: str) -> Lines:
+    """Sometimes lines added or removed at the very top as well: a later section's hunk then starts at line 1 in
+    one reading of the file and not in the other (git pins a hunk at line 1 to the start of the file)."""
+    if rng.random() < 0.7 or len(lines) < 8:
+        return lines
+    if rng.random() < 0.5:
+        return lines[rng.randint(1, 4):]
+    return [*(random_line(rng, 700 + j, kind) for j in range(rng.randint(1, 4))), *lines]
+
+
+def near_edit(rng: random.Random, before: Lines, lines: Lines, kind: str) -> Lines:
+    """An edit of `lines`, half the time right next to (or inside) what the step before changed, so that the
+    later hunk's context is the earlier one's post-image."""
+    changed = [(j1, j2) for tag, _, _, j1, j2 in difflib.SequenceMatcher(None, before, lines, autojunk=False)
+               .get_opcodes() if tag != "equal"]
+    if not changed or rng.random() < 0.5:
+        return random_edit(rng, lines, kind)
+    j1, j2 = rng.choice(changed)
+    at = max(0, min(len(lines), rng.randint(j1 - 2, j2 + 2)))
+    out = [line if line.endswith(b"\n") else line + b"\n" for line in lines]
+    out[at:at + rng.randint(0, 2)] = [random_line(rng, 800 + k, kind) for k in range(rng.randint(1, 2))]
+    return out
+
+
+def chain_example(tally: Tally, work: Path, rng: random.Random, number: int) -> None:
+    """B -> M -> T on drifted trees: the diff touching each file twice, the same steps as a stacked series,
+    and the diff touching a file twice with hunk excludes (in either section); for the last, the oracle is
+    real `git apply` of the filtered diff this test writes itself (headers by identity, filtered_diff)."""
+    kind = rng.choice(KINDS)
+    paths = [f"src/engine/mod_{k}.py" for k in range(rng.randint(1, 2))]
+    base = {p: random_file(rng, kind) for p in paths}
+    middle = {p: top_edit(rng, random_edit(rng, base[p], kind), kind) for p in paths}
+    top = {p: top_edit(rng, near_edit(rng, base[p], middle[p], kind), kind) for p in paths}
+    if middle == base or top == middle:
+        return
+    context = rng.choice([c for c in CONTEXTS if c])
+    algorithm = rng.choice(ALGORITHMS)
+    first = make_diff(work, base, middle, context, algorithm)
+    twice = first + make_diff(work, middle, top, context, algorithm)
+    sections = parse_sections(twice)
+    if not simple_hunks(sections):
+        return
+    label = f"seed {SEED} chain {number} ({kind}, -U{context} {algorithm or 'myers'})"
+    fresh = itertools.count()
+    ids = with_ids({**base, OTHER: random_file(rng, kind)}, fresh)
+    steps = chain_steps(sections, ids, fresh)
+    every = frozenset(range(len(steps)))
+    first_sections = len(parse_sections(first))
+    lower = frozenset(k for k, step in enumerate(steps) if step.section < first_sections)
+    drift = choose_drift(rng, ids, steps, kind)
+    registry_path, series_path = work / f"patches-c-{number}", work / f"series-c-{number}"
+    registry_path.mkdir()
+    series_path.mkdir()
+    registry = Registry(registry_path)
+    registry.add("twice", twice, strip=2)
+    Registry(series_path).add("p1", first, strip=2)
+    Registry(series_path).add("p2", twice[len(first):], strip=2, extra='after = ["p1"]')
+    choices = all_subsets(every, [lower])
+    layers = [frozenset[int](), lower, every]
+    trees = [construct(ids, steps, applied, drift) for applied in layers]
+    if drift:
+        for name, tree in zip(("base", "middle", "top"), trees, strict=True):
+            assert tree is not None
+            truth = truth_by_construction(ids, steps, tree, every, choices, drift)
+            alike = " look-alike" if has_lookalike([tree, *trees], steps, every) else ""
+            judge_case(tally, work, registry_path, "twice", f"{label} touched twice, drifted {name}", twice, tree,
+                       truth, f"twice drifted{alike}")
+        if trees[0] != trees[1] != trees[2] != trees[0]:  # else the series' truth is not one pair of states
+            for name, tree, states in zip(("base", "middle", "top"), trees,
+                                          (("unapplied", "unapplied"), ("applied", "unapplied"),
+                                           ("applied", "applied")), strict=True):
+                assert tree is not None and trees[0] is not None and trees[2] is not None
+                alike = " look-alike" if has_lookalike([tree, *trees], steps, every) else ""
+                series_case(tally, work, series_path, f"{label} stacked, drifted {name}", tree, states, trees[2],
+                            trees[0], group=f"series drifted{alike}")
+    # Hunk excludes in a file touched twice: drop a proper subset of some section's hunks.
+    path = rng.choice(paths)
+    mine = [k for k, step in enumerate(steps) if step.path == path]
+    dropped: set[int] = set()
+    for s in sorted({steps[k].section for k in mine}):
+        hunks = [k for k in mine if steps[k].section == s]
+        if len(hunks) > 1 and rng.random() < 0.7:
+            dropped.update(rng.sample(hunks, rng.randint(1, len(hunks) - 1)))
+    if not dropped:
+        return
+    kept = every - dropped
+    filtered = filtered_diff(sections, steps, ids, kept)
+    if filtered is None:  # a kept hunk builds on a dropped one: git cannot apply the filtered diff anywhere
+        tally.verdicts["excludes: a kept hunk builds on a dropped one"] += 1
+        return
+    pristine, whole = construct(ids, steps, frozenset()), construct(ids, steps, kept)
+    assert pristine is not None
+    if git_result(work, pristine, filtered) != whole:  # the two oracles: git on the filtered diff, construction
+        tally.crashes.append(f"{label}: git apply of the filtered diff does not give the construction")
+        return
+    folder = registry.add("twice-x", twice, strip=2)
+    add_hunk_excludes(folder, path, [steps[k].number for k in dropped])
+    shown = cli("show", "twice-x", "--patches", registry_path)  # patchkit's own filtered diff: git applies it too
+    if shown.code != 0 or git_result(work, pristine, shown.out.encode(), "-p1") != whole:
+        tally.wrong.append(f"{label}: `patchkit show` of the filtered hunk set (exit {shown.code}) does not make "
+                           "the construction under git apply")
+        tally.wrong_by["excludes show"] += 1
+        progress(f"WRONG {tally.wrong[-1]}")
+    kept_lower = kept & lower
+    kept_choices = all_subsets(kept, [kept_lower])
+    drifts: list[tuple[Drift, ...]] = [(), drift] if drift else [()]
+    for d in drifts:
+        made = [construct(ids, steps, applied, d) for applied in (frozenset[int](), kept_lower, kept)]
+        for name, tree in zip(("base", "first section", "whole"), made, strict=True):
+            assert tree is not None
+            if name == "first section" and kept_lower in (frozenset(), kept):
+                continue
+            truth = truth_by_construction(ids, steps, tree, kept, kept_choices, drift)
+            alike = " look-alike" if has_lookalike([tree, *made], steps, kept) else ""
+            judge_case(tally, work, registry_path, "twice-x",
+                       f"{label} touched twice, hunks {sorted(steps[k].number for k in dropped)} of {path} "
+                       f"excluded, {'drifted ' if d else ''}{name}", filtered, tree, truth,
+                       f"excludes{' drifted' if d else ''}{alike}")
+
+
+def same_line_example(tally: Tally, work: Path, rng: random.Random, number: int) -> None:
+    """A file whose pre- and post-image sit at the same line (a block inserted next to a copy of itself: one
+    more element of a JSON list, a duplicated test block) in a patch whose other files read unambiguously:
+    pristine, patched and partial trees (only that file patched, only the others), plain and drifted."""
+    kind = rng.choice(["json", "params", "kernels", "synthetic"])
+    same = "src/engine/table.json" if kind == "json" else "src/engine/table_test.py"
+    others = [f"src/engine/mod_{k}.py" for k in range(rng.randint(1, 2))]
+    base: dict[str, Lines] = {same: random_file(rng, kind)}
+    size = rng.randint(1, min(4, len(base[same])))
+    start = rng.randrange(len(base[same]) - size + 1)
+    block = base[same][start:start + size]
+    at = start if rng.random() < 0.5 else start + size
+    after: dict[str, Lines] = {same: [*base[same][:at], *block, *base[same][at:]]}
+    for k, p in enumerate(others):  # distinct lines: these files read one way only
+        base[p] = [b"setting_%d_%d = %d\n" % (k, i, rng.randrange(10**6)) for i in range(rng.randint(6, 30))]
+        edited = list(base[p])
+        for _ in range(rng.randint(1, 2)):
+            edited[rng.randrange(len(edited))] = b"setting_%d_x = %d\n" % (k, rng.randrange(10**6))
+        after[p] = edited
+    if any(after[p] == base[p] for p in base):
+        return
+    context = rng.choice([c for c in CONTEXTS if c])
+    algorithm = rng.choice(ALGORITHMS)
+    diff = make_diff(work, base, after, context, algorithm)
+    sections = parse_sections(diff)
+    if not simple_hunks(sections):
+        return
+    label = f"seed {SEED} same-line {number} ({kind}, {size}-line block, -U{context} {algorithm or 'myers'})"
+    registry_path = work / f"patches-s-{number}"
+    registry_path.mkdir()
+    Registry(registry_path).add("p", diff, strip=2)
+    fresh = itertools.count()
+    ids = with_ids({**base, OTHER: random_file(rng, kind)}, fresh)
+    steps = chain_steps(sections, ids, fresh)
+    every = frozenset(range(len(steps)))
+    only_same = frozenset(k for k in every if steps[k].path == same)
+    variants = [frozenset[int](), every, only_same, every - only_same]
+    if len(every) > 1:
+        variants.append(frozenset(rng.sample(sorted(every), rng.randint(1, len(every) - 1))))
+    variants = list(dict.fromkeys(variants))
+    drift = choose_drift(rng, ids, steps, kind)
+    drifts: list[tuple[Drift, ...]] = [(), drift] if drift else [()]
+    choices = all_subsets(every, variants)
+    for d in drifts:
+        for applied in variants:
+            tree = construct(ids, steps, applied, d)
+            assert tree is not None
+            name = ("base" if not applied else "target" if applied == every else "only the same-line file"
+                    if applied == only_same else "only the others" if applied == every - only_same else "subset")
+            truth = truth_by_construction(ids, steps, tree, every, choices, drift)
+            group = "same-line" if not d else "same-line drifted" if any(x.path == same for x in d) else \
+                "same-line, others drifted"
+            judge_case(tally, work, registry_path, "p", f"{label} {'drifted ' if d else ''}{name}", diff, tree,
+                       truth, group)
 
 
 def run_examples(worker: int) -> Tally:
@@ -650,8 +1074,12 @@ def run_examples(worker: int) -> Tally:
     with scratch() as work:
         for number in range(worker, EXAMPLES, JOBS):
             rng = random.Random(f"{SEED}-{number}")
-            if number % 6 == 5:
+            if number % 8 == 5:
                 two_step_example(tally, work, rng, number)
+            elif number % 8 == 3:
+                chain_example(tally, work, rng, number)
+            elif number % 8 == 7:
+                same_line_example(tally, work, rng, number)
             else:
                 one_example(tally, work, rng, number)
             tally.examples += 1
@@ -672,11 +1100,16 @@ def test_differential_against_git() -> None:
                 tally.add(part)
     progress(f"\n{tally.summary()} in {time.monotonic() - started:.0f}s")
     for example in tally.cautious_examples[:10]:
-        progress(f"  ambiguous on a clean tree: {example}")
+        progress(f"  ambiguous on a tree without a look-alike: {example}")
     assert not tally.crashes, "\n".join(tally.crashes[:10])
     assert not tally.wrong, "\n".join(tally.wrong[:10])
     clean = tally.trees["clean"]
     assert tally.ambiguous["clean"] <= MAX_OVER_CAUTIOUS * clean, tally.summary()
+    # the chains on trees without a look-alike: touched twice and stacked (drifted), with hunk excludes
+    chains = [g for g in tally.trees
+              if g.startswith(("twice drifted", "series drifted", "excludes")) and "look-alike" not in g]
+    assert sum(tally.ambiguous[g] for g in chains) <= MAX_OVER_CAUTIOUS * sum(tally.trees[g] for g in chains), \
+        tally.summary()
     assert tally.cases >= EXAMPLES  # the generator really produced cases
 
 
@@ -689,4 +1122,145 @@ def test_seed_4242_example_1668_a_post_image_copy_overlapping_the_pre_image() ->
     tally = Tally()
     with scratch() as work:
         one_example(tally, work, random.Random("4242-1668"), 1668)
+    assert not tally.wrong, tally.wrong
+
+
+def test_hunk_excludes_in_a_file_touched_twice_move_the_later_section(tmp_path: Path) -> None:
+    """B -> M drops B's first five lines (hunk 1) and changes line 16 (hunk 2); M -> T changes M's line 2, a hunk
+    at line 1 of M. With hunk 1 excluded, the later section's lines sit five lines lower: git, given the filtered
+    diff with its headers, applies it at line 6. A model of git's search with M's header pins that hunk to the
+    start of the file, where it is not (the old code read the pristine tree as a conflict).
+
+    The oracle is real `git apply` of the filtered diff this test writes (filtered_diff: headers by identity);
+    patchkit is driven through the CLI."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = "src/engine/mod_0.py"
+    base = [b"line %d\n" % i for i in range(1, 31)]
+    middle = base[5:]
+    middle[10] = b"changed\n"
+    top = list(middle)
+    top[1] = b"top change\n"
+    twice = make_diff(work, {path: base}, {path: middle}, 3, "") + make_diff(work, {path: middle}, {path: top}, 3, "")
+    sections = parse_sections(twice)
+    fresh = itertools.count()
+    ids = with_ids({path: base}, fresh)
+    steps = chain_steps(sections, ids, fresh)
+    assert [(st.section, st.number, st.hunk.old_start) for st in steps] == [(0, 1, 1), (0, 2, 13), (1, 3, 1)]
+    kept = frozenset({1, 2})
+    filtered = filtered_diff(sections, steps, ids, kept)
+    assert filtered is not None and b"@@ -6,5 +6,5 @@" in filtered  # the later section, five lines lower
+    pristine, first, whole = (construct(ids, steps, applied) for applied in (frozenset(), frozenset({1}), kept))
+    assert pristine is not None and first is not None and whole is not None
+    assert git_result(work, pristine, filtered) == whole  # the oracle agrees with the construction
+    registry = tmp_path / "patches"
+    folder = Registry(registry).add("p", twice, strip=2)
+    add_hunk_excludes(folder, path, [1])
+    for tree, state, code in ((pristine, "unapplied", 3), (first, "partial", 4), (whole, "applied", 0)):
+        got, _, out = run_patchkit(work, registry, "p", tree, "status", "--json")
+        assert (got, json.loads(out)["state"]) == (code, state), out
+    code, after, out = run_patchkit(work, registry, "p", pristine, "apply")
+    assert (code, after) == (0, whole), out
+    shown = cli("show", "p", "--patches", registry)  # the filtered hunk set as a diff: git applies it too
+    assert shown.code == 0 and b"@@ -6,5 +6,5 @@" in shown.out.encode(), shown.out
+    assert git_result(work, pristine, shown.out.encode(), "-p1") == whole
+    code, after, out = run_patchkit(work, registry, "p", first, "apply", "--complete")
+    assert (code, after) == (0, git_result(work, first, filtered[filtered.index(b"diff --git", 1):])), out
+    code, after, out = run_patchkit(work, registry, "p", whole, "revert", "--force")
+    assert (code, after) == (0, git_result(work, whole, filtered, "-R")) == (0, pristine), out
+
+
+def test_hunk_excludes_in_a_file_touched_three_times(tmp_path: Path) -> None:
+    """Three sections of one file, a hunk dropped from each of the first two: the third section's hunks move by
+    what both dropped hunks did (B's first three lines deleted, four lines inserted in M), each by the ones above
+    it. Oracle: real `git apply` of the filtered diff written by identity; patchkit through the CLI."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = "src/engine/mod_0.py"
+    base = [b"line %d\n" % i for i in range(1, 41)]
+    middle = base[3:]  # hunk 1 (dropped)
+    middle[20] = b"changed in M\n"  # hunk 2
+    top = [*middle[:10], *(b"inserted %d\n" % i for i in range(4)), *middle[10:]]  # hunk 3 (dropped)
+    top[31] = b"changed in T\n"  # hunk 4
+    last = list(top)
+    last[1] = b"changed in U, near the top\n"  # hunk 5
+    last[36] = b"changed in U, below both\n"  # hunk 6
+    steps_made = ((base, middle), (middle, top), (top, last))
+    diff = b"".join(make_diff(work, {path: a}, {path: b}, 3, "") for a, b in steps_made)
+    sections = parse_sections(diff)
+    fresh = itertools.count()
+    ids = with_ids({path: base}, fresh)
+    steps = chain_steps(sections, ids, fresh)
+    assert [(st.section, st.number) for st in steps] == [(0, 1), (0, 2), (1, 3), (1, 4), (2, 5), (2, 6)]
+    kept = frozenset({1, 3, 4, 5})
+    filtered = filtered_diff(sections, steps, ids, kept)
+    pristine, whole = construct(ids, steps, frozenset()), construct(ids, steps, kept)
+    assert filtered is not None and pristine is not None and whole is not None
+    assert git_result(work, pristine, filtered) == whole
+    registry = tmp_path / "patches"
+    folder = Registry(registry).add("p", diff, strip=2)
+    add_hunk_excludes(folder, path, [1, 3])
+    for tree, state, code in ((pristine, "unapplied", 3), (whole, "applied", 0)):
+        got, _, out = run_patchkit(work, registry, "p", tree, "status", "--json")
+        assert (got, json.loads(out)["state"]) == (code, state), out
+    code, after, out = run_patchkit(work, registry, "p", pristine, "apply")
+    assert (code, after) == (0, whole), out
+    shown = cli("show", "p", "--patches", registry)
+    assert shown.code == 0 and git_result(work, pristine, shown.out.encode(), "-p1") == whole, shown.out
+
+
+_ATTN64 = b'  {"attn_fp16", attn_kernel<64>, 0},\n'
+_NORM64 = b'  {"norm_fp16", norm_kernel<64>, 2},\n'
+_TABLE = [  # seed 7 chain 91's mod_0.py, B: a C table of kernels
+    b"  // fallback\n", b"};\n", b'  {"gemm_fp16", gemm_kernel<64>, 1},\n', _ATTN64, b"};\n", b"};\n",
+    b'  {"norm_bf16", norm_kernel<128>, 1},\n', b"  // fallback\n", b'  {"gemm_fp16", gemm_kernel<128>, 2},\n',
+    b'  {"attn_fp16", attn_kernel<128>, 0},\n', _NORM64, b"#endif\n", b'  {"attn_bf16", attn_kernel<128>, 0},\n',
+    b'  {"attn_fp16", attn_kernel<64>, 2},\n', b'  {"gemm_fp16", gemm_kernel<128>, 0},\n', b"  // fallback\n",
+    b'  {"norm_fp16", norm_kernel<128>, 0},\n', b"};\n", b'  {"gemm_fp16", gemm_kernel<128>, 1},\n', _NORM64,
+    b'  {"attn_bf16", attn_kernel<64>, 0},\n', b'  {"norm_fp16", norm_kernel<128>, 1},\n',
+]
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known wrong verdict, issue #23: a same-line hunk "
+                   "(its post-image a prefix of its pre-image) and an offset below it: the reading that puts the "
+                   "next hunk at its header line wins, so a pristine drifted tree reads partial, not ambiguous")
+def test_seed_7_chain_91_a_same_line_hunk_read_applied_to_fit_the_next_hunks_offset(tmp_path: Path) -> None:
+    """Found by the chain generator (PATCHKIT_DIFF_SEED=7, PATCHKIT_DIFF_EXAMPLES=1000, chain 91: the file touched
+    twice and the stacked series, drifted base; minimised to the first section of one file).
+
+    `git diff --patience -U1` of B -> M gives hunk 1 `@@ -4,3 +4,2 @@` (` attn`, `-};`, ` };`: its post-image is
+    a prefix of its pre-image, both at line 4) and hunk 2 `@@ -20,2 +19,7 @@`. The tree is B with two unrelated
+    lines deleted (line 10 and the last line): truly unapplied. Read unapplied, hunk 2 sits one line above its
+    running line; read applied, hunk 1's `};` at line 6 is an extra line and hunk 2 sits at its header line. Both
+    readings need one unrelated edit, so the rule (docs/judgement.md) makes hunk 1 ambiguous; patchkit reads
+    hunk 1 applied and the file partial, and `apply --complete` would write hunk 2 alone. Strict: once the
+    judgement is fixed this passes (and so fails); then drop the mark."""
+    work = tmp_path / "work"
+    work.mkdir()
+    path = "src/engine/mod_0.py"
+    middle = [*_TABLE[:5], *_TABLE[6:20], _ATTN64, b"};\n", _NORM64, _ATTN64, b"};\n", *_TABLE[20:]]
+    diff = make_diff(work, {path: _TABLE}, {path: middle}, 1, "--patience")
+    if b"@@ -4,3 +4,2 @@" not in diff or b"@@ -20,2 +19,7 @@" not in diff:
+        raise RuntimeError(f"this git makes another diff of the case:\n{diff.decode()}")
+    tree = {path: b"".join(line for k, line in enumerate(_TABLE) if k not in (9, len(_TABLE) - 1))}
+    registry = tmp_path / "patches"
+    Registry(registry).add("p", diff, strip=2)
+    code, _, out = run_patchkit(work, registry, "p", tree, "status", "--json")
+    assert (code, json.loads(out)["state"]) in ((3, "unapplied"), (5, "ambiguous")), out
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known wrong verdict and write, issue #23: a hunk at "
+                   "the end of the file that "
+                   "adds a copy of its last line (pre-image [G], post-image [G, G]: both at the end) in the later "
+                   "section of a file touched twice reads applied on a drifted tree where it is not")
+def test_seed_8_chain_955_an_end_of_file_hunk_that_repeats_the_last_line() -> None:
+    """Found by the chain generator (PATCHKIT_DIFF_SEED=8, PATCHKIT_DIFF_EXAMPLES=1000, chain 955; kernels, -U1,
+    myers): mod_0.py's second section ends with `@@ -44 +45,2 @@` (` G`, `+G`, no trailing context). On the
+    drifted base tree (truly unapplied: no subset of the hunks with any part of the drift gives its bytes
+    otherwise) that hunk reads applied, the file partial and the stacked series (unapplied, partial); on the
+    drifted middle tree `apply --complete` writes a tree other than the construction's. Replayed from the
+    generator, as the seed 4242 case is. Strict: once fixed this passes (and so fails); then drop the mark."""
+    tally = Tally()
+    with scratch() as work:
+        chain_example(tally, work, random.Random("8-955"), 955)
     assert not tally.wrong, tally.wrong

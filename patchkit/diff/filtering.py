@@ -60,6 +60,7 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | Non
     file_excludes = [e for e in excludes if e.hunks is None]
     hunk_excludes = {e.pattern: e for e in excludes if e.hunks is not None}
     seen_hunks: dict[str, int] = {}  # path -> hunks numbered so far (a file touched twice counts on)
+    layers: dict[str, tuple[_Layer, ...]] = {}  # path -> its sections so far, when hunks of them were dropped
     for f in diff.files:
         hits = [e.pattern for e in file_excludes if any(match_exclude(e.pattern, p) for p in f.paths)]
         if hits:
@@ -67,9 +68,13 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | Non
             excluded.extend(p for p in f.paths if p not in excluded)
             continue
         drop = next((hunk_excludes[p] for p in f.paths if p in hunk_excludes), None)
+        below = layers.get(f.old_path, ()) if f.old_path is not None else ()
         if drop is not None:
-            f = _drop_hunks(f, drop, seen_hunks)
             used.add(drop.pattern)
+        if drop is not None or below:
+            f, layer = _drop_hunks(f, drop, seen_hunks, below)
+            if f.new_path is not None and (below or any(dropped for _, _, dropped in layer)):
+                layers[f.new_path] = (*below, layer)
         kept.append(f)
     dead = [e for e in excludes if e.pattern not in used]
     if dead:
@@ -100,30 +105,68 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | Non
     return HunkSet(diff.source, tuple(kept), tuple(excluded))
 
 
-def _drop_hunks(f: FilePatch, exclude: Exclude, seen: dict[str, int]) -> FilePatch:
-    """The section without the hunks the exclude drops, numbered across the file's sections in diff order."""
-    first = seen.get(exclude.pattern, 0)
-    seen[exclude.pattern] = first + len(f.hunks)
-    dropped = set(exclude.hunks or ())
-    # The headers git would see in the filtered diff: each kept hunk's new-side line moves up by the lines the
-    # dropped hunks above it added, so the model of git's search (matching.simulate_git) is git's on that diff.
+# One section of a path, as the filtered diff changes the lines of the file it makes: for each of its hunks
+# (the line of the section's new side from which on a line is past the hunk's change, 0-based; the lines it
+# added; whether an exclude dropped it).
+_Layer = tuple[tuple[int, int, bool], ...]
+
+
+def _filtered_line(x: int, layers: Sequence[_Layer]) -> int:
+    """0-based line `x` of the file the last of `layers` makes in the diff, as a line of the file the filtered
+    diff makes there: each section moves a line by what its hunks above it added, minus what the dropped ones did.
+
+    A line inside a dropped hunk's change has no place in the filtered file (git finds no match for a hunk that
+    needs it); it is taken as past the change."""
+    if not layers:
+        return x
+    past = [(growth, dropped) for start, growth, dropped in layers[-1] if start <= x]
+    grown = sum(growth for growth, _ in past)
+    kept = sum(growth for growth, dropped in past if not dropped)
+    return _filtered_line(x - grown, layers[:-1]) + kept
+
+
+def _drop_hunks(f: FilePatch, exclude: Exclude | None, seen: dict[str, int], below: Sequence[_Layer]
+                ) -> tuple[FilePatch, _Layer]:
+    """The section without the hunks the exclude drops (numbered across the file's sections in diff order), its
+    headers those git sees in the filtered diff; and the section's layer, for the sections after it.
+
+    `below` are the earlier sections of the same file: the lines their dropped hunks added are not in the
+    file this section reads, so its hunks move on both sides."""
+    dropped: set[int] = set()
+    first = 0
+    if exclude is not None:
+        first = seen.get(exclude.pattern, 0)
+        seen[exclude.pattern] = first + len(f.hunks)
+        dropped = set(exclude.hunks or ())
+    # The headers git would see in the filtered diff: each kept hunk's old-side line moves as the earlier
+    # sections' dropped hunks move it, its new-side line by that and by what the dropped hunks above it in this
+    # section added, so the model of git's search (matching.simulate_git) is git's on that diff.
     hunks: list[Hunk] = []
+    layer: list[tuple[int, int, bool]] = []
     growth = 0
     for n, h in enumerate(f.hunks, first + 1):
+        layer.append((h.new_index + h.new_len - h.trailing, h.new_len - h.old_len, n in dropped))
         if n in dropped:
             growth += h.new_len - h.old_len
-        elif growth:
-            hunks.append(replace(h, new_start=h.new_start - growth, dropped_growth=h.dropped_growth + growth))
+            continue
+        old_moved = h.old_index - _filtered_line(h.old_index, below)
+        if old_moved or growth:
+            hunks.append(replace(
+                h, old_start=h.old_start - old_moved, new_start=h.new_start - old_moved - growth,
+                dropped_old=h.dropped_old + old_moved, dropped_growth=h.dropped_growth + old_moved + growth,
+            ))
         else:
             hunks.append(h)
-    if not hunks and f.hunks and f.op is FileOp.MODIFY and f.mode_change is None:
+    if exclude is not None and not hunks and f.hunks and f.op is FileOp.MODIFY and f.mode_change is None:
         raise ExcludeError(
             f"exclude {exclude.pattern!r} drops every hunk of the file", exclude.pattern,
             hint=f'exclude the whole file instead: "{exclude.pattern}" = "{exclude.reason}"',
         )
-    # The file the filtered section makes is not the diff's new file: its blob id proves nothing any more.
-    new_blob = f.new_blob if len(hunks) == len(f.hunks) else None
-    return replace(f, hunks=tuple(hunks), new_blob=new_blob)
+    # The file the filtered section makes is not the diff's new file: its blob id proves nothing any more; nor,
+    # after an earlier section lost hunks, is the file it reads the diff's old one.
+    new_blob = f.new_blob if len(hunks) == len(f.hunks) and not below else None
+    old_blob = None if below else f.old_blob
+    return replace(f, hunks=tuple(hunks), old_blob=old_blob, new_blob=new_blob), tuple(layer)
 
 
 def _place(files: Sequence[FilePatch], path_map: PathMap, source: str) -> list[FilePatch]:

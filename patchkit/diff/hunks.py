@@ -39,9 +39,11 @@ class Hunk:
     new_lines: tuple[bytes, ...]
     leading: int  # context lines before the first change
     trailing: int  # context lines after the last change
-    # Lines the hunks that excludes dropped above this one in its section added: new_start is corrected by it
-    # (the header git would see in the filtered diff), and `header` still shows the diff's own line.
-    dropped_growth: int = 0
+    # How far the hunks that excludes dropped moved this one: old_start and new_start are the header git would
+    # see in the filtered diff (a file touched twice: the dropped hunks of its earlier sections move both
+    # sides), and `header` still shows the diff's own lines.
+    dropped_old: int = 0  # diff's old_start - old_start
+    dropped_growth: int = 0  # diff's new_start - new_start
 
     @property
     def at_end(self) -> bool:
@@ -53,7 +55,8 @@ class Hunk:
 
     @property
     def header(self) -> str:
-        return f"@@ -{self.old_start},{self.old_len} +{self.new_start + self.dropped_growth},{self.new_len} @@"
+        return (f"@@ -{self.old_start + self.dropped_old},{self.old_len} "
+                f"+{self.new_start + self.dropped_growth},{self.new_len} @@")
 
     @property
     def old_index(self) -> int:
