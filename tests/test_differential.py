@@ -1221,9 +1221,6 @@ _TABLE = [  # seed 7 chain 91's mod_0.py, B: a C table of kernels
 ]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known wrong verdict, issue #23: a same-line hunk "
-                   "(its post-image a prefix of its pre-image) and an offset below it: the reading that puts the "
-                   "next hunk at its header line wins, so a pristine drifted tree reads partial, not ambiguous")
 def test_seed_7_chain_91_a_same_line_hunk_read_applied_to_fit_the_next_hunks_offset(tmp_path: Path) -> None:
     """Found by the chain generator (PATCHKIT_DIFF_SEED=7, PATCHKIT_DIFF_EXAMPLES=1000, chain 91: the file touched
     twice and the stacked series, drifted base; minimised to the first section of one file).
@@ -1232,9 +1229,9 @@ def test_seed_7_chain_91_a_same_line_hunk_read_applied_to_fit_the_next_hunks_off
     a prefix of its pre-image, both at line 4) and hunk 2 `@@ -20,2 +19,7 @@`. The tree is B with two unrelated
     lines deleted (line 10 and the last line): truly unapplied. Read unapplied, hunk 2 sits one line above its
     running line; read applied, hunk 1's `};` at line 6 is an extra line and hunk 2 sits at its header line. Both
-    readings need one unrelated edit, so the rule (docs/judgement.md) makes hunk 1 ambiguous; patchkit reads
-    hunk 1 applied and the file partial, and `apply --complete` would write hunk 2 alone. Strict: once the
-    judgement is fixed this passes (and so fails); then drop the mark."""
+    readings need one unrelated edit, so the rule (docs/judgement.md) makes hunk 1 ambiguous. Before the
+    overlap rule (judge/state.py `_rivals`) patchkit read hunk 1 applied and the file partial, and `apply
+    --complete` would have written hunk 2 alone."""
     work = tmp_path / "work"
     work.mkdir()
     path = "src/engine/mod_0.py"
@@ -1249,17 +1246,13 @@ def test_seed_7_chain_91_a_same_line_hunk_read_applied_to_fit_the_next_hunks_off
     assert (code, json.loads(out)["state"]) in ((3, "unapplied"), (5, "ambiguous")), out
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="known wrong verdict and write, issue #23: a hunk at "
-                   "the end of the file that "
-                   "adds a copy of its last line (pre-image [G], post-image [G, G]: both at the end) in the later "
-                   "section of a file touched twice reads applied on a drifted tree where it is not")
 def test_seed_8_chain_955_an_end_of_file_hunk_that_repeats_the_last_line() -> None:
     """Found by the chain generator (PATCHKIT_DIFF_SEED=8, PATCHKIT_DIFF_EXAMPLES=1000, chain 955; kernels, -U1,
     myers): mod_0.py's second section ends with `@@ -44 +45,2 @@` (` G`, `+G`, no trailing context). On the
     drifted base tree (truly unapplied: no subset of the hunks with any part of the drift gives its bytes
     otherwise) that hunk reads applied, the file partial and the stacked series (unapplied, partial); on the
     drifted middle tree `apply --complete` writes a tree other than the construction's. Replayed from the
-    generator, as the seed 4242 case is. Strict: once fixed this passes (and so fails); then drop the mark."""
+    generator, as the seed 4242 case is; wrong before the overlap rule (judge/state.py `_rivals`)."""
     tally = Tally()
     with scratch() as work:
         chain_example(tally, work, random.Random("8-955"), 955)
