@@ -458,13 +458,10 @@ def test_a_compiled_file_that_is_not_a_private_regular_file_is_ignored(
 
 
 def test_a_compiled_file_another_user_owns_is_ignored(
-    compiled_case: tuple[Path, Path, Path, list[tuple[int, str, str]]], parses: list[str]
+    compiled_case: tuple[Path, Path, Path, list[tuple[int, str, str]]], parses: list[str], user: tuple[int, int]
 ) -> None:
-    from tests.safety_helpers import unprivileged_user
-
-    if os.geteuid() != 0:
-        pytest.skip("needs root: the attack is a file an unprivileged user wrote, read by root")
-    uid, gid = unprivileged_user()
+    """The attack is a file an unprivileged user wrote, read by root (`user` skips, saying so, when not root)."""
+    uid, gid = user
     patches, root, _, _ = compiled_case
     path = compiled_file(patches)
     parses.clear()
