@@ -282,21 +282,26 @@ def _judge_content(
 
 
 Blobs = tuple[str | None, str | None]  # a section's git blob ids of the whole file before and after (or None)
+# The git blob ids of the contents one file's judgement hashed, with those contents: its round trip asks for
+# the id of the same content again (reverting the moved file gives back the file judged), and comparing two
+# lists of mostly the same line objects costs a fraction of hashing the file once more.
+Hashed = list[tuple[list[bytes], str]]
 
 
 def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
     """The reading of one file's content that holds, after its round trip; or one that says why none does."""
-    reading = _decide(content, hunks, blobs)
+    hashed: Hashed = []
+    reading = _decide(content, hunks, blobs, hashed)
     if not reading.complete:
         return reading
-    problem = _round_trip(content, hunks, reading, blobs)
+    problem = _round_trip(content, hunks, reading, blobs, hashed)
     if problem is None:
         return reading
     index, why = problem
     return _doubt(reading, index, why)
 
 
-def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
+def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed) -> Reading:
     """The one reading of `content` the evidence leaves; else the reason why there is none, in a reading.
 
     The diff's blob ids may prove a reading (_proved: the cheap check, and the common case of a tree that no
@@ -304,7 +309,7 @@ def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, Non
     possible place, or the order and gaps of the hunks exclude those places (_unrivalled); what they leave is
     ambiguous.
     """
-    proved = _proved(content, hunks, blobs)
+    proved = _proved(content, hunks, blobs, hashed)
     if proved is not None:
         return proved
     reading = _by_position(content, hunks)
@@ -342,7 +347,7 @@ def _by_position(content: FileLines, hunks: Sequence[Hunk]) -> Reading:
     return readings[0]
 
 
-def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading | None:
+def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed) -> Reading | None:
     """The reading the diff's own `index` line proves, if one does.
 
     The diff names the git blob ids of the whole file before and after. Read every hunk exactly where its
@@ -355,14 +360,15 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading 
     if not old_blob and not new_blob:
         return None
     lines = content.lines
+    n = len(lines)
     found: list[Reading] = []
     stack: list[tuple[tuple[Located, ...], int]] = [((), 0)]  # (hunks read so far, lines they added)
     while stack and len(found) + len(stack) <= MAX_READINGS:
         located, growth = stack.pop()
         i = len(located)
         if i == len(hunks):
-            if _gives(rewrite_lines(lines, hunks, located, forward=False), old_blob) or _gives(
-                rewrite_lines(lines, hunks, located, forward=True), new_blob
+            if _gives(rewrite_lines(lines, hunks, located, forward=False), old_blob, hashed) or _gives(
+                rewrite_lines(lines, hunks, located, forward=True), new_blob, hashed
             ):
                 found.append(Reading(located, tuple(loc.pos or 0 for loc in located)))
             continue
@@ -372,8 +378,10 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading 
                                            (U, hunk.old_lines, hunk.old_start, 0)):
             # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
             # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
-            pinned = (start <= 1 and pos != 0) or (hunk.trailing == 0 and pos + len(image) != len(lines))
-            if not pinned and content.matches_at(image, pos):
+            end = pos + len(image)
+            pinned = (start <= 1 and pos != 0) or (hunk.trailing == 0 and end != n)
+            # content.matches_at, inline: this loop runs twice per hunk of every judged file
+            if not pinned and pos >= 0 and end <= n and lines[pos:end] == tuple(image):
                 stack.append(((*located, Located(state, pos, len(image), None)), growth + grows))
     if stack or not found or len({r.states for r in found}) > 1:
         return None
@@ -381,14 +389,18 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> Reading 
     return found[0] if _git_check(content, hunks, found[0]) is None else None
 
 
-def _gives(lines: Sequence[bytes], blob: str | None) -> bool:
+def _gives(lines: list[bytes], blob: str | None, hashed: Hashed) -> bool:
     """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
     if not blob:
         return False
-    data = b"".join(lines)  # one copy of the file, hashed after git's blob header
-    digest = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
-    digest.update(data)
-    return digest.hexdigest().startswith(blob)
+    digest = next((known for seen, known in hashed if seen == lines), None)
+    if digest is None:
+        data = b"".join(lines)  # one copy of the file, hashed after git's blob header
+        sha = hashlib.sha1(b"blob %d\0" % len(data), usedforsecurity=False)
+        sha.update(data)
+        digest = sha.hexdigest()
+        hashed.append((lines, digest))
+    return digest.startswith(blob)
 
 
 def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, places: list[list[Place]]) -> Reading:
@@ -583,7 +595,9 @@ def _doubt(reading: Reading, index: int, why: str) -> Reading:
     return Reading(tuple(located), reading.expected)
 
 
-def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs) -> tuple[int, str] | None:
+def _round_trip(
+    content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs, hashed: Hashed
+) -> tuple[int, str] | None:
     """None if the reading survives its round trip in memory; else (hunk index, why)."""
     if not hunks:
         return None
@@ -601,7 +615,7 @@ def _round_trip(content: FileLines, hunks: Sequence[Hunk], reading: Reading, blo
         checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
     for result, want, positions, back in checks:
         verb = "applying" if want is A else "reverting"
-        again = _decide(FileLines(tuple(result)), hunks, blobs)
+        again = _decide(FileLines(tuple(result)), hunks, blobs, hashed)
         for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
             if loc.state is not want or loc.pos != pos:
                 seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")
