@@ -771,9 +771,6 @@ def one_example(tally: Tally, work: Path, rng: random.Random, number: int) -> No
                 inserts += ((k, rng.choice(sorted(points)), (random_line(rng, 500, kind),)),)
             variants.append(Variant(f"{variant.name}+decoy@{'-' if x <= h.old_index else '+'}{distance}",
                                     variant.applied, inserts))
-    subsets = [frozenset(c) for r in range(len(every) + 1) for c in combinations(sorted(every), r)] \
-        if len(every) <= 6 else None
-
     def tree_of(applied: frozenset[tuple[int, int]], inserts: Sequence[tuple[int, int, tuple[bytes, ...]]]
                 ) -> dict[str, bytes]:
         return {p: b"".join(build(sections[index[p]], index[p], before[p], applied, inserts)[0]) if p in index
@@ -785,12 +782,22 @@ def one_example(tally: Tally, work: Path, rng: random.Random, number: int) -> No
         forward: dict[str, list[dict[str, bytes]]] = {}
         reverse: dict[str, list[dict[str, bytes]]] = {}
         for inserts in dict.fromkeys((variant.inserts, ())):
-            for applied in subsets if subsets is not None else [variant.applied, frozenset(), every]:
-                if applied != variant.applied and tree_of(applied, inserts) != tree:
+            # File by file: every subset of a file's hunks (up to 8; else the variant's, none, all) that gives
+            # this file's very bytes, with these inserts; the tree's constructions are their products. A planted
+            # copy can give the very bytes a hunk gives (a pre-image copy right above the real one is its post-
+            # image: seed 20261201 example 18849), in a diff of any number of hunks.
+            options: list[list[frozenset[tuple[int, int]]]] = []
+            for p in paths:
+                if p not in index:
                     continue
-                if applied == variant.applied and inserts != variant.inserts and tree_of(applied, inserts) != tree:
-                    continue
-                st = state_of(applied, every)
+                k = index[p]
+                mine = frozenset((k, i) for i in range(len(sections[k].hunks)))
+                sets = [frozenset(c) for r in range(len(mine) + 1) for c in combinations(sorted(mine), r)] \
+                    if len(mine) <= 8 else list(dict.fromkeys([variant.applied & mine, frozenset(), mine]))
+                options.append([a for a in sets if b"".join(build(sections[k], k, before[p], a, inserts)[0])
+                                == tree[p]])
+            for combination in itertools.product(*options):
+                st = state_of(frozenset[tuple[int, int]]().union(*combination), every)
                 truth_states.add(st)
                 forward.setdefault(st, []).append(tree_of(every, inserts))
                 reverse.setdefault(st, []).append(tree_of(frozenset(), inserts))
@@ -1123,6 +1130,20 @@ def test_seed_4242_example_1668_a_post_image_copy_overlapping_the_pre_image() ->
     with scratch() as work:
         one_example(tally, work, random.Random("4242-1668"), 1668)
     assert not tally.wrong, tally.wrong
+
+
+def test_seed_20261201_example_18849_a_pre_image_copy_above_the_pre_image_is_the_post_image() -> None:
+    """Found by the 20,000-example run (PATCHKIT_DIFF_SEED=20261201): `base+decoy@-0` read `partial`, truth
+    `unapplied`. The oracle was wrong, not the judgement: in src/engine/mod_2.py hunk 1 (-U1, @@ -4,2 +4,4 @@)
+    has the pre-image `    x = setup()`, `@pytest.mark.parametrize("n", [1, 2, 4])` and the post-image that
+    pair twice; the decoy is a copy of the pre-image at distance 0 above it, so lines 4-7 are the post-image and
+    the file is byte for byte the base with hunk 1 applied (its "before" blob id e1fb9fe proves that reading).
+    The diff has 7 hunks, and the generator listed every subset as a possible truth only up to 6 hunks in all;
+    it now lists them file by file."""
+    tally = Tally()
+    with scratch() as work:
+        one_example(tally, work, random.Random("20261201-18849"), 18849)
+    assert tally.cases >= 4 and not tally.wrong, tally.wrong
 
 
 def test_hunk_excludes_in_a_file_touched_twice_move_the_later_section(tmp_path: Path) -> None:

@@ -380,3 +380,36 @@ def test_a_record_from_other_code_is_no_evidence(tmp_path: Path, registry: Regis
     code, doc = _status(root, registry)
     assert (code, doc["state"]) == (5, "ambiguous"), doc
     _refuses_every_write(root, registry, tree)
+
+
+# A hunk that doubles two lines (seed 20261201, example 18849 of the long run, minimised): its post-image is its
+# pre-image twice, so a copy of the pre-image planted right above the pristine site (distance 0) makes the very
+# bytes of the base with that hunk applied. Hunk 2 is a plain change far below.
+TWICE_B = HEAD + b"    a = 1\nb = 1\n" + MID + b"z = 1\n" + TAIL
+TWICE_T = HEAD + b"    a = 1\nb = 1\n    a = 1\nb = 1\n" + MID + b"z = 2\n" + TAIL
+
+
+def test_a_pre_image_copy_above_a_doubling_hunk_is_its_post_image(tmp_path: Path, registry: Registry) -> None:
+    # Undrifted, the tree is byte for byte the base with hunk 1 applied, and the diff's "before" blob id proves
+    # that reading: partial, and `apply --complete` writes the patched file. With a line added at the end (no
+    # blob id names it), the same bytes are also the pristine file with the copy added: ambiguous, naming the
+    # copy's line and the real site's, and nothing is written.
+    diff = git_diff(tmp_path, {PATH: TWICE_B}, {PATH: TWICE_T}, context=1)
+    pre = [line[1:] for line in diff.split(b"@@")[2].splitlines(keepends=True)[1:] if line[:1] in b" -"]
+    assert pre == [b"    a = 1\n", b"b = 1\n"], diff  # git (its indent heuristic) adds `b = 1`, `    a = 1` between
+    site = TWICE_B.index(b"".join(pre))
+    tree = TWICE_B[:site] + b"".join(pre) + TWICE_B[site:]  # the pre-image planted right above itself
+    assert tree == TWICE_T.replace(b"z = 2", b"z = 1")
+    root = _setup(tmp_path, registry, TWICE_B, TWICE_T, tree, context=1)
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (4, "partial"), doc
+    assert [h["state"] for h in _hunks(doc)] == ["applied", "unapplied"], doc
+    assert cli("apply", "p", "--root", root, "--patches", registry.path, "--complete").code == 0
+    assert read_tree(root)[PATH][0] == TWICE_T
+    drifted = tree + b"# local\n"
+    write_tree(root, {PATH: drifted})
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    first = _hunks(doc)[0]
+    assert first["state"] == "ambiguous" and len(set(first["candidate_lines"])) >= 2, first
+    _refuses_every_write(root, registry, drifted)
