@@ -1278,3 +1278,17 @@ def test_seed_8_chain_955_an_end_of_file_hunk_that_repeats_the_last_line() -> No
     with scratch() as work:
         chain_example(tally, work, random.Random("8-955"), 955)
     assert not tally.wrong, tally.wrong
+
+
+def test_seed_20261201_chain_13187_a_later_section_reads_context_inside_a_dropped_hunk() -> None:
+    """Found by the chain generator (PATCHKIT_DIFF_SEED=20261201, 20,000 examples, chain 13187; synthetic, -U1,
+    patience): mod_1.py's first section has `@@ -1,7 +1,3 @@` (`-value_8`, ` def f():`, ` value_35`, three `-`
+    lines, ` value_4`), excluded; its second section `@@ -1,2 +1,3 @@` reads ` def f():` ` value_35`, context
+    lines between the dropped hunk's changes. In the file the filtered diff makes they sit at line 2 (the dropped
+    hunk left `value_8` above them); the header recompute (filtering._filtered_line) took any line before the
+    hunk's trailing context as before its change and kept `-1,2`, and git pins a hunk at line 1 to the start of
+    the file: `patchkit show` wrote a diff git refuses. Replayed from the generator; wrong before Hunk.gaps."""
+    tally = Tally()
+    with scratch() as work:
+        chain_example(tally, work, random.Random("20261201-13187"), 13187)
+    assert not tally.wrong, tally.wrong

@@ -179,3 +179,14 @@ def test_format_patch_series_with_signatures(tmp_path: Path) -> None:
     mail += b"From def Mon Sep 17 00:00:00 2001\nSubject: [PATCH 2/2] y\n\n---\n" + two + b"-- \n2.39.5\n"
     diff = parse_diff(mail, 1, "series.patch")
     assert [f.path for f in diff.files] == ["x.py", "x.py"]
+
+
+@pytest.mark.parametrize("blank", [b" \n", b"\n"])  # a blank context line with its space, or without (git apply
+def test_a_hunks_gaps_are_its_context_runs_between_changes(blank: bytes) -> None:  # reads both)
+    """Hunk.gaps: (new offset, old offset, length) of each context run between the first and the last change,
+    the same whether the hunk takes the parser's plain road or the one for blank and marker lines."""
+    data = (b"diff --git a/f b/f\n--- a/f\n+++ b/f\n@@ -1,6 +1,6 @@\n-a\n b\n c\n-d\n+D\n" + blank
+            + b"+e\n f\n@@ -9,2 +9,2 @@\n x\n-y\n+Y\n")
+    first, second = parse_diff(data, 1, "d").files[0].hunks
+    assert first.gaps == ((0, 1, 2), (3, 4, 1)) and first.leading == 0 and first.trailing == 1
+    assert second.gaps == ()

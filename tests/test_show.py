@@ -133,6 +133,40 @@ def test_dropped_hunks_and_placed_paths_show_what_apply_writes(tmp_path: Path, r
     assert b"EDIT 5" in (by_git / "pkg/x.py").read_bytes() and b"EDIT 30" not in (by_git / "pkg/x.py").read_bytes()
 
 
+def test_a_later_section_that_reads_context_inside_a_dropped_hunk_shows_where_git_finds_it(
+        tmp_path: Path, registry: Registry) -> None:
+    """A file touched twice: the first section's hunk `-line 0`, ` line 1`, ` line 2`, `-line 3` is excluded, the
+    second section inserts between `line 1` and `line 2`. In the filtered file those sit at lines 2-3 (the
+    dropped hunk's `line 0` is still above them): the header must say so, for git pins a hunk at line 1 to the
+    start of the file."""
+    base = [b"line %d\n" % i for i in range(20)]
+    middle = [line for i, line in enumerate(base) if i not in (0, 3)]
+    middle[middle.index(b"line 15\n")] = b"EDIT 15\n"  # the section's other hunk, kept
+    top = list(middle)
+    top.insert(1, b"INSERTED\n")
+    first = git_diff(tmp_path, {"x.py": b"".join(base)}, {"x.py": b"".join(middle)}, context=1)
+    second = git_diff(tmp_path, {"x.py": b"".join(middle)}, {"x.py": b"".join(top)}, context=1)
+    assert b"@@ -1,5 +1,3 @@" in first and b"@@ -1,2 +1,3 @@" in second
+    registry.add("p", first + second, exclude={"x.py": "ignored"})
+    manifest = registry.path / "p" / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('"x.py" = "ignored"',
+                                                     '"x.py" = { hunks = [1], reason = "not ours" }'))
+    shown = _show(registry, "p")
+    assert b"@@ -2,2 +2,3 @@" in shown, shown.decode()
+    by_git = _pristine_repo(tmp_path, {"x.py": b"".join(base)}, "by-git")
+    (tmp_path / "shown.diff").write_bytes(shown)
+    done = git(by_git, "apply", str(tmp_path / "shown.diff"), check=False)
+    assert done.returncode == 0, done.stderr
+    want = list(base)
+    want[15] = b"EDIT 15\n"
+    want.insert(2, b"INSERTED\n")
+    assert (by_git / "x.py").read_bytes() == b"".join(want)
+    by_patchkit = tmp_path / "by-patchkit"
+    write_tree(by_patchkit, {"x.py": b"".join(base)})
+    assert cli("apply", "p", "--root", by_patchkit, "--patches", registry.path).code == 0
+    assert (by_patchkit / "x.py").read_bytes() == b"".join(want)
+
+
 def test_stat_counts_agree_with_git_apply_numstat(tmp_path: Path, registry: Registry) -> None:
     before, after = _nasty_trees(7)
     diff = git_diff(tmp_path, before, after)

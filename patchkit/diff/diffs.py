@@ -396,11 +396,17 @@ def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes
     header_line, start, end, plain = body
     rows = lines[start:end]
     if plain:  # only " ", "-" and "+" lines (nearly every hunk): one pass, no marker or blank-line cases
-        old, new = [], []
+        old: list[bytes] = []
+        new: list[bytes] = []
         first = last = -1  # the first and the last changed row
+        runs: list[tuple[int, int, int]] = []  # context runs after a change: (new offset, old offset, length)
         for i, row in enumerate(rows):
             value = row[1:]  # one object per line: a context line is shared by both sides
             if row[0] == 32:  # " "
+                if first >= 0:
+                    if last == i - 1:
+                        runs.append((len(new), len(old), 0))
+                    runs[-1] = (runs[-1][0], runs[-1][1], runs[-1][2] + 1)
                 old.append(value)
                 new.append(value)
                 continue
@@ -410,8 +416,9 @@ def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes
             (old if row[0] == 45 else new).append(value)  # "-" or "+"
         leading = first if first >= 0 else len(rows)
         trailing = len(rows) - 1 - last if last >= 0 else len(rows)
+        gaps = tuple(runs[:-1]) if trailing else tuple(runs)
     else:
-        old, new, leading, trailing = _convert_lines(rows)
+        old, new, leading, trailing, gaps = _convert_lines(rows)
     if (len(old), len(new)) != (h.source_length, h.target_length) or len(new) - len(old) != h.added - h.removed:
         raise DiffError(
             f"hunk {index} has {len(old)} old and {len(new)} new lines, its header says "
@@ -429,11 +436,14 @@ def _convert_hunk(h: Any, index: int, body: Sequence[int], lines: Sequence[bytes
         new_lines=tuple(new),
         leading=leading,
         trailing=trailing,
+        gaps=gaps,
     )
 
 
-def _convert_lines(rows: Sequence[bytes]) -> tuple[list[bytes], list[bytes], int, int]:
-    """(old image, new image, leading, trailing context) of hunk lines with blank or "\\ No newline" lines."""
+def _convert_lines(rows: Sequence[bytes]
+                   ) -> tuple[list[bytes], list[bytes], int, int, tuple[tuple[int, int, int], ...]]:
+    """(old image, new image, leading, trailing context, the context runs between changes: Hunk.gaps) of hunk
+    lines with blank or "\\ No newline" lines."""
     old: list[bytes] = []
     new: list[bytes] = []
     kinds: list[bytes] = []
@@ -459,7 +469,16 @@ def _convert_lines(rows: Sequence[bytes]) -> tuple[list[bytes], list[bytes], int
     changes = [i for i, k in enumerate(kinds) if k != b" "]
     leading = changes[0] if changes else len(kinds)
     trailing = len(kinds) - 1 - changes[-1] if changes else len(kinds)
-    return old, new, leading, trailing
+    gaps: list[tuple[int, int, int]] = []
+    at_old = at_new = 0
+    for i, kind in enumerate(kinds):
+        if kind == b" " and changes and changes[0] < i < changes[-1]:
+            if kinds[i - 1] != b" ":
+                gaps.append((at_new, at_old, 0))
+            gaps[-1] = (gaps[-1][0], gaps[-1][1], gaps[-1][2] + 1)
+        at_old += kind in (b" ", b"-")
+        at_new += kind in (b" ", b"+")
+    return old, new, leading, trailing, tuple(gaps)
 
 
 def _split_git_header(rest: bytes, where: str) -> tuple[bytes, bytes] | None:

@@ -73,7 +73,7 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | Non
             used.add(drop.pattern)
         if drop is not None or below:
             f, layer = _drop_hunks(f, drop, seen_hunks, below)
-            if f.new_path is not None and (below or any(dropped for _, _, dropped in layer)):
+            if f.new_path is not None and (below or any(dropped for _, dropped in layer)):
                 layers[f.new_path] = (*below, layer)
         kept.append(f)
     dead = [e for e in excludes if e.pattern not in used]
@@ -105,24 +105,43 @@ def filter_diff(diff: Diff, excludes: Sequence[Exclude], path_map: PathMap | Non
     return HunkSet(diff.source, tuple(kept), tuple(excluded))
 
 
-# One section of a path, as the filtered diff changes the lines of the file it makes: for each of its hunks
-# (the line of the section's new side from which on a line is past the hunk's change, 0-based; the lines it
-# added; whether an exclude dropped it).
-_Layer = tuple[tuple[int, int, bool], ...]
+# One section of a path, as the filtered diff changes the lines of the file it makes: each of its hunks (as the
+# diff has it) and whether an exclude dropped it.
+_Layer = tuple[tuple[Hunk, bool], ...]
 
 
 def _filtered_line(x: int, layers: Sequence[_Layer]) -> int:
     """0-based line `x` of the file the last of `layers` makes in the diff, as a line of the file the filtered
-    diff makes there: each section moves a line by what its hunks above it added, minus what the dropped ones did.
+    diff makes there: each section moves a line by what its hunks above it added, minus what the dropped ones did;
+    a line inside a dropped hunk (a context line between its changes) is where the hunk's old image has it, a
+    line inside a kept one where its new image does.
 
-    A line inside a dropped hunk's change has no place in the filtered file (git finds no match for a hunk that
-    needs it); it is taken as past the change."""
+    An added line of a dropped hunk has no place in the filtered file (git finds no match for a hunk that needs
+    it); it is taken as the old image's line after the context before it."""
     if not layers:
         return x
-    past = [(growth, dropped) for start, growth, dropped in layers[-1] if start <= x]
-    grown = sum(growth for growth, _ in past)
-    kept = sum(growth for growth, dropped in past if not dropped)
-    return _filtered_line(x - grown, layers[:-1]) + kept
+    below = layers[:-1]
+    grown = kept = 0
+    for h, dropped in layers[-1]:
+        growth = h.new_len - h.old_len
+        if x >= h.new_index + h.new_len:  # past the hunk
+            grown += growth
+            kept += 0 if dropped else growth
+            continue
+        j = x - h.new_index
+        if j < h.leading:  # before the hunk's first change (the hunks after it are further down)
+            break
+        if not dropped:
+            return _filtered_line(h.old_index, below) + kept + j
+        if j >= h.new_len - h.trailing:  # its trailing context
+            i = h.old_len - (h.new_len - j)
+        else:
+            i = h.leading
+            for new_at, old_at, size in h.gaps:
+                if new_at <= j:
+                    i = old_at + min(j - new_at, size)
+        return _filtered_line(h.old_index + i, below) + kept
+    return _filtered_line(x - grown, below) + kept
 
 
 def _drop_hunks(f: FilePatch, exclude: Exclude | None, seen: dict[str, int], below: Sequence[_Layer]
@@ -142,10 +161,10 @@ def _drop_hunks(f: FilePatch, exclude: Exclude | None, seen: dict[str, int], bel
     # sections' dropped hunks move it, its new-side line by that and by what the dropped hunks above it in this
     # section added, so the model of git's search (matching.simulate_git) is git's on that diff.
     hunks: list[Hunk] = []
-    layer: list[tuple[int, int, bool]] = []
+    layer: list[tuple[Hunk, bool]] = []
     growth = 0
     for n, h in enumerate(f.hunks, first + 1):
-        layer.append((h.new_index + h.new_len - h.trailing, h.new_len - h.old_len, n in dropped))
+        layer.append((h, n in dropped))
         if n in dropped:
             growth += h.new_len - h.old_len
             continue

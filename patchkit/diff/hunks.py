@@ -7,7 +7,7 @@ minus the manifest's excludes. Nothing here parses or reads files.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import NamedTuple
 
@@ -44,6 +44,11 @@ class Hunk:
     # sides), and `header` still shows the diff's own lines.
     dropped_old: int = 0  # diff's old_start - old_start
     dropped_growth: int = 0  # diff's new_start - new_start
+    # The context runs between the hunk's first and last change, as (new-side offset, old-side offset, length):
+    # where a line of the new image sits in the old one (hunk excludes in a file touched twice need it: a later
+    # section's line inside a dropped hunk is where the hunk's old image has it). Empty for one run of changes;
+    # set by the parser only (filtering runs on parsed diffs), so not part of a hunk's identity.
+    gaps: tuple[tuple[int, int, int], ...] = field(default=(), compare=False)
 
     @property
     def at_end(self) -> bool:
