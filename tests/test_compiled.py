@@ -24,7 +24,7 @@ import patchkit.diff.compiled as compiled_module
 from patchkit.diff import filtering
 from tests.conftest import Registry, cli, copy_tree, git_diff, read_tree, write_tree
 
-MAGIC = b"patchkit-compiled-hunk-set-1\n"  # the format's first line, written out: the oracle imports nothing
+MAGIC = b"patchkit-compiled-hunk-set-2\n"  # the format's first line, written out: the oracle imports nothing
 
 BEFORE: dict[str, bytes | tuple[bytes, bool] | None] = {
     "pkg/core.py": b"".join(b"x = %d\n" % (i % 5) for i in range(60)),  # repeated lines: look-alikes
@@ -263,8 +263,9 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
     yield "short hunk row", {**header, "files": [[*first[:8], [hunk[:-1]]], *files[1:]]}, body
     yield "long hunk row", {**header, "files": [[*first[:8], [[*hunk, 0]]], *files[1:]]}, body
     yield "huge count", with_hunk(3, 10 ** 12), body
-    yield "unknown flag", with_hunk(9, 4), body
-    empty_old = [None, "pkg/x.py", None, 0o100644, 1, False, None, None, [[1, 2, 0, 0, 1, 0, 0, 0, 0, 1]]]
+    yield "unknown flag", with_hunk(8, 4), body
+    yield "huge negative move", with_hunk(9, -10 ** 12), body
+    empty_old = [None, "pkg/x.py", None, 0o100644, 1, False, None, None, [[1, 2, 0, 0, 1, 0, 0, 0, 1, 0, 0]]]
     yield "no-newline flag on an empty image", {**header, "files": [empty_old]}, b""
     yield "negative", with_hunk(2, -1), body
     yield "float", with_hunk(2, 1.5), body
@@ -489,3 +490,42 @@ def test_a_first_start_reads_and_writes_nothing_in_home(case: tuple[Path, Path, 
                               str(patches)], env=env, capture_output=True, check=False)
         assert run.returncode in (0, 3), run
     assert sorted((str(p), p.read_bytes() if p.is_file() else b"") for p in home.rglob("*")) == before
+
+
+@pytest.mark.parametrize("dropped", ["removes lines", "adds lines"])
+def test_a_hunk_excludes_move_survives_the_compiled_file(tmp_path: Path, registry: Registry,
+                                                          parses: list[str], dropped: str) -> None:
+    """A file touched twice with a hunk of its first section excluded: the later section's hunks are moved
+    (Hunk.dropped_old, dropped_growth), and their header as the diff wrote it (messages, the hunk set's digest,
+    `-v`) comes back from those moves. The compiled file must keep both: every answer as without it."""
+    base = [b"line %d\n" % i for i in range(20)]
+    if dropped == "removes lines":
+        middle = [line for i, line in enumerate(base) if i not in (0, 3)]
+    else:
+        middle = [b"ADDED 0\n", *base[:3], b"ADDED 3\n", *base[3:]]
+    middle[middle.index(b"line 15\n")] = b"EDIT 15\n"
+    top = list(middle)
+    top.insert(1, b"INSERTED\n")
+    top.insert(12, b"LATER\n")
+    first = git_diff(tmp_path, {"x.py": b"".join(base)}, {"x.py": b"".join(middle)}, context=1)
+    second = git_diff(tmp_path, {"x.py": b"".join(middle)}, {"x.py": b"".join(top)}, context=1)
+    registry.add("p", first + second, exclude={"x.py": "ignored"})
+    manifest = registry.path / "p" / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace('"x.py" = "ignored"',
+                                                     '"x.py" = { hunks = [1], reason = "not ours" }'))
+    root = tmp_path / "root"
+    write_tree(root, {"x.py": b"".join(base)})
+    runs = [("status", "p", "-v"), ("status", "p", "--json"), ("show", "p")]
+
+    def answers() -> list[tuple[int, str]]:
+        return [(r.code, untimed(r.out)) for r in (cli(*a, "--root", root, "--patches", registry.path)
+                                                   if a[0] == "status" else cli(*a, "--patches", registry.path)
+                                                   for a in runs)]
+
+    parsed = answers()
+    assert cli("compile", "--patches", registry.path).code == 0
+    parses.clear()
+    assert answers() == parsed
+    assert parses == []  # the compiled file answered
+    if dropped == "removes lines":  # the later section's second hunk: its own header, looked for where moved
+        assert "hunk 2 @@ -11,2 +12,3 @@: unapplied (expected line 13" in parsed[0][1], parsed[0][1]

@@ -50,16 +50,18 @@ from patchkit.input.paths import check_path
 if TYPE_CHECKING:
     from patchkit.input.manifest import PatchSpec
 
-MAGIC = b"patchkit-compiled-hunk-set-1\n"
+MAGIC = b"patchkit-compiled-hunk-set-2\n"
 SUFFIX = ".compiled"
 _LINE = re.compile(rb"[^\n]*\n")
 _MAX_NUMBER = 10 ** MAX_HEADER_DIGITS  # no header line number or count reaches it (limits.MAX_HEADER_DIGITS)
 _MODES = (None, MODE_FILE, MODE_EXEC)  # what filtering leaves in a hunk set (no links, no submodules)
 _BLOB = re.compile(r"[0-9a-f]{4,64}")
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-# A hunk's row: index, diff_line, old_start, old_len, new_start, new_len, leading, trailing, dropped_growth,
-# then flags: 1 if the old image's last line has no newline, 2 the same for the new image. All ints.
-_HUNK_ROW = 10
+# A hunk's row: index, diff_line, old_start, old_len, new_start, new_len, leading, trailing, then flags: 1 if the
+# old image's last line has no newline, 2 the same for the new image; then dropped_old, dropped_growth (how far
+# hunk excludes moved it; either may be negative). All ints.
+_HUNK_ROW = 11
+_UNSIGNED = 9  # the row's fields before the two moves
 _INT = {int}
 _NO_NEWLINE_OLD, _NO_NEWLINE_NEW = 1, 2
 
@@ -119,7 +121,7 @@ def encode_hunk_set(hunk_set: HunkSet, binding: str) -> bytes:
                     body.append(b"\n")
                     flags |= flag
             hunks.append([h.index, h.diff_line, h.old_start, h.old_len, h.new_start, h.new_len, h.leading,
-                          h.trailing, h.dropped_growth, flags])
+                          h.trailing, flags, h.dropped_old, h.dropped_growth])
         files.append([f.old_path, f.new_path, f.old_mode, f.new_mode, f.diff_line, f.binary, f.old_blob,
                       f.new_blob, hunks])
     header = json.dumps({"binding": binding, "excluded": list(hunk_set.excluded), "files": files},
@@ -181,10 +183,10 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
         hunks = []
         for h in hunk_rows:
             # Exact ints (no bool, no float) within the header bounds: C-level checks, a large set has 10k rows.
-            if type(h) is not list or len(h) != _HUNK_ROW or set(map(type, h)) != _INT or min(h) < 0 \
-                    or max(h) >= _MAX_NUMBER:
+            if type(h) is not list or len(h) != _HUNK_ROW or set(map(type, h)) != _INT \
+                    or min(h[:_UNSIGNED]) < 0 or max(h) >= _MAX_NUMBER or min(h) <= -_MAX_NUMBER:
                 return None
-            index, line, old_start, old_len, new_start, new_len, leading, trailing, growth, flags = h
+            index, line, old_start, old_len, new_start, new_len, leading, trailing, flags, moved_old, moved = h
             if index < 1 or leading > old_len or leading > new_len or trailing > old_len or trailing > new_len:
                 return None
             if (old_path is None and old_len) or (new_path is None and new_len) or flags > 3:
@@ -199,7 +201,7 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
                 if flags & _NO_NEWLINE_NEW:
                     new = _without_newline(new)
             hunks.append(Hunk(index, line, old_start, old_len, new_start, new_len, old, new, leading, trailing,
-                              growth))
+                              dropped_old=moved_old, dropped_growth=moved))
         files.append(FilePatch(old_path, new_path, old_mode, new_mode, tuple(hunks), diff_line, False, old_blob,
                                new_blob))
     if at != len(lines):  # every line taken, none missing (a count too large leaves `at` past the end)
