@@ -432,7 +432,17 @@ def test_lint_reports_a_stale_compiled_file(compiled_case: tuple[Path, Path, Pat
     patches, _, _, _ = compiled_case
     _edit_exclude(patches)
     found = cli("lint", "--patches", patches, "--waivers", tmp_path / "no-waivers", "--no-scan")
-    assert "PK105" in found.out + found.err
+    said = found.out + found.err
+    assert "PK105" in said
+    # The command the finding suggests, run as printed from another folder, removes exactly that file.
+    command = re.search(r"`(rm -- [^`]+)`", said)
+    assert command is not None, said
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    subprocess.run(command.group(1), shell=True, cwd=elsewhere, check=True)
+    assert not compiled_file(patches).exists()
+    again = cli("lint", "--patches", patches, "--waivers", tmp_path / "no-waivers", "--no-scan")
+    assert "PK105" not in again.out + again.err
 
 
 @pytest.mark.parametrize("damage", ["group-writable", "hard link", "symlink", "folder"])

@@ -7,6 +7,7 @@ pull request changed live in history.py because they need git.
 from __future__ import annotations
 
 import re
+import shlex
 import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -126,8 +127,9 @@ def check_compiled_current(lint_input: LintInput) -> Iterator[Finding]:
             st = path.lstat()
         except OSError:
             continue
+        # rm, not git rm: the file may be the image build's and untracked; absolute: it runs from any folder.
         fix = (f"it is a build artefact of `patchkit compile` (the image build makes it): delete it "
-               f"(`git rm {path.name}`) and ignore `*.compiled` in .gitignore")
+               f"(`rm -- {shlex.quote(str(path.absolute()))}`) and ignore `*.compiled` in .gitignore")
         if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_COMPILED_BYTES:
             yield Finding.of(Rule.COMPILED_STALE, path, None, f"not a regular file of a sane size; {fix}")
             continue
