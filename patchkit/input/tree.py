@@ -232,12 +232,7 @@ def iter_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> Generator[tup
         for rel in paths:
             parts = split_relative(rel)
             folders = parts[:-1]
-            kept = 0
-            while kept < min(len(chain), len(folders)) and chain[kept][0] == folders[kept]:
-                kept += 1
-            for _, fd in chain[kept:]:
-                os.close(fd)
-            del chain[kept:]
+            kept = trim_chain(chain, folders)
             for depth in range(kept, len(folders)):
                 parent = chain[-1][1] if chain else base_fd
                 child = open_child_dir(parent, folders[depth], rel, "/".join((top, *folders[: depth + 1])))
@@ -251,6 +246,18 @@ def iter_all_at(base_fd: int, base: Path, paths: Iterable[str]) -> Generator[tup
     finally:
         for _, fd in chain:
             os.close(fd)
+
+
+def trim_chain(chain: list[tuple[str, int]], folders: tuple[str, ...]) -> int:
+    """Keep the open folders of `chain` (name, descriptor) that `folders` starts with, close the rest; how many
+    are kept. A walk over sorted paths reuses what the previous path opened."""
+    kept = 0
+    while kept < min(len(chain), len(folders)) and chain[kept][0] == folders[kept]:
+        kept += 1
+    for _, fd in chain[kept:]:
+        os.close(fd)
+    del chain[kept:]
+    return kept
 
 
 def read_at(base_fd: int, base: Path, rel: str) -> Snapshot:

@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
-from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative
+from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative, trim_chain
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
     Roots,
@@ -491,12 +491,7 @@ def _landed_here(
     entry: Entry, land: _Landed,
 ) -> str | None:
     """Why `folders/name`, walked by name from the root (link-free, reusing `chain`), is not what was written."""
-    kept = 0
-    while kept < min(len(chain), len(folders)) and chain[kept][0] == folders[kept]:
-        kept += 1
-    for _, fd in chain[kept:]:
-        os.close(fd)
-    del chain[kept:]
+    kept = trim_chain(chain, folders)
     for part in folders[kept:]:
         try:
             child = os.open(part, _WALK_FLAGS, dir_fd=chain[-1][1] if chain else root_fd)
