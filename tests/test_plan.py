@@ -6,6 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from patchkit.diff.diffs import parse_diff
 from patchkit.diff.filtering import filter_diff
@@ -15,6 +17,9 @@ from patchkit.outcome import PatchState
 from patchkit.plan.plan import plan_changes
 from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
 from tests.rooted import scan_tree
+from tests.test_properties import SETTINGS, edits, git_apply, hunks_of, setup, tree_changes, workspace
+
+PROPERTY = settings(SETTINGS, max_examples=max(SETTINGS.max_examples // 2, 20))
 
 BEFORE = {
     "a.py": b"".join(b"a%d\n" % i for i in range(20)),
@@ -105,3 +110,97 @@ def test_a_plan_whose_result_does_not_read_as_its_goal_is_an_internal_error(tmp_
         plan_changes(lacking, forward=True)
     assert caught.value.exit_code is ExitCode.INTERNAL and int(ExitCode.INTERNAL) == 10
     assert read_tree(engine)["z.py"][0] == BEFORE["z.py"]
+
+
+# The plan's check (state.judge_planned) takes what the tree's round trips judged instead of judging the
+# planned tree again. It must give exactly the verdicts a fresh judgement of that tree gives, field for field
+# (positions, expected lines, details, what its own round trip would find), and it must not judge again.
+
+
+def _planned_and_fresh(tree, forward: bool, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from patchkit.judge import state
+
+    calls = []
+    real = state._judge_lines
+    monkeypatch.setattr(state, "_judge_lines", lambda *a: calls.append(a) or real(*a))
+    try:
+        plan = plan_changes(tree, forward=forward)
+    except RefusedError:
+        return None
+    finally:
+        monkeypatch.setattr(state, "_judge_lines", real)
+    after = {**tree.snapshots, **{c.path: c.after for c in plan.changes}}
+    return plan.verdicts, tuple(state.judge_sections(tree.hunk_set.files, after)), len(calls)
+
+
+@PROPERTY
+@given(edits(), st.data())
+def test_the_plans_check_is_a_fresh_judgement_of_the_planned_file(change, data) -> None:  # type: ignore[no-untyped-def]
+    # one file, repeated lines, CRLF, no final newline, any subset of its hunks applied (by git)
+    old, new = change
+    with workspace() as work, pytest.MonkeyPatch.context() as monkeypatch:
+        registry, root, diff = setup(work, old, new)
+        header, hunks = hunks_of(diff)
+        if not hunks:
+            return
+        chosen = data.draw(st.sets(st.integers(0, len(hunks) - 1), max_size=len(hunks)))
+        if chosen:
+            git_apply(work, root, header + b"".join(h for i, h in enumerate(hunks) if i in chosen))
+        tree = scan_tree(root, filter_diff(parse_diff(diff, 1, "d"), []))
+        for forward in (True, False):
+            found = _planned_and_fresh(tree, forward, monkeypatch)
+            if found is not None:
+                planned, fresh, judged = found
+                assert planned == fresh
+                assert judged == 0  # taken from the round trip, not judged again
+
+
+@PROPERTY
+@given(tree_changes(), st.data())
+def test_the_plans_check_is_a_fresh_judgement_of_the_planned_tree(change, data) -> None:  # type: ignore[no-untyped-def]
+    # renames, deletes, creates, mode changes; each file of the tree from before or after the diff
+    before, target = change
+    with workspace() as work, pytest.MonkeyPatch.context() as monkeypatch:
+        diff = git_diff(work, before, target)
+        if not diff:
+            return
+        root = work / "engine"
+        root.mkdir()
+        write_tree(root, before)
+        done = data.draw(st.sets(st.sampled_from(sorted(target))))
+        write_tree(root, {name: target[name] for name in done})
+        for name in done:
+            if name in before and target[name] is not None and name.replace("pkg/moved/", "pkg/") != name:
+                (root / name.replace("pkg/moved/", "pkg/")).unlink(missing_ok=True)
+        tree = scan_tree(root, filter_diff(parse_diff(diff, 1, "d"), []))
+        for forward in (True, False):
+            found = _planned_and_fresh(tree, forward, monkeypatch)
+            if found is not None:
+                planned, fresh, judged = found
+                assert planned == fresh
+                assert judged == 0
+
+
+def test_the_plans_check_judges_again_what_the_round_trip_cannot_vouch_for(
+    tmp_path: Path, engine: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write_tree(engine, BEFORE)
+    tree = scan_tree(engine, hunk_set(tmp_path))
+    planned, fresh, judged = _planned_and_fresh(tree, True, monkeypatch)
+    assert planned == fresh and judged == 0
+    edited = [v for v in tree.files if v.moved[1] is not None]
+    assert sorted(v.section.path for v in edited) == ["a.py", "z.py"]
+
+    def forged(**change):  # type: ignore[no-untyped-def]
+        return replace(tree, files=tuple(
+            replace(v, moved=(v.moved[0], v.moved[1]._replace(**change))) if v.moved[1] else v for v in tree.files
+        ))
+
+    # a line count the written content does not have: judged again
+    planned, fresh, judged = _planned_and_fresh(forged(lines=edited[0].moved[1].lines + 1), True, monkeypatch)
+    assert planned == fresh and judged == 2
+    # a reading whose way back does not lead where the tree's reading is: judged again
+    shifted = edited[0].moved[1].reading
+    wrong = shifted._replace(located=tuple(loc._replace(pos=(loc.pos or 0) + 1) for loc in shifted.located))
+    planned, fresh, judged = _planned_and_fresh(forged(reading=wrong), True, monkeypatch)
+    assert planned == fresh and judged == 2

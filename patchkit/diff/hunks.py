@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
+from itertools import chain
 from typing import NamedTuple
 
 DEV_NULL = "/dev/null"
@@ -119,6 +120,10 @@ class FilePatch:
     @property
     def paths(self) -> tuple[str, ...]:
         return tuple(p for p in dict.fromkeys((self.old_path, self.new_path)) if p is not None)
+
+    def whole(self, new: bool) -> bytes:
+        """The whole file a created (`new`) or deleted section holds: its hunks' images, joined."""
+        return b"".join(chain.from_iterable(h.new_lines if new else h.old_lines for h in self.hunks))
 
 
 class Diff(NamedTuple):

@@ -64,7 +64,7 @@ def rewrite_section(verdict: FileVerdict, *, forward: bool) -> dict[str, Snapsho
         appears = created == forward
         if not appears:
             return {section.path: Snapshot(section.path, None, None)}
-        data = b"".join(line for h in section.hunks for line in (h.new_lines if forward else h.old_lines))
+        data = section.whole(forward)
         mode = section.new_mode if forward else section.old_mode
         return {section.path: Snapshot(section.path, data, new_file_mode(bool(mode and mode & 0o100)))}
 

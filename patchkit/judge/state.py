@@ -36,13 +36,14 @@ from patchkit.judge.matching import (
 )
 from patchkit.judge.rewrite import moved_positions, rewrite_lines, rewrite_section
 from patchkit.judge.treestate import TreeState
-from patchkit.judge.verdicts import FileVerdict, HunkVerdict
+from patchkit.judge.verdicts import Ends, FileVerdict, HunkVerdict, Moved
 from patchkit.outcome import HunkState, PatchState, combine
 
 __all__ = [
     "FileVerdict",
     "HunkVerdict",
     "Undecided",
+    "judge_planned",
     "judge_section",
     "judge_sections",
     "replay_sections",
@@ -70,6 +71,78 @@ def judge_sections(sections: Sequence[FilePatch], snapshots: Mapping[str, Snapsh
             judged = _verify_chain(members, snapshots, _judge_chain(members, snapshots))
             verdicts.update(zip(chain, judged, strict=True))
     return [verdicts[i] for i in range(len(sections))]
+
+
+def judge_planned(sections: Sequence[FilePatch], verdicts: Sequence[FileVerdict], after: Mapping[str, Snapshot],
+                  *, forward: bool) -> list[FileVerdict]:
+    """judge_sections(sections, after) on `after`, the tree replay_sections(verdicts, ..., forward) left: the
+    same verdicts, without judging again what the round trips already judged.
+
+    A section alone on its paths (no other section touches them) was rewritten by replay_sections from its
+    own verdict, so `after` holds exactly the content that verdict's round trip moved its file to and judged
+    (FileVerdict.moved); that reading is the judgement, once the round trip's way back is checked too
+    (_moved_reading). A section that moved nothing left the very bytes its verdict judged. Chains, sections
+    without a verdict, and anything the checks cannot vouch for are judged from scratch.
+    """
+    users: dict[str, int] = {}
+    for section in [*sections, *(v.section for v in verdicts)]:
+        for path in section.paths:
+            users[path] = users.get(path, 0) + 1
+    own = {id(v.section): v for v in verdicts}
+    out: dict[int, FileVerdict] = {}
+    for chain in _chains(sections):
+        verdict = own.get(id(sections[chain[0]]))
+        if len(chain) > 1 or verdict is None or any(users[p] != 2 for p in verdict.section.paths):
+            out.update(zip(chain, judge_sections([sections[i] for i in chain], after), strict=True))
+        elif all(after[p] is verdict.judged_on.get(p) for p in verdict.section.paths):
+            out[chain[0]] = verdict  # nothing moved: the same snapshots, judged already
+        else:
+            out[chain[0]] = judge_section(verdict.section, after, _moved_reading(verdict, forward))
+    return [out[i] for i in range(len(sections))]
+
+
+class Known(NamedTuple):
+    """What _judge_lines gives on some content, known without running it: the content's reading and line
+    count, and what its round trip would find at each end."""
+
+    content: Moved
+    moved: Ends
+
+
+def _moved_reading(verdict: FileVerdict, forward: bool) -> Known | None:
+    """What judge_lines would give the content rewrite_section(verdict, forward) writes, or None.
+
+    The round trip of that judgement decided the moved content (`moved`) and checked that moving it back
+    gives the content it came from. judge_lines on the moved content decides the same reading and runs the
+    same round trip from the other end: moving back gives that content again, whose reading the judgement
+    also has (the verdict's own for a pure reading; for a partial one, the round trip's other end). Left to
+    check: that reading is all of the other state, exactly where the moved positions put it. The moved
+    content's reading is pure, so its own round trip moves it one way only, back.
+    """
+    if verdict.section.op in (FileOp.CREATE, FileOp.DELETE):
+        return None
+    own = Reading(tuple(hv.located for hv in verdict.hunks), tuple(hv.expected for hv in verdict.hunks))
+    if U not in own.states if forward else A not in own.states:
+        # No hunk moves (only the mode or the name may): the content is the one judged, and so its reading.
+        source = verdict.source_path
+        data = verdict.judged_on[source].data if source is not None else None
+        if data is None:
+            return None
+        return Known(Moved(own, data.count(b"\n") + (not data.endswith(b"\n") and bool(data))), verdict.moved)
+    moved = verdict.moved[forward]
+    if moved is None:
+        return None
+    back = verdict.moved[not forward]
+    back_reading = own if back is None else back.reading
+    hunks = [hv.hunk for hv in verdict.hunks]
+    want = U if forward else A
+    if set(back_reading.states) - {want} or back_reading.positions != moved_positions(
+        hunks, moved.reading.located, forward=not forward
+    ):
+        return None
+    growth = sum(len(h.new_lines) - len(h.old_lines) for h in hunks)
+    back_moved = Moved(back_reading, moved.lines - growth if forward else moved.lines + growth)
+    return Known(moved, (back_moved, None) if forward else (None, back_moved))
 
 
 # ------------------------------------------------------------------------------------------ replay (plan)
@@ -240,7 +313,10 @@ def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
 # -------------------------------------------------------------------------------------------- one section
 
 
-def judge_section(section: FilePatch, snapshots: Mapping[str, Snapshot]) -> FileVerdict:
+def judge_section(section: FilePatch, snapshots: Mapping[str, Snapshot], known: Known | None = None
+                  ) -> FileVerdict:
+    """The verdict of one section on the snapshots. `known`: the reading its content is known to give
+    (judge_planned), used when the content has exactly its number of lines; else the content is judged."""
     op = section.op
     if op is FileOp.CREATE:
         return _judge_whole(section, snapshots[section.path], created=True)
@@ -250,9 +326,9 @@ def judge_section(section: FilePatch, snapshots: Mapping[str, Snapshot]) -> File
     if op is FileOp.RENAME:
         new = snapshots[section.new_path or ""]
         if old.exists and not new.exists:
-            return _judge_content(section, old, HunkState.UNAPPLIED, snapshots)
+            return _judge_content(section, old, HunkState.UNAPPLIED, snapshots, known)
         if new.exists and not old.exists:
-            return _judge_content(section, new, HunkState.APPLIED, snapshots)
+            return _judge_content(section, new, HunkState.APPLIED, snapshots, known)
         detail = (
             f"both {section.old_path} and {section.new_path} exist" if old.exists
             else f"neither {section.old_path} nor {section.new_path} exists"
@@ -260,14 +336,21 @@ def judge_section(section: FilePatch, snapshots: Mapping[str, Snapshot]) -> File
         return _conflict_all(section, detail, snapshots)
     if not old.exists:
         return _conflict_all(section, "the file does not exist", snapshots)
-    return _judge_content(section, old, None, snapshots)
+    return _judge_content(section, old, None, snapshots, known)
 
 
 def _judge_content(
-    section: FilePatch, snap: Snapshot, presence: HunkState | None, snapshots: Mapping[str, Snapshot]
+    section: FilePatch, snap: Snapshot, presence: HunkState | None, snapshots: Mapping[str, Snapshot],
+    known: Known | None = None,
 ) -> FileVerdict:
     assert snap.data is not None
-    reading = judge_lines(FileLines.from_bytes(snap.data), section.hunks, (section.old_blob, section.new_blob))
+    data = snap.data
+    # The moved content was a list of lines, each with one LF at its end but perhaps the last: joined, they
+    # split back into the same list exactly when the count of lines agrees.
+    if known is not None and data.count(b"\n") + (not data.endswith(b"\n") and bool(data)) == known.content.lines:
+        reading, moved = known.content.reading, known.moved
+    else:
+        reading, moved = _judge_lines(FileLines.from_bytes(data), section.hunks, (section.old_blob, section.new_blob))
     verdicts = [
         HunkVerdict(h, loc, e) for h, loc, e in zip(section.hunks, reading.located, reading.expected, strict=True)
     ]
@@ -278,7 +361,7 @@ def _judge_content(
     detail = next((v.located.detail for v in verdicts if v.located.detail), None)
     if mode is HunkState.CONFLICT:
         detail = detail or f"file mode is {snap.mode:o}, neither the old nor the new mode of the diff"
-    return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots))
+    return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots), moved)
 
 
 Blobs = tuple[str | None, str | None]  # a section's git blob ids of the whole file before and after (or None)
@@ -288,17 +371,25 @@ Blobs = tuple[str | None, str | None]  # a section's git blob ids of the whole f
 Hashed = list[tuple[list[bytes], str]]
 
 
+NOTHING_MOVED: Ends = (None, None)
+
+
 def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
     """The reading of one file's content that holds, after its round trip; or one that says why none does."""
+    return _judge_lines(content, hunks, blobs)[0]
+
+
+def _judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> tuple[Reading, Ends]:
+    """judge_lines, and what its round trip found at each end (FileVerdict.moved)."""
     hashed: Hashed = []
     reading = _decide(content, hunks, blobs, hashed)
     if not reading.complete:
-        return reading
-    problem = _round_trip(content, hunks, reading, blobs, hashed)
+        return reading, NOTHING_MOVED
+    problem, moved = _round_trip(content, hunks, reading, blobs, hashed)
     if problem is None:
-        return reading
+        return reading, moved
     index, why = problem
-    return _doubt(reading, index, why)
+    return _doubt(reading, index, why), NOTHING_MOVED
 
 
 def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed) -> Reading:
@@ -597,10 +688,11 @@ def _doubt(reading: Reading, index: int, why: str) -> Reading:
 
 def _round_trip(
     content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs, hashed: Hashed
-) -> tuple[int, str] | None:
-    """None if the reading survives its round trip in memory; else (hunk index, why)."""
+) -> tuple[tuple[int, str] | None, Ends]:
+    """(None, what it found at each end) if the reading survives its round trip in memory; else ((hunk index,
+    why), nothing)."""
     if not hunks:
-        return None
+        return None, NOTHING_MOVED
     lines = list(content.lines)
     states = set(reading.states)
     # A pure reading moves one way only: rewriting it the other way would give back `lines`, so it is not done.
@@ -613,19 +705,22 @@ def _round_trip(
     if states != {U}:
         back = lines if states == {A} else forward_lines
         checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
+    moved: list[Moved | None] = [None, None]
     for result, want, positions, back in checks:
         verb = "applying" if want is A else "reverting"
         again = _decide(FileLines(tuple(result)), hunks, blobs, hashed)
         for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
             if loc.state is not want or loc.pos != pos:
                 seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")
-                return i, (
+                return (i, (
                     f"read as {reading.states[i].value}, the file does not survive a round trip: after {verb} "
                     f"in memory this hunk reads {seen}, not {want.value} at line {(pos or 0) + 1}"
-                )
+                )), NOTHING_MOVED
         if rewrite_lines(result, hunks, again.located, forward=want is U) != back:
-            return 0, f"read as {combine(reading.states).value}, {verb} and back in memory does not give the same bytes"
-    return None
+            why = f"read as {combine(reading.states).value}, {verb} and back in memory does not give the same bytes"
+            return (0, why), NOTHING_MOVED
+        moved[want is A] = Moved(again, len(result))
+    return None, (moved[0], moved[1])
 
 
 def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:
@@ -640,7 +735,7 @@ def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:
 
 def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdict:
     """Created and deleted files: the whole content is one unit, compared byte for byte."""
-    image = b"".join(line for h in section.hunks for line in (h.new_lines if created else h.old_lines))
+    image = section.whole(created)
     mode = section.new_mode if created else section.old_mode
     wants_exec = bool(mode and mode & 0o100)
     absent_state, present_state = (

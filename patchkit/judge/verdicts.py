@@ -12,8 +12,20 @@ from typing import NamedTuple
 
 from patchkit.diff.hunks import FileOp, FilePatch, Hunk
 from patchkit.input.tree import Snapshot
-from patchkit.judge.matching import Located
+from patchkit.judge.matching import Located, Reading
 from patchkit.outcome import HunkState, PatchState
+
+
+class Moved(NamedTuple):
+    """What the round trip of a file's judgement found on the content it moved the file to, one way: that
+    content's reading and its number of lines. state.judge_moved uses it to judge the file a plan writes."""
+
+    reading: Reading
+    lines: int
+
+
+# What a round trip found after moving a file's hunks (reverse, forward): index it with the direction.
+Ends = tuple[Moved | None, Moved | None]
 
 
 class HunkVerdict(NamedTuple):
@@ -39,6 +51,9 @@ class FileVerdict:
     mode: HunkState | None  # exec-bit change: done?
     detail: str | None
     judged_on: Mapping[str, Snapshot]
+    # (reverse, forward): what the judgement's round trip read after moving the hunks that way; None where it
+    # did not move them (a pure reading moves one way only) or the verdict did not come from one
+    moved: Ends = (None, None)
 
     @property
     def source_path(self) -> str | None:

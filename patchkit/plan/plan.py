@@ -10,7 +10,9 @@ file means no file is touched.
 That check's verdicts are kept in the plan (`Plan.verdicts`): they are the sections judged on the tree the plan
 leaves, which is what a rerun finds and what the applied record's fast path stores (run/actions.record_changes),
 so the write stage does not judge the same bytes a second time (on the benchmark's large size, a third of a first
-apply's judging time).
+apply's judging time). The check itself is state.judge_planned: the judgement of the tree the plan leaves,
+which takes what the tree's own round trips already judged (each file's moved content) instead of judging it
+a second time.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import TYPE_CHECKING
 
 from patchkit.errors import InternalError, RefusedError
 from patchkit.input.tree import Snapshot
-from patchkit.judge.state import judge_sections, replay_sections
+from patchkit.judge.state import judge_planned, replay_sections
 from patchkit.outcome import PatchState, combine
 
 if TYPE_CHECKING:
@@ -51,7 +53,7 @@ def plan_changes(tree: TreeState, *, forward: bool) -> Plan:
     if problem is not None:
         raise RefusedError(problem.message, where=problem.where)
     goal = PatchState.APPLIED if forward else PatchState.UNAPPLIED
-    verdicts = tuple(judge_sections(tree.hunk_set.files, overlay))
+    verdicts = tuple(judge_planned(tree.hunk_set.files, tree.files, overlay, forward=forward))
     after = combine(v.state for v in verdicts)
     if after is not goal:
         raise InternalError(
