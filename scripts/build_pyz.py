@@ -2,6 +2,7 @@
 
     .venv/bin/python scripts/build_pyz.py                 # -> dist/patchkit.pyz
     .venv/bin/python scripts/build_pyz.py -o /tmp/pk.pyz  # elsewhere
+    .venv/bin/python scripts/build_pyz.py --bytecode /opt/venv/bin/python   # also bytecode for that Python
 
     python3 -I -S dist/patchkit.pyz apply --all           # in the engine image, with the image's interpreter
 
@@ -12,19 +13,29 @@ tomli (used on 3.10 only) and gitpython with gitdb and smmap (imported lazily: o
 pinned commit, `vendor` and `lint --base`). Each one's license and METADATA go in beside it; VENDORED.txt lists
 the versions.
 
-Reproducible: entries are sorted, every timestamp is 1980-01-01 (or SOURCE_DATE_EPOCH), modes are fixed and no
-bytecode goes in, so two builds from the same sources and dependency versions are byte-identical
-(tests/test_pyz.py checks it). Python compiles the modules in memory on each start (zipimport never writes
-`__pycache__`, so the archive's folder and HOME may be read-only).
+Bytecode: zipimport never writes `__pycache__` (the archive's folder and HOME may be read-only), so without
+bytecode every start compiles each module it imports, in memory: about as much CPU as the rest of a restart.
+The archive therefore carries, for the interpreter running this script and every `--bytecode PYTHON`, each
+module compiled by that interpreter, as `<folder>/__pycache__/<module>.<cache tag>.pyc`: a checked hash-based
+pyc (PEP 552: the source's hash, no timestamp), which `__main__.py`'s loader uses only for its own Python's cache
+tag and magic number and only while the hash equals the source's beside it in the archive; anything else is
+compiled from the source as before. `--no-bytecode` leaves it out.
+
+Reproducible: entries are sorted, every timestamp is 1980-01-01 (or SOURCE_DATE_EPOCH), modes are fixed and
+the bytecode holds no timestamp, so two builds from the same sources, dependency versions and bytecode
+interpreters are byte-identical (tests/test_pyz.py checks it).
 """
 
 from __future__ import annotations
 
 import argparse
 import io
+import json
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from importlib import metadata
@@ -38,6 +49,7 @@ VENDORED = ("click", "unidiff", "tomlkit", "tomli", "gitpython", "gitdb", "smmap
 # From a dependency's dist-info, only what describes it (RECORD, INSTALLER and direct_url.json describe the
 # install on this machine, not the package, and would make the archive differ between machines).
 KEPT_METADATA = re.compile(r"(METADATA|top_level\.txt|AUTHORS.*|LICEN[CS]E.*|COPYING.*|NOTICE.*|licenses/.+)")
+DATA = "patchkit/data/"  # package data: files the code reads, never imports
 SKIPPED = re.compile(r"(^|/)__pycache__(/|$)|\.py[cod]$")
 
 MAIN = '''\
@@ -49,9 +61,74 @@ if sys.version_info < (3, 10):
 # Nothing to write: zipimport never caches bytecode, and this keeps any other import from trying either.
 sys.dont_write_bytecode = True
 
+import _imp  # noqa: E402
+import importlib.util  # noqa: E402
+import marshal  # noqa: E402
+import zipimport  # noqa: E402
+
+ARCHIVE = sys.path[0]
+TAG = sys.implementation.cache_tag
+CHECKED_HASH = (3).to_bytes(4, "little")  # PEP 552 flags: hash-based, checked
+
+
+class Compiled(zipimport.zipimporter):
+    """zipimport, taking a module's code from the archive's pyc for this Python when it is the source's.
+
+    Also answers get_filename from the name: zipimport's compiles the module to find its path, and every
+    import asks for it (importlib's spec_from_loader), so without this each module was compiled twice."""
+
+    def _source(self, fullname):
+        folder = self.prefix + fullname.rpartition(".")[2]
+        if self.is_package(fullname):
+            return f"{folder}/__init__"
+        return folder
+
+    def get_filename(self, fullname):
+        return f"{self.archive}/{self._source(fullname)}.py"
+
+    def get_code(self, fullname):
+        if TAG is None:  # this interpreter keeps no bytecode
+            return super().get_code(fullname)
+        try:
+            source = self._source(fullname)
+            folder, name = source.rpartition("/")[::2]
+            pyc = self.get_data(f"{folder}/__pycache__/{name}.{TAG}.pyc".lstrip("/"))
+            if pyc[:8] == importlib.util.MAGIC_NUMBER + CHECKED_HASH and pyc[8:16] == (
+                importlib.util.source_hash(self.get_data(f"{source}.py"))
+            ):
+                code = marshal.loads(memoryview(pyc)[16:])
+                _imp._fix_co_filename(code, self.get_filename(fullname))
+                return code
+        except (OSError, ImportError, ValueError, EOFError, TypeError):
+            pass
+        return super().get_code(fullname)
+
+
+def archive_paths(path):
+    if path == ARCHIVE or path.startswith(ARCHIVE + "/"):
+        return Compiled(path)
+    raise ImportError("not in patchkit.pyz")
+
+
+sys.path_hooks.insert(0, archive_paths)
+sys.path_importer_cache.pop(ARCHIVE, None)
+
 from patchkit.cli.main import entry  # noqa: E402
 
 entry()
+'''
+# Run by each bytecode interpreter (-I -S, stdlib only): reads {name: source} as JSON on stdin, writes
+# {name: pyc as hex}. A checked hash-based pyc, as py_compile writes one, for that interpreter's tag.
+COMPILE = '''\
+import importlib.util, json, marshal, sys
+sources = json.load(sys.stdin)
+out = {"tag": sys.implementation.cache_tag, "pyc": {}}
+for name in sorted(sources):
+    source = sources[name].encode("latin-1")
+    code = compile(source, name, "exec", dont_inherit=True)
+    out["pyc"][name] = (importlib.util.MAGIC_NUMBER + (3).to_bytes(4, "little") + importlib.util.source_hash(source)
+                        + marshal.dumps(code)).hex()
+json.dump(out, sys.stdout)
 '''
 
 
@@ -142,6 +219,35 @@ def _normalise(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+def bytecode(files: dict[str, bytes], python: str) -> dict[str, bytes]:
+    """`<folder>/__pycache__/<module>.<tag>.pyc` for every module of the archive, compiled by `python`."""
+    # Modules only: runpy compiles __main__ itself, and the demo's engine tree is data (its .py files are copied).
+    sources = {name: data.decode("latin-1") for name, data in files.items()
+               if name.endswith(".py") and name != "__main__.py" and not name.startswith(DATA)}
+    # A fixed hash seed: a frozenset constant (`x in {"a", "b"}`) is marshalled in its iteration order, and
+    # marshal marks objects by their reference counts. An environment of its own, no site, an empty folder to
+    # start in: what -I would give, but -I (like -E) also ignores PYTHONHASHSEED.
+    try:
+        with tempfile.TemporaryDirectory() as empty:
+            done = subprocess.run([python, "-s", "-S", "-c", COMPILE], input=json.dumps(sources),
+                                  capture_output=True, text=True, check=False, cwd=empty,
+                                  env={"PYTHONHASHSEED": "0", "PATH": os.defpath})
+    except OSError as exc:
+        raise BuildError(f"cannot run {python} for --bytecode: {exc.strerror}") from None
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no message"])[-1]
+        raise BuildError(f"{python} could not compile the archive's modules: {last}")
+    result = json.loads(done.stdout)
+    tag = result["tag"]
+    if not isinstance(tag, str) or not re.fullmatch(r"[a-z]+-[0-9]+", tag):
+        raise BuildError(f"{python} has no usable bytecode cache tag ({tag!r})")
+    out = {}
+    for name, pyc in result["pyc"].items():
+        folder, _, module = name.rpartition("/")
+        out[f"{folder}/__pycache__/{module[:-3]}.{tag}.pyc".lstrip("/")] = bytes.fromhex(pyc)
+    return out
+
+
 def write_archive(files: dict[str, bytes], out: Path, epoch: int) -> None:
     """Shebang + zip, entries sorted, fixed timestamps and modes; written to a temp name, then renamed."""
     stamp = time.gmtime(max(epoch, 315532800))[:6]  # zip cannot hold times before 1980
@@ -164,10 +270,18 @@ def write_archive(files: dict[str, bytes], out: Path, epoch: int) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("-o", "--output", type=Path, default=REPO / "dist" / "patchkit.pyz")
+    parser.add_argument("--bytecode", action="append", default=[], metavar="PYTHON",
+                        help="also carry bytecode for this interpreter (repeatable; the one running this script "
+                        "is always included)")
+    parser.add_argument("--no-bytecode", action="store_true", help="carry no bytecode at all")
     args = parser.parse_args(argv)
     epoch = int(os.environ.get("SOURCE_DATE_EPOCH") or 0)
     try:
         files = collect_files()
+        compiled: dict[str, bytes] = {}
+        for python in [] if args.no_bytecode else [sys.executable, *args.bytecode]:
+            compiled.update(bytecode(files, python))
+        files.update(compiled)
         write_archive(files, args.output, epoch)
     except BuildError as exc:
         print(f"build_pyz: {exc}", file=sys.stderr)

@@ -139,7 +139,7 @@ def test_the_plans_check_is_a_fresh_judgement_of_the_planned_file(change, data) 
     # one file, repeated lines, CRLF, no final newline, any subset of its hunks applied (by git)
     old, new = change
     with workspace() as work, pytest.MonkeyPatch.context() as monkeypatch:
-        registry, root, diff = setup(work, old, new)
+        _, root, diff = setup(work, old, new)
         header, hunks = hunks_of(diff)
         if not hunks:
             return

@@ -6,7 +6,9 @@ dependencies) and runs it as an image would: `python -I patchkit.pyz ...`, the i
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import marshal
 import os
 import re
 import shutil
@@ -42,6 +44,14 @@ def build(out: Path, **env: str) -> Path:
     return out
 
 
+CHECKED = (3).to_bytes(4, "little")  # PEP 552 flags of a checked hash-based pyc
+
+
+def pyc_name(source: str, tag: str) -> str:
+    folder, _, module = source.rpartition("/")
+    return f"{folder}/__pycache__/{module[:-3]}.{tag}.pyc".lstrip("/")
+
+
 @pytest.fixture(scope="module")
 def pyz(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return build(tmp_path_factory.mktemp("pyz") / "patchkit.pyz")
@@ -60,7 +70,7 @@ def run_pyz(pyz: Path, *args: str, env: dict[str, str], cwd: Path, flags: tuple[
                           cwd=cwd, check=False)
 
 
-def test_two_builds_are_byte_identical_and_hold_no_bytecode(tmp_path: Path, pyz: Path) -> None:
+def test_two_builds_are_byte_identical_and_hold_checked_bytecode_for_this_python(tmp_path: Path, pyz: Path) -> None:
     again = build(tmp_path / "again.pyz")
     assert again.read_bytes() == pyz.read_bytes()
     assert pyz.read_bytes().startswith(b"#!/usr/bin/env python3\n") and os.access(pyz, os.X_OK)
@@ -70,7 +80,16 @@ def test_two_builds_are_byte_identical_and_hold_no_bytecode(tmp_path: Path, pyz:
     names = [i.filename for i in infos]
     assert names == sorted(names)
     assert {i.date_time for i in infos} == {(1980, 1, 1, 0, 0, 0)}
-    assert not [n for n in names if n.endswith((".pyc", ".so")) or "__pycache__" in n]
+    assert not [n for n in names if n.endswith(".so")]
+    # One pyc per module, for this interpreter only, each a checked hash-based pyc of the source beside it.
+    tag = sys.implementation.cache_tag
+    sources = [n for n in names if n.endswith(".py") and n != "__main__.py" and not n.startswith("patchkit/data/")]
+    compiled = [n for n in names if "__pycache__" in n]
+    assert sorted(pyc_name(n, tag) for n in sources) == compiled
+    with zipfile.ZipFile(pyz) as archive:
+        for name in sources:
+            pyc = archive.read(pyc_name(name, tag))
+            assert pyc[:16] == importlib.util.MAGIC_NUMBER + CHECKED + importlib.util.source_hash(archive.read(name))
     assert "__main__.py" in names and "patchkit/cli/main.py" in names and "patchkit/py.typed" in names
     for top in ("click/", "unidiff/", "tomlkit/", "tomli/", "git/", "gitdb/", "smmap/"):
         assert any(n.startswith(top) for n in names), top
@@ -300,3 +319,50 @@ def test_lint_from_the_archive_says_the_scan_needs_the_installed_package(tmp_pat
     done = run_pyz(pyz, "lint", "--no-scan", env=env, cwd=repo, flags=("-I", "-S"))
     assert done.returncode == 1, done.stdout + done.stderr  # findings (without the scan, 2306.md is an orphan)
     assert "PK210" in done.stdout and "PK209" in done.stdout
+
+
+# The archive's bytecode: used only when it is this Python's and its hash is the source's beside it. The tests
+# rewrite one pyc of a built archive (patchkit/__init__.py: every start imports it) with the code of another
+# source, and see which of the two runs.
+
+PLANTED = b'__version__ = "planted"\n'
+
+
+def rewritten(pyz: Path, out: Path, header: bytes) -> Path:
+    """`pyz` with patchkit/__init__'s pyc holding PLANTED's code behind `header`, every other entry as built."""
+    name = pyc_name("patchkit/__init__.py", sys.implementation.cache_tag)
+    out.write_bytes(b"")
+    with zipfile.ZipFile(pyz) as source, zipfile.ZipFile(out, "w") as target:
+        for info in source.infolist():
+            data = source.read(info)
+            if info.filename == name:
+                data = header + marshal.dumps(compile(PLANTED, "patchkit/__init__.py", "exec"))
+            target.writestr(info, data)
+    return out
+
+
+def version_line(pyz: Path, tmp_path: Path) -> str:
+    done = run_pyz(pyz, "--version", env=isolated_env(HOME=str(tmp_path)), cwd=tmp_path, flags=("-I", "-S"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout.splitlines()[0]
+
+
+def test_a_start_takes_the_bytecode_whose_hash_is_the_sources(tmp_path: Path, pyz: Path) -> None:
+    with zipfile.ZipFile(pyz) as archive:
+        source = archive.read("patchkit/__init__.py")
+    header = importlib.util.MAGIC_NUMBER + CHECKED + importlib.util.source_hash(source)
+    assert version_line(pyz, tmp_path).endswith(patchkit.__version__)
+    assert version_line(rewritten(pyz, tmp_path / "taken.pyz", header), tmp_path).endswith("planted")
+
+
+@pytest.mark.parametrize("why", ["stale hash", "unchecked hash", "other magic"])
+def test_bytecode_that_is_not_the_sources_is_never_run(tmp_path: Path, pyz: Path, why: str) -> None:
+    with zipfile.ZipFile(pyz) as archive:
+        source = archive.read("patchkit/__init__.py")
+    magic, digest = importlib.util.MAGIC_NUMBER, importlib.util.source_hash(source)
+    header = {
+        "stale hash": magic + CHECKED + importlib.util.source_hash(source + b"# an older source\n"),
+        "unchecked hash": magic + (1).to_bytes(4, "little") + digest,  # Python runs these after an edit
+        "other magic": bytes([magic[0] ^ 1]) + magic[1:] + CHECKED + digest,
+    }[why]
+    assert version_line(rewritten(pyz, tmp_path / "ignored.pyz", header), tmp_path).endswith(patchkit.__version__)
