@@ -542,6 +542,47 @@ class Bench:
         shutil.rmtree(restarted)
         return rows
 
+    def pyz_rows(self, corpus: Corpus, python: str, archives: dict[str, Path]) -> list[Row]:
+        """The container's own command: `python -I -S patchkit.pyz` (examples/Dockerfile, entrypoint.sh), from an
+        archive built with bytecode for `python` and from one without, on the same trees as the rows above."""
+        diff = str(corpus.diff)
+        rows = []
+        for kind, archive in archives.items():
+            pk = [python, "-I", "-S", str(archive)]
+            patches = self.workdir / f"pyz-patches-{corpus.size}-{kind}"
+            shutil.copytree(corpus.registry, patches, dirs_exist_ok=True)
+            reg = ["--patches", str(patches)]
+            unapplied = self.fresh(corpus.base)()
+            built = run_once([*pk, "compile", *reg], unapplied, self.env)
+            if built.code != 0:
+                self.problems.append(f"{corpus.size}: {kind} compile failed: {built.stderr.strip()[:300]}")
+            restarted = self.fresh(corpus.base)()
+            first = run_once([*pk, "apply", "--all", "--root", str(restarted), *reg], restarted, self.env)
+            if first.code != 0:
+                self.problems.append(f"{corpus.size}: {kind} apply failed: {first.stderr.strip()[:300]}")
+            cells = {
+                f"status, fresh container, compiled at the image build, {kind}": (
+                    ["status", "--all"], 3, {"tree": unapplied}, ["git", "apply", "--check", diff]),
+                f"apply, fresh container, compiled at the image build, {kind}": (
+                    ["apply", "--all"], 0, {"prepare": self.fresh(corpus.base), "verify": corpus.expected},
+                    ["git", "apply", diff]),
+                f"restart --all, {kind}": (["apply", "--all"], 0, {"tree": restarted},
+                                           ["git", "apply", "--reverse", "--check", diff]),
+                f"restart --all --json, {kind}": (["apply", "--all", "--json"], 0, {"tree": restarted},
+                                                  ["git", "apply", "--reverse", "--check", diff]),
+            }
+            for label, (args, code, where, git) in cells.items():
+                gits = {"tree": where["tree"]} if "tree" in where else {
+                    "prepare": self.fresh(corpus.base), "verify": corpus.expected}
+                rows.append(Row(corpus.size, label, {
+                    "patchkit": self.measure("patchkit", [*pk, *args, "--root", "{root}", *reg], code,
+                                             fresh_home=True, **where),  # type: ignore[arg-type]
+                    "git apply": self.measure("git apply", git, 0, **gits),  # type: ignore[arg-type]
+                }))
+            shutil.rmtree(unapplied)
+            shutil.rmtree(restarted)
+        return rows
+
     def fleet_row(self, corpus: Corpus, count: int) -> Row:
         """`count` container starts at once on one shared, unpatched root (processes on one machine standing in
         for nodes): each runs `apply --all`. Every start must end applied with exactly one writer; the time is
@@ -818,6 +859,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="comma-separated counts, e.g. 32,64: that many `apply --all` starts at once on one "
                         "shared root, per size of --fleet-sizes")
     parser.add_argument("--fleet-sizes", default="small,stack", help="the sizes the --fleet rows run on")
+    parser.add_argument("--pyz", metavar="PYTHON", default=None,
+                        help="also time patchkit.pyz as the image runs it (PYTHON -I -S patchkit.pyz), built from "
+                        "this checkout with bytecode for PYTHON and without: first status and apply, restarts")
     args = parser.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     fleet = [int(n) for n in args.fleet.split(",") if n.strip()]
@@ -844,11 +888,24 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{size}: {corpus.files_in_diff} files, {corpus.hunks} hunks, {corpus.diff_lines} diff lines, "
                   f"{corpus.diff_bytes / 2**20:.1f} MB diff, {corpus.touched_bytes / 2**20:.1f} MB touched files "
                   f"(generated in {time.perf_counter() - started:.1f} s)", flush=True)
+        archives: dict[str, Path] = {}
+        if args.pyz:
+            build = Path(__file__).resolve().parent.parent / "scripts" / "build_pyz.py"
+            for kind, flags in (("patchkit.pyz", ["--bytecode", args.pyz]), ("patchkit.pyz, no bytecode",
+                                                                             ["--no-bytecode"])):
+                out = workdir / ("pyz-" + ("plain" if "no" in kind else "bytecode")) / "patchkit.pyz"
+                made = subprocess.run([sys.executable, str(build), "-o", str(out), *flags], capture_output=True,
+                                      text=True, check=False)
+                if made.returncode != 0:
+                    parser.error(f"building {kind} failed: {made.stderr.strip()}")
+                archives[kind] = out
         rounds: list[list[Row]] = []
         for number in range(max(args.rounds, 1)):
             done: list[Row] = []
             for size in sizes:
                 done.extend(bench.size_rows(corpora[size]))
+                if args.pyz:
+                    done.extend(bench.pyz_rows(corpora[size], args.pyz, archives))
             done.append(bench.startup_row())
             for size in fleet_sizes:
                 for count in fleet:
