@@ -136,6 +136,26 @@ MUTANTS: tuple[Mutant, ...] = (
       "ends = [p.pos + p.span for p in places[m] if p.pos > low[m] + gaps[m]]",
       ["tests/test_matching_reference.py"],
       "a placement that keeps a gap exactly is not counted as fitting (one line too many asked)"),
+    # Since issue #25's third pass the plan's check takes the round trip's reading of each moved file
+    # (judge_planned); what it still checks must be checked.
+    m("planned-way-back-unchecked", "patchkit/judge/state.py",
+      "if set(back_reading.states) - {want} or back_reading.positions != moved_positions(",
+      "if False and back_reading.positions != moved_positions(",
+      ["tests/test_plan.py::test_the_plans_check_judges_again_what_the_round_trip_cannot_vouch_for"],
+      "the plan's check believes a round trip's reading whose way back does not lead to the tree's reading"),
+    m("planned-line-count-unchecked", "patchkit/judge/state.py",
+      "if known is not None and data.count(", "if known is not None and 0 * data.count(",
+      ["tests/test_plan.py::test_the_plans_check_judges_again_what_the_round_trip_cannot_vouch_for"],
+      "the plan's check believes a round trip's reading of content with another number of lines"),
+    # patchkit.pyz's loader: only this Python's checked bytecode of the very source beside it.
+    m("pyz-bytecode-hash-unchecked", "scripts/build_pyz.py",
+      "and pyc[8:16] == (", "and True or pyc[8:16] == (",
+      ["tests/test_pyz.py::test_bytecode_that_is_not_the_sources_is_never_run"],
+      "the archive's loader runs a pyc whose hash is not its source's (a stale one)"),
+    m("pyz-bytecode-unchecked-flag", "scripts/build_pyz.py",
+      "if pyc[:8] == importlib.util.MAGIC_NUMBER + CHECKED_HASH", "if pyc[:4] == importlib.util.MAGIC_NUMBER",
+      ["tests/test_pyz.py::test_bytecode_that_is_not_the_sources_is_never_run"],
+      "the archive's loader runs an unchecked-hash pyc, which Python keeps running after its source changes"),
     # ------------------------------------------------------------------------------------- --complete
     m("complete-on-conflict", "patchkit/run/actions.py",
       "(state is PatchState.PARTIAL and complete)",
