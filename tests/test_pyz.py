@@ -366,3 +366,23 @@ def test_bytecode_that_is_not_the_sources_is_never_run(tmp_path: Path, pyz: Path
         "other magic": bytes([magic[0] ^ 1]) + magic[1:] + CHECKED + digest,
     }[why]
     assert version_line(rewritten(pyz, tmp_path / "ignored.pyz", header), tmp_path).endswith(patchkit.__version__)
+
+
+def test_doctor_says_whether_the_archive_has_bytecode_for_this_python(tmp_path: Path, pyz: Path) -> None:
+    plain = tmp_path / "plain.pyz"
+    done = subprocess.run([sys.executable, str(BUILD), "-o", str(plain), "--no-bytecode"], capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    with zipfile.ZipFile(plain) as archive:
+        assert not [n for n in archive.namelist() if "__pycache__" in n]
+    patches = engine_registry(tmp_path)
+    rows = {}
+    for archive in (pyz, plain):
+        done = run_pyz(archive, "doctor", "--json", "--patches", str(patches), env=isolated_env(HOME=str(tmp_path)),
+                       cwd=tmp_path, flags=("-I", "-S"))
+        assert done.returncode == 0, done.stdout + done.stderr  # a warning is no problem
+        rows[archive] = next(c for c in json.loads(done.stdout)["checks"] if c["check"] == "patchkit")
+    tag = sys.implementation.cache_tag
+    assert rows[pyz]["state"] == "ok" and rows[pyz]["detail"].endswith(f"with bytecode for {tag}")
+    assert rows[plain]["state"] == "warning" and f"no bytecode for {tag}" in rows[plain]["detail"]
+    assert sys.executable in rows[plain]["hint"] and "--bytecode" in rows[plain]["hint"]

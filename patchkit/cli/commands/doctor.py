@@ -16,13 +16,14 @@ import fcntl
 import os
 import stat
 import sys
+import zipfile
 from enum import Enum
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import click
 
-from patchkit import __version__
+from patchkit import __version__, source_archive
 from patchkit.cli.commands.options import FolderPath, Selection, choose_root, invocation, json_option, patches_option
 from patchkit.display import show_path
 from patchkit.errors import ExitCode, PatchkitError
@@ -64,7 +65,25 @@ class _Problem(Exception):
 
 def check_patchkit() -> Check:
     where = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    return Check("patchkit", CheckState.OK, f"patchkit {__version__}, installed in {where}")
+    detail = f"patchkit {__version__}, installed in {where}"
+    archive = source_archive()
+    if archive is None:
+        return Check("patchkit", CheckState.OK, detail)
+    # patchkit.pyz: a start loads the archive's bytecode for this interpreter (scripts/build_pyz.py), if any.
+    tag = sys.implementation.cache_tag
+    try:
+        with zipfile.ZipFile(archive) as pyz:
+            compiled = f"patchkit/__pycache__/__init__.{tag}.pyc" in pyz.namelist()
+    except (OSError, zipfile.BadZipFile):
+        compiled = False
+    if compiled:
+        return Check("patchkit", CheckState.OK, f"{detail}, with bytecode for {tag}")
+    return Check(
+        "patchkit", CheckState.WARNING, f"{detail}, with no bytecode for {tag}: every start compiles the modules "
+        "it imports (0.1 to 0.2 s of CPU)",
+        f"build patchkit.pyz with bytecode for this interpreter ({sys.executable}): build_pyz.py's --bytecode "
+        "option, docs/containers.md",
+    )
 
 
 def check_interpreter() -> Check:
