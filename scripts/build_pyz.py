@@ -117,8 +117,8 @@ from patchkit.cli.main import entry  # noqa: E402
 
 entry()
 '''
-# Run by each bytecode interpreter (-I -S, stdlib only): reads {name: source} as JSON on stdin, writes
-# {name: pyc as hex}. A checked hash-based pyc, as py_compile writes one, for that interpreter's tag.
+# Run by each bytecode interpreter (stdlib only, see bytecode()): reads {name: source} as JSON on stdin, writes
+# {"tag": its cache tag, "pyc": {name: pyc as hex}}: checked hash-based pycs, as py_compile writes them.
 COMPILE = '''\
 import importlib.util, json, marshal, sys
 sources = json.load(sys.stdin)

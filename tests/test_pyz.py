@@ -386,3 +386,20 @@ def test_doctor_says_whether_the_archive_has_bytecode_for_this_python(tmp_path: 
     assert rows[pyz]["state"] == "ok" and rows[pyz]["detail"].endswith(f"with bytecode for {tag}")
     assert rows[plain]["state"] == "warning" and f"no bytecode for {tag}" in rows[plain]["detail"]
     assert sys.executable in rows[plain]["hint"] and "--bytecode" in rows[plain]["hint"]
+
+
+@pytest.mark.parametrize("python", ["missing", "fails"])
+def test_a_bytecode_interpreter_that_cannot_compile_stops_the_build_with_nothing_written(
+    tmp_path: Path, python: str
+) -> None:
+    fails = tmp_path / "python-that-fails"
+    fails.write_text("#!/bin/sh\necho 'SyntaxError: invalid syntax' >&2\nexit 1\n")
+    fails.chmod(0o755)
+    interpreter = str(tmp_path / "no-such-python") if python == "missing" else str(fails)
+    out = tmp_path / "dist" / "patchkit.pyz"
+    done = subprocess.run([sys.executable, str(BUILD), "-o", str(out), "--bytecode", interpreter],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stderr.startswith("build_pyz: ") and interpreter in done.stderr
+    assert ("cannot run" if python == "missing" else "SyntaxError: invalid syntax") in done.stderr
+    assert not out.exists() and not out.parent.exists()

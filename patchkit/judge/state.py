@@ -81,24 +81,27 @@ def judge_planned(sections: Sequence[FilePatch], verdicts: Sequence[FileVerdict]
     A section alone on its paths (no other section touches them) was rewritten by replay_sections from its
     own verdict, so `after` holds exactly the content that verdict's round trip moved its file to and judged
     (FileVerdict.moved); that reading is the judgement, once the round trip's way back is checked too
-    (_moved_reading). A section that moved nothing left the very bytes its verdict judged. Chains, sections
-    without a verdict, and anything the checks cannot vouch for are judged from scratch.
+    (_moved_reading). A section that moved nothing left the very bytes its verdict judged. Chains, and anything
+    the checks cannot vouch for, are judged from scratch; so is every section when `verdicts` are not the
+    sections' own, one each in order (a tree state made by hand: replay_sections wrote what they say).
     """
-    users: dict[str, int] = {}
-    for section in [*sections, *(v.section for v in verdicts)]:
-        for path in section.paths:
-            users[path] = users.get(path, 0) + 1
-    own = {id(v.section): v for v in verdicts}
+    if len(verdicts) != len(sections) or any(v.section is not s for v, s in zip(verdicts, sections, strict=True)):
+        return judge_sections(sections, after)
     out: dict[int, FileVerdict] = {}
     for chain in _chains(sections):
-        verdict = own.get(id(sections[chain[0]]))
-        if len(chain) > 1 or verdict is None or any(users[p] != 2 for p in verdict.section.paths):
+        verdict = verdicts[chain[0]]
+        if len(chain) > 1:
             out.update(zip(chain, judge_sections([sections[i] for i in chain], after), strict=True))
         elif all(after[p] is verdict.judged_on.get(p) for p in verdict.section.paths):
             out[chain[0]] = verdict  # nothing moved: the same snapshots, judged already
         else:
             out[chain[0]] = judge_section(verdict.section, after, _moved_reading(verdict, forward))
     return [out[i] for i in range(len(sections))]
+
+
+def _line_count(data: bytes) -> int:
+    """How many lines split_lines makes of `data` (the last may lack its LF), without splitting it."""
+    return data.count(b"\n") + (bool(data) and not data.endswith(b"\n"))
 
 
 class Known(NamedTuple):
@@ -128,7 +131,7 @@ def _moved_reading(verdict: FileVerdict, forward: bool) -> Known | None:
         data = verdict.judged_on[source].data if source is not None else None
         if data is None:
             return None
-        return Known(Moved(own, data.count(b"\n") + (not data.endswith(b"\n") and bool(data))), verdict.moved)
+        return Known(Moved(own, _line_count(data)), verdict.moved)
     moved = verdict.moved[forward]
     if moved is None:
         return None
@@ -347,7 +350,7 @@ def _judge_content(
     data = snap.data
     # The moved content was a list of lines, each with one LF at its end but perhaps the last: joined, they
     # split back into the same list exactly when the count of lines agrees.
-    if known is not None and data.count(b"\n") + (not data.endswith(b"\n") and bool(data)) == known.content.lines:
+    if known is not None and _line_count(data) == known.content.lines:
         reading, moved = known.content.reading, known.moved
     else:
         reading, moved = _judge_lines(FileLines.from_bytes(data), section.hunks, (section.old_blob, section.new_blob))

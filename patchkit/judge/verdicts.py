@@ -18,7 +18,7 @@ from patchkit.outcome import HunkState, PatchState
 
 class Moved(NamedTuple):
     """What the round trip of a file's judgement found on the content it moved the file to, one way: that
-    content's reading and its number of lines. state.judge_moved uses it to judge the file a plan writes."""
+    content's reading and its number of lines. state.judge_planned uses it to judge the file a plan writes."""
 
     reading: Reading
     lines: int
