@@ -891,9 +891,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         archives: dict[str, Path] = {}
         if args.pyz:
             build = Path(__file__).resolve().parent.parent / "scripts" / "build_pyz.py"
-            for kind, flags in (("patchkit.pyz", ["--bytecode", args.pyz]), ("patchkit.pyz, no bytecode",
-                                                                             ["--no-bytecode"])):
-                out = workdir / ("pyz-" + ("plain" if "no" in kind else "bytecode")) / "patchkit.pyz"
+            for kind, folder, flags in (("patchkit.pyz", "pyz-bytecode", ["--bytecode", args.pyz]),
+                                        ("patchkit.pyz, no bytecode", "pyz-plain", ["--no-bytecode"])):
+                out = workdir / folder / "patchkit.pyz"
                 made = subprocess.run([sys.executable, str(build), "-o", str(out), *flags], capture_output=True,
                                       text=True, check=False)
                 if made.returncode != 0:

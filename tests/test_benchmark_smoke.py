@@ -33,13 +33,17 @@ def run_bench(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_small_size_every_tool_leaves_the_same_tree() -> None:
-    result = run_bench("--patchkit", f"{sys.executable} -m patchkit")
+    result = run_bench("--patchkit", f"{sys.executable} -m patchkit", "--pyz", sys.executable)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all tools produced identical trees" in result.stdout
     assert "imports no GitPython module" in result.stdout
     # the issue #15 cases ran, and their trees were compared too
     for row in ("status, unapplied, fresh container", "apply, fresh container", "restart (applied by patchkit)"):
         assert f"| small | {row} |" in result.stdout, row
+    # and issue #25's: the archive as an image runs it, with and without bytecode
+    for kind in ("patchkit.pyz", "patchkit.pyz, no bytecode"):
+        for row in ("apply, fresh container, compiled at the image build", "restart --all --json"):
+            assert f"| small | {row}, {kind} |" in result.stdout, (row, kind)
 
 
 def test_a_tool_that_leaves_the_tree_unpatched_fails_the_run() -> None:
