@@ -19,13 +19,11 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import git, git_diff, read_tree
+from tests.lint_helpers import FIXTURES, _chdir, lint
 from tests.provenance_helpers import BASE, PID, add_entry, commit_all, git_repo, v1_files
 from tests.safety_helpers import Run, as_user, chown_tree, run_forked, shared_workdir
 
-pytestmark = [
-    pytest.mark.skipif(os.geteuid() != 0, reason="needs root (and creates an unprivileged user)"),
-    pytest.mark.skipif(shutil.which("git") is None, reason="needs git"),
-]
+pytestmark = pytest.mark.skipif(shutil.which("git") is None, reason="needs git")  # root: the `user` fixture
 
 EXCLUDE = {"eng/extra.py": "not ported"}
 VECTORS = ("ssh", "uploadpack", "fsmonitor", "pager", "extdiff", "hook")
@@ -190,3 +188,81 @@ def test_head_through_packed_refs_a_shallow_clone_and_a_worktree_file(world: Wor
     assert (base["state"], base["relation"]) == ("unknown", None)
     assert "is a file (a linked worktree or a submodule)" in str(base["detail"])
     assert world.marks() == []
+
+
+# ---------------------------------------------------------------------------------- lint --base on a fork
+
+
+def fork_clone(workdir: Path, *, partial: bool) -> tuple[Path, Path]:
+    """The upstream registry (main), a fork's branch whose files attack git, and the CI runner's clone of it
+    (a partial clone, `--filter=blob:none`, when asked) with the fork's branch checked out: (clone, markers).
+
+    The runner's config includes a file of the work tree (`include.path = ../.gitconfig`, as projects that
+    share settings ask contributors to set) and takes hooks from it (`core.hooksPath = .githooks`): the worst
+    case, where the fork's files are the repository's config."""
+    markers, scripts = workdir / "markers", workdir / "scripts"
+    markers.mkdir()
+    scripts.mkdir()
+    for vector in (*VECTORS, "textconv", "diffcmd", "filter", "submodule"):
+        (scripts / f"mark-{vector}").write_text(f"#!/bin/sh\ntouch {markers / vector}\nexit 1\n")
+        (scripts / f"mark-{vector}").chmod(0o755)
+    upstream = workdir / "upstream"
+    shutil.copytree(FIXTURES / "clean", upstream)
+    git(upstream, "init", "-q", "-b", "main")
+    git(upstream, "config", "uploadpack.allowFilter", "true")
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-q", "-m", "registry")
+    git(upstream, "checkout", "-q", "-b", "fork")
+    mark = {v: scripts / f"mark-{v}" for v in (*VECTORS, "textconv", "diffcmd", "filter", "submodule")}
+    hostile = {
+        ".gitattributes": "* diff=evil filter=evil merge=evil\n",
+        ".gitconfig": (
+            f"[core]\n\tfsmonitor = {mark['fsmonitor']}\n\tpager = {mark['pager']}\n\tsshCommand = {mark['ssh']}\n"
+            f"[diff]\n\texternal = {mark['extdiff']}\n"
+            f'[diff "evil"]\n\tcommand = {mark["diffcmd"]}\n\ttextconv = {mark["textconv"]}\n'
+            f'[filter "evil"]\n\tclean = {mark["filter"]}\n\tsmudge = {mark["filter"]}\n\tprocess = {mark["filter"]}\n'
+            f'[remote "origin"]\n\tuploadpack = {mark["uploadpack"]}\n'
+        ),
+        ".gitmodules": (
+            f'[submodule "x"]\n\tpath = x\n\turl = ext::{mark["submodule"]}\n\tupdate = !{mark["submodule"]}\n'
+        ),
+    }
+    for name, text in hostile.items():
+        (upstream / name).write_text(text)
+    (upstream / ".githooks").mkdir()
+    for hook in (*HOOKS, "post-merge", "pre-commit"):
+        (upstream / ".githooks" / hook).symlink_to(mark["hook"])
+    waiver = upstream / "waivers" / "7001.md"
+    waiver.write_text(waiver.read_text() + "\nA fork's edit.\n")  # the base's copy differs: read through git
+    manifest = upstream / "patches" / "enginex-pr512" / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace("title = ", "title = 'edited' # ", 1))
+    git(upstream, "add", "-A")
+    git(upstream, "commit", "-q", "-m", "a fork's pull request")
+    clone = workdir / "ci"
+    filters = ["--filter=blob:none"] if partial else []
+    git(workdir, "clone", "-q", "--no-local", *filters, "--branch", "fork", f"file://{upstream}", str(clone))
+    git(clone, "config", "include.path", "../.gitconfig")
+    git(clone, "config", "core.hooksPath", ".githooks")
+    return clone, markers
+
+
+@pytest.mark.parametrize("partial", [False, True], ids=["full-clone", "partial-clone"])
+def test_lint_base_on_a_fork_runs_nothing_the_fork_wrote(tmp_path: Path, partial: bool) -> None:
+    """`lint --base origin/main` on the fork's checkout: no command of the fork's files runs. In a full clone
+    lint answers as usual; in a partial clone the base's copy of the edited waiver is not in the clone, and
+    git is not allowed to fetch it (a fetch would run the fork's uploadpack): exit 2 saying what to fetch."""
+    workdir = tmp_path / "w"
+    workdir.mkdir()
+    clone, markers = fork_clone(workdir, partial=partial)
+    env = {"HOME": str(workdir), "GIT_CONFIG_GLOBAL": os.devnull, "GIT_CONFIG_NOSYSTEM": "1"}
+    with _chdir(clone):
+        run = lint("--base", "origin/main", "--pr", "7001", "--format", "json", env=env)
+    assert sorted(p.name for p in markers.iterdir()) == [], "git ran a command the fork's files named"
+    assert "Traceback" not in run.stderr
+    if partial:
+        assert run.exit_code == 2, (run.exit_code, run.stderr)
+        assert "waivers/7001.md" in run.stderr and "partial clone" in run.stderr, run.stderr
+    else:
+        assert run.exit_code in (0, 1), (run.exit_code, run.stderr)
+        report = run.json()  # the range holds the manifest's and the waiver's edits: history mode read them
+        assert (report["change_patches_engine"], report["findings"]) == (True, []), report
