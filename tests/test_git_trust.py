@@ -60,17 +60,22 @@ class World:
 @pytest.fixture
 def world(user: tuple[int, int]) -> Iterator[World]:
     with shared_workdir() as workdir:
-        markers, scripts, home = workdir / "markers", workdir / "scripts", workdir / "root-home"
-        for folder in (markers, scripts / "hooks", home):
-            folder.mkdir(parents=True)
-        for vector in VECTORS:
-            script = scripts / f"mark-{vector}"
-            script.write_text(f"#!/bin/sh\ntouch {markers / vector}\nexit 1\n")
-            script.chmod(0o755)
-        for hook in HOOKS:
-            (scripts / "hooks" / hook).symlink_to(scripts / "mark-hook")
-        (home / ".gitconfig").write_text("[safe]\n\tdirectory = *\n")
-        yield World(workdir, markers, scripts, home)
+        yield make_world(workdir)
+
+
+def make_world(workdir: Path) -> World:
+    """The marker scripts and root's HOME in a scratch folder the unprivileged user can reach (0755)."""
+    markers, scripts, home = workdir / "markers", workdir / "scripts", workdir / "root-home"
+    for folder in (markers, scripts / "hooks", home):
+        folder.mkdir(parents=True)
+    for vector in VECTORS:
+        script = scripts / f"mark-{vector}"
+        script.write_text(f"#!/bin/sh\ntouch {markers / vector}\nexit 1\n")
+        script.chmod(0o755)
+    for hook in HOOKS:
+        (scripts / "hooks" / hook).symlink_to(scripts / "mark-hook")
+    (home / ".gitconfig").write_text("[safe]\n\tdirectory = *\n")
+    return World(workdir, markers, scripts, home)
 
 
 def checkout(world: World, name: str, *, pinned_there: bool) -> tuple[Path, Path, str, str]:
