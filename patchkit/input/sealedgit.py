@@ -75,16 +75,24 @@ class GitUnreadable(Exception):
 
 @dataclass(frozen=True)
 class GitDir:
-    """An opened `.git` folder: its descriptor, its objects folder's, and its path for messages."""
+    """An opened git folder: its descriptor (HEAD, FETCH_HEAD), its common folder's (refs, packed-refs,
+    shallow; the same folder but for a linked worktree) and its objects folder's, with their paths for messages."""
 
     fd: int
+    common_fd: int
     objects_fd: int
     shown: str
+    common_shown: str
 
 
 @contextmanager
-def open_git_dir(parent_fd: int, parent: Path, vet: Vet | None = None) -> Iterator[GitDir | None]:
-    """`<parent>/.git` opened link-free and vetted, with its objects folder; None if there is no `.git`."""
+def open_git_dir(
+    parent_fd: int, parent: Path, vet: Vet | None = None, *, follow_gitfile: bool = False
+) -> Iterator[GitDir | None]:
+    """`<parent>/.git` opened link-free and vetted, with its objects folder; None if there is no `.git`.
+
+    A `.git` file (a linked worktree, a submodule) is refused unless `follow_gitfile` (lint's repository, the
+    runner's own): then its `gitdir:` and that folder's `commondir` are followed, by path."""
     shown = f"{str(parent).rstrip('/')}/{GIT_DIR_NAME}"
     try:
         st = os.stat(GIT_DIR_NAME, dir_fd=parent_fd, follow_symlinks=False)
@@ -93,22 +101,58 @@ def open_git_dir(parent_fd: int, parent: Path, vet: Vet | None = None) -> Iterat
         return
     except OSError as exc:
         raise GitUnreadable(f"cannot look at {shown}: {exc.strerror}") from None
-    if stat.S_ISREG(st.st_mode):
-        raise GitUnreadable(f"{shown} is a file (a linked worktree or a submodule): patchkit reads only a .git folder")
-    if not stat.S_ISDIR(st.st_mode):
-        raise GitUnreadable(f"{shown} is not a folder (a symbolic link or another kind of file)")
     with ExitStack() as stack:
-        fd = _open_folder(parent_fd, GIT_DIR_NAME, shown, vet)
-        if fd is None:
-            raise GitUnreadable(f"{shown} vanished while being read")
-        stack.callback(os.close, fd)
-        objects = _open_folder(fd, "objects", f"{shown}/objects", vet)
+        if stat.S_ISREG(st.st_mode) and follow_gitfile:
+            shown = _pointed(parent_fd, GIT_DIR_NAME, shown, "gitdir: ", parent)
+            fd = _open_by_path(shown, stack)
+        elif stat.S_ISREG(st.st_mode):
+            raise GitUnreadable(f"{shown} is a file (a linked worktree or a submodule): patchkit reads only a "
+                                ".git folder")
+        elif not stat.S_ISDIR(st.st_mode):
+            raise GitUnreadable(f"{shown} is not a folder (a symbolic link or another kind of file)")
+        else:
+            opened = _open_folder(parent_fd, GIT_DIR_NAME, shown, vet)
+            if opened is None:
+                raise GitUnreadable(f"{shown} vanished while being read")
+            stack.callback(os.close, opened)
+            fd = opened
+        common_shown, common = shown, fd
+        if follow_gitfile and _exists(fd, "commondir"):
+            common_shown = _pointed(fd, "commondir", f"{shown}/commondir", "", Path(shown))
+            common = _open_by_path(common_shown, stack)
+        objects = _open_folder(common, "objects", f"{common_shown}/objects", vet)
         if objects is None:
-            raise GitUnreadable(f"{shown} has no objects folder: not a repository patchkit can read")
+            raise GitUnreadable(f"{common_shown} has no objects folder: not a repository patchkit can read")
         stack.callback(os.close, objects)
         if vet is not None:
-            _vet_subfolders(objects, f"{shown}/objects", vet)
-        yield GitDir(fd, objects, shown)
+            _vet_subfolders(objects, f"{common_shown}/objects", vet)
+        yield GitDir(fd, common, objects, shown, common_shown)
+
+
+def _pointed(folder_fd: int, name: str, shown: str, prefix: str, base: Path) -> str:
+    """The folder a `.git` file (`gitdir: X`) or a `commondir` file names, absolute (relative to `base`)."""
+    text = _read_small(folder_fd, name, shown, None) or ""
+    line = text.strip()
+    if not line.startswith(prefix) or "\n" in line:
+        raise GitUnreadable(f"{shown} does not name a git folder")
+    return os.path.normpath(base / line[len(prefix):].strip())
+
+
+def _open_by_path(path: str, stack: ExitStack) -> int:
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:
+        raise GitUnreadable(f"cannot open the git folder {path}: {exc.strerror}") from None
+    stack.callback(os.close, fd)
+    return fd
+
+
+def _exists(folder_fd: int, name: str) -> bool:
+    try:
+        os.stat(name, dir_fd=folder_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def read_head(repo: GitDir, vet: Vet | None = None) -> str:
@@ -160,7 +204,8 @@ def read_refs(repo: GitDir, vet: Vet | None = None) -> dict[str, str]:
 
 def read_packed_refs(repo: GitDir, vet: Vet | None = None) -> dict[str, str]:
     """`packed-refs` as name -> id (peeled `^` lines and the header skipped); empty if there is none."""
-    text = _read_small(repo.fd, "packed-refs", f"{repo.shown}/packed-refs", vet, limit=MAX_PACKED_REFS_BYTES)
+    text = _read_small(repo.common_fd, "packed-refs", f"{repo.common_shown}/packed-refs", vet,
+                       limit=MAX_PACKED_REFS_BYTES)
     refs: dict[str, str] = {}
     for line in (text or "").splitlines():
         sha, _, name = line.partition(" ")
@@ -182,11 +227,11 @@ def read_pseudo_refs(repo: GitDir, vet: Vet | None = None) -> dict[str, str]:
 
 def read_shallow(repo: GitDir, vet: Vet | None = None) -> str | None:
     """The shallow clone's boundary commits (`.git/shallow`), which git needs to walk its history; or None."""
-    text = _read_small(repo.fd, "shallow", f"{repo.shown}/shallow", vet, limit=MAX_PACKED_REFS_BYTES)
+    text = _read_small(repo.common_fd, "shallow", f"{repo.common_shown}/shallow", vet, limit=MAX_PACKED_REFS_BYTES)
     if text is None:
         return None
     if not all(_HEX40.fullmatch(line) for line in text.split()):
-        raise GitUnreadable(f"{repo.shown}/shallow holds something other than commit ids")
+        raise GitUnreadable(f"{repo.common_shown}/shallow holds something other than commit ids")
     return text
 
 
@@ -278,7 +323,7 @@ def _objects_path(repo: GitDir) -> str:
     through_fd = f"/proc/self/fd/{repo.objects_fd}"
     if os.path.isdir(through_fd):
         return through_fd
-    return f"{repo.shown}/objects"  # no /proc: by path (vetted above; only its owner or root can swap it)
+    return f"{repo.common_shown}/objects"  # no /proc: by path (vetted above; only its owner or root can swap it)
 
 
 def _open_folder(parent_fd: int, name: str, shown: str, vet: Vet | None) -> int | None:
@@ -342,7 +387,7 @@ def _read_loose(repo: GitDir, name: str, vet: Vet | None) -> str | None:
     if fd is None:
         return None
     try:
-        return _read_small(fd, leaf, f"{repo.shown}/{name}", vet)
+        return _read_small(fd, leaf, f"{repo.common_shown}/{name}", vet)
     finally:
         os.close(fd)
 
@@ -362,12 +407,12 @@ def _walk_loose(repo: GitDir, vet: Vet | None) -> Iterator[tuple[str, str]]:
                 rel = f"{folder}/{name}"
                 seen += 1
                 if seen > MAX_GIT_REFS:
-                    raise GitUnreadable(f"{repo.shown} has more than {MAX_GIT_REFS} loose refs")
+                    raise GitUnreadable(f"{repo.common_shown} has more than {MAX_GIT_REFS} loose refs")
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
                 if stat.S_ISDIR(st.st_mode):
                     todo.append(rel)
                 elif stat.S_ISREG(st.st_mode) and _REF_NAME.fullmatch(rel):
-                    text = _read_small(fd, name, f"{repo.shown}/{rel}", vet)
+                    text = _read_small(fd, name, f"{repo.common_shown}/{rel}", vet)
                     if text is not None:
                         yield rel, text.strip()
         finally:
@@ -375,8 +420,8 @@ def _walk_loose(repo: GitDir, vet: Vet | None) -> Iterator[tuple[str, str]]:
 
 
 def _open_path(repo: GitDir, rel: str, vet: Vet | None) -> int | None:
-    fd = os.dup(repo.fd)
-    shown = repo.shown
+    fd = os.dup(repo.common_fd)
+    shown = repo.common_shown
     for part in rel.split("/"):
         shown = f"{shown}/{part}"
         try:

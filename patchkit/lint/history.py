@@ -92,7 +92,7 @@ def _sealed_repository(start: Path) -> Iterator[tuple[Path, SealedGit]]:
     root = _work_tree_of(start)
     fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
-        with sealedgit.open_git_dir(fd, root) as repo:
+        with sealedgit.open_git_dir(fd, root, follow_gitfile=True) as repo:
             assert repo is not None  # _work_tree_of found it
             head = sealedgit.read_head(repo)
             refs = sealedgit.read_refs(repo)
