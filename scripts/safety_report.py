@@ -2,6 +2,7 @@
 
     python scripts/safety_report.py            # everything (a few minutes on 2 cores)
     python scripts/safety_report.py --quick    # the same checks, sampled like the test suite
+    python scripts/safety_report.py --only git # one row: git in the engine tree and lint's repository
 
 It reuses the test helpers (tests/safety_helpers.py): a tree and diff made by git with every kind of change,
 patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AFTER / PATCHKIT_FAULT_ERRNO.
@@ -24,6 +25,9 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   patched path, just over the bound, the total of one command's reads), stale bytecode caches (a 512 MiB
   sparse cache killed at every operation and recovered, hard-linked caches applied and rolled back), and
   placed paths and patch ids over the path bounds (as root with an unprivileged owner of the tree).
+- git in the tree: every test of tests/test_git_trust.py once (as root, real git, a hostile `.git/config` the
+  unprivileged user wrote or a `.git` they own, and a fork's files in lint's repository; a marker file for
+  every command a config could run).
 - the engine environment and a hostile consuming repository: every test of tests/test_untrusted_env.py (as
   root, real venvs owned by an unprivileged user, a sentinel folder outside them) and of
   tests/test_lint_hostile.py (lint on a repository whose pyproject.toml, links, layout and waivers attack it).
@@ -51,6 +55,7 @@ from hypothesis import strategies as st
 from tests import (
     test_bounds,
     test_fuzz,
+    test_git_trust,
     test_hostile,
     test_hostile_fs,
     test_lint_hostile,
@@ -81,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sample recovery kills and races like the tests")
     parser.add_argument("--race-rounds", type=int, default=None)
     parser.add_argument("--fuzz-examples", type=int, default=None)
+    parser.add_argument("--only", choices=["git"], help="run one row only (git: git in the tree)")
     args = parser.parse_args(argv)
     rounds = args.race_rounds or (5 if args.quick else 25)
     fuzz_examples = args.fuzz_examples or (250 if args.quick else 2000)
@@ -92,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     problems: list[str] = []
     try:
         case = build_case(workdir)
+        if args.only == "git":
+            _git_rows(case, workdir, figures, problems)
+            return _print(figures, problems, started)
 
         # ------------------------------------------------------------------------------- kills
         def recovery_faults(n: int) -> range | list[int]:
@@ -244,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                 ("  refused or contained as documented, nothing read or written outside", passed),
                 ("  skipped (not root)", skipped),
             ]
+        _git_rows(case, workdir, figures, problems)
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
         figures += [
@@ -260,7 +270,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return _print(figures, problems, started)
 
+
+def _print(figures: list[tuple[str, int | str]], problems: list[str], started: float) -> int:
     print("| What was tried | Count |")
     print("|---|---|")
     for label, value in figures:
@@ -269,6 +282,23 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems[:50]:
         print(f"  - {problem}")
     return 1 if problems else 0
+
+
+def _git_rows(case: Case, workdir: Path, figures: list[tuple[str, int | str]], problems: list[str]) -> None:
+    """git in the tree: every test of tests/test_git_trust.py once, each in its own scratch folder."""
+    (workdir / "git-trust").mkdir()
+    tried, passed, skipped, failed = _run_checks(
+        test_git_trust, case, workdir / "git-trust", {"world": test_git_trust.make_world}
+    )
+    problems += [f"git in the tree: {f}" for f in failed]
+    figures += [
+        ("git in the tree: hostile `.git/config` (promisor sshCommand/uploadpack, fsmonitor, pager, diff.external, "
+         "hooksPath), a `.git` the user owns or may write in part, packed/shallow/worktree HEADs, a fork's files "
+         "for lint --base (every test of tests/test_git_trust.py)", tried),
+        ("  no command run, the base answered or 'cannot tell' with the owner named, exit codes as documented",
+         passed),
+        ("  skipped (not root)", skipped),
+    ]
 
 
 def _user() -> tuple[int, int]:

@@ -23,7 +23,7 @@ __all__ = ["PatchSite", "ScanConfig", "ScanProblem", "ScanResult", "SiteKind", "
 # Folders never worth walking into (their files are excluded by the default globs anyway).
 _PRUNE = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache",
                     ".pytest_cache", ".tox", ".patchkit"})
-_MAX_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
+MAX_SCANNED_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
     problems: list[ScanProblem] = []
     for path in select_paths(contents, config):
         data = contents[path]
-        if len(data) > _MAX_BYTES or b"\0" in data[:8192]:
+        if len(data) > MAX_SCANNED_BYTES or b"\0" in data[:8192]:
             continue
         text = data.decode("utf-8", errors="replace")
         language = language_of(path, text)
@@ -81,7 +81,7 @@ def _tree_files(root: Path, config: ScanConfig) -> Iterable[tuple[str, bytes]]:
         if rel not in wanted:
             continue
         try:
-            data = read_capped(path, _MAX_BYTES)  # sized before it is read: a 1 GiB sparse file costs nothing
+            data = read_capped(path, MAX_SCANNED_BYTES)  # sized before it is read: a 1 GiB sparse file costs nothing
         except OSError:
             continue  # replaced by a link or a non-file since the walk, or unreadable
         if data is not None:

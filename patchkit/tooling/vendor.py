@@ -368,14 +368,13 @@ def vendor_patch(
 def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> dict[str, str]:
     with open_root(base_tree) as root:
         pinned = spec.target.pinned_commit
-        if pinned is not None and (root.path / ".git").exists():
-            head = compare_head(root.path, pinned)  # git reads the checkout by its path
-            if head.relation is not Relation.SAME:
-                raise BadInputError(
-                    f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
-                    where=str(root.path),
-                    hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
-                )
+        head = compare_head(root, pinned) if pinned is not None else None
+        if head is not None and head.asked and head.relation is not Relation.SAME:
+            raise BadInputError(
+                f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
+                where=str(root.path),
+                hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
+            )
         if not spec.after:
             return fingerprint_tree(scan_tree(root, hunk_set))
         return fingerprint_tree(_tree_as_left(root, base_reader(spec, root), hunk_set))
