@@ -305,3 +305,40 @@ def test_where_git_would_match_a_last_line_without_newline_elsewhere_the_hunk_is
     assert hunk["state"] == "ambiguous" and "git apply" in hunk["detail"]
     assert run(registry, engine, "apply").code == 1
     assert contents(engine) == {"f.py": tree}
+
+
+def test_a_hunk_without_leading_context_is_refused_pinned_or_not(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # Issue #37, item 5: `@@ -5,2 +5,2 @@` whose first line is a change has nothing above it to say where it
+    # belongs (only -U0 or a hand edit makes it past line 1). One rule, at load, whether the manifest pins the
+    # diff's sha256 or not: exit 2 naming the file and hunk, with a hint that runs, and nothing written.
+    before = b"".join(LINES[:12])
+    diff = (b"diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n@@ -5,2 +5,2 @@\n-" + LINES[4] + b"+changed = 4\n "
+            + LINES[5])
+    folder = registry.add("p", diff)
+    manifest = folder / "manifest.toml"
+    pinned = manifest.read_text()
+    unpinned = "\n".join(line for line in pinned.splitlines() if not line.startswith("sha256 = ")) + "\n"
+    write_tree(engine, {"f.py": before})
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    write_tree(oracle, {"f.py": before})
+    (tmp_path / "u.diff").write_bytes(diff)
+    # git itself would place it (no pin: it has trailing context), as it places any -U0 hunk with --unidiff-zero
+    assert git(oracle, "apply", "--check", str(tmp_path / "u.diff"), check=False).returncode == 0
+    for text in (unpinned, pinned):
+        manifest.write_text(text)
+        for action in ("status", "apply", "revert"):
+            res = run(registry, engine, action)
+            assert res.code == 2, (action, res.out, res.err)
+            assert "f.py: hunk 1 @@ -5,2 +5,2 @@ has no context lines" in res.err, res.err
+            assert f"{folder / 'change.diff'}:4" in res.err, res.err
+            assert "without -U0" in res.err
+            assert contents(engine) == {"f.py": before}
+    # The hint runs as printed: the diff regenerated with git's default context loads and applies.
+    base = {"f.py": before}
+    fixed = git_diff(tmp_path, base, {"f.py": before.replace(LINES[4], b"changed = 4\n")})
+    registry.add("p", fixed)
+    assert run(registry, engine, "apply").code == 0
+    assert contents(engine) == git_applied(tmp_path, base, fixed)
