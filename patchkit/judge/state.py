@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from patchkit.diff.hunks import FileOp, FilePatch, Hunk, paths_of
+from patchkit.diff.hunks import MODE_FILE, FileOp, FilePatch, Hunk, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.input.tree import Root, Snapshot, read_all
 from patchkit.judge.matching import (
@@ -737,7 +737,12 @@ def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:
 
 
 def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdict:
-    """Created and deleted files: the whole content is one unit, compared byte for byte."""
+    """Created and deleted files: the whole content is one unit, compared byte for byte, with its exec bit.
+
+    The mode is part of the image: a created file with the diff's bytes but the other exec bit is not what the
+    diff creates, and a deleted one is not what it deletes (its revert would write the diff's mode, widening
+    or dropping the exec bits the file had). Either is a conflict, like different bytes.
+    """
     image = section.whole(created)
     mode = section.new_mode if created else section.old_mode
     wants_exec = bool(mode and mode & 0o100)
@@ -747,12 +752,17 @@ def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdi
     detail = None
     if not snap.exists:
         unit = absent_state
-    elif snap.data == image and (snap.executable == wants_exec or not created):
+    elif snap.data == image and snap.executable == wants_exec:
         unit = present_state
     else:
         unit = HunkState.CONFLICT
         if snap.data == image:
-            detail = f"exists with the new content but mode {snap.mode:o} (the diff says {mode:o})"
+            said = f"{mode:o}" if mode else f"no mode, so {MODE_FILE:o}"
+            detail = (
+                f"exists with the new content but mode {snap.mode:o} (the diff creates it {said})" if created else
+                f"exists with the content this diff deletes but mode {snap.mode:o} (the diff deletes it as {said}, "
+                "and a revert would recreate it so)"
+            )
         elif created:
             detail = "already exists with content other than the file this diff creates"
         else:
