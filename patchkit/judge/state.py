@@ -292,7 +292,12 @@ def _verify_chain(
 
 
 def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
-    """Group section indexes that share a path (transitively), keeping diff order."""
+    """Group section indexes that share a path (transitively), keeping diff order.
+
+    Transitively: a rename joins the chains of both its paths, so "modify a.py, delete b.py, rename a.py to
+    b.py" is one chain of three, though the first two share no path (judged apart, the applied tree read as a
+    conflict and the plan's check stopped apply: tests/test_series.py::test_a_rename_over_a_file_deleted_...).
+    """
     owner: dict[str, int] = {}
     parent = list(range(len(sections)))
 
