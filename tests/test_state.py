@@ -439,3 +439,26 @@ def test_a_mode_only_patch_is_judged_by_the_exec_bit(tmp_path: Path, registry: R
     assert run(registry, engine, "revert").code == 0
     git(oracle, "apply", "-R", str(tmp_path / "check.diff"))
     assert read_tree(engine) == read_tree(oracle) == before
+
+
+def test_a_plain_diff_creates_a_file_without_exec_bits(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    # A diff without git's headers gives no mode: the file it creates is 644 (as `patch` and `git apply` make
+    # it), so the same bytes at 755 are a conflict, said with the mode it would have (once an internal error:
+    # the message formatted the missing mode).
+    diff = b"--- /dev/null\n+++ b/run.sh\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo started\n"
+    registry.add("p", diff)
+    write_tree(engine, {"run.sh": (SCRIPT, True)})
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 5, status.out + status.err
+    detail = status.json()["files"][0]["hunks"][0]["detail"]
+    assert "the new content but mode 755; the diff creates it 100644 (the diff gives no mode)" in detail, detail
+    write_tree(engine, {"run.sh": (SCRIPT, False)})
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "apply", "--adopt").code == 0
+    assert run(registry, engine, "revert").code == 0 and read_tree(engine) == {}
+    assert run(registry, engine, "apply").code == 0
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    (tmp_path / "plain.diff").write_bytes(diff)
+    git(oracle, "apply", str(tmp_path / "plain.diff"))
+    assert read_tree(engine) == read_tree(oracle) == {"run.sh": (SCRIPT, False)}

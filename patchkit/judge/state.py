@@ -762,11 +762,11 @@ def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdi
     else:
         unit = HunkState.CONFLICT
         if snap.data == image:
-            said = f"{mode:o}" if mode else f"no mode, so {MODE_FILE:o}"
+            said = f"{mode:o}" if mode else f"{MODE_FILE:o} (the diff gives no mode)"
             detail = (
-                f"exists with the new content but mode {snap.mode:o} (the diff creates it {said})" if created else
-                f"exists with the content this diff deletes but mode {snap.mode:o} (the diff deletes it as {said}, "
-                "and a revert would recreate it so)"
+                f"exists with the new content but mode {snap.mode:o}; the diff creates it {said}" if created else
+                f"exists with the content this diff deletes but mode {snap.mode:o}; the diff deletes it as {said}, "
+                "and a revert would recreate it so"
             )
         elif created:
             detail = "already exists with content other than the file this diff creates"
