@@ -70,19 +70,23 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
 
 
 def _check_context(files: tuple[FilePatch, ...], source: str) -> None:
-    """Refuse hunks without context past line 1 (`git diff -U0`): nothing says where such a hunk belongs.
+    """Refuse a hunk without leading context past line 1 (`git diff -U0`, or a hand edit): the one rule, for
+    every diff that is loaded, pinned or not, vendored or compiled.
 
-    git pins a hunk without trailing context to the end of the file (and one that starts at line 1 to its
-    start), so a -U0 hunk in the middle of a file never applies with `git apply` either (only with
-    `--unidiff-zero`, which gives up exactly the check patchkit exists for). A hunk at line 0 or 1 without
-    context is pinned at both ends: it is the whole file, and is judged as such.
+    Only a diff made without context (or a hunk cut by hand) starts past line 1 with a change: with context,
+    git writes as many lines above the first change as the file has, up to the context size. Nothing above
+    such a hunk says where it belongs; a -U0 hunk is worse: git pins a hunk without trailing context to the end
+    of the file, so in the middle of a file it never applies with `git apply` (only with `--unidiff-zero`,
+    which gives up exactly the check patchkit exists for), and where the file's end happens to match, it
+    lands there. A hunk at line 0 or 1 is pinned to the start of the file (and, without trailing context, to
+    its end: the whole file), and is judged as such.
     """
     for f in files:
         for h in f.hunks:
-            if h.leading == 0 and h.trailing == 0 and h.old_start > 1:
-                raise DiffError(  # the wording of filtering.refuse_zero_context, which vendor runs too
-                    f"{f.path}: hunk {h.index} {h.header} has no context lines; a hunk without context "
-                    "cannot be located safely",
+            if h.leading == 0 and h.old_start > 1:
+                raise DiffError(
+                    f"{f.path}: hunk {h.index} {h.header} has no context lines before its first change; a hunk "
+                    "without leading context cannot be located safely",
                     where=f"{source}:{h.diff_line}",
                     hint="regenerate the diff with context: `git diff` / `git format-patch` without -U0 "
                     "(the default is 3 lines, -U3)",

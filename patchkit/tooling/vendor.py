@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from patchkit import __version__
 from patchkit.diff.diffs import parse_diff
-from patchkit.diff.filtering import exclude_where, filter_diff, load_hunk_set, place_path, refuse_zero_context
+from patchkit.diff.filtering import exclude_where, filter_diff, load_hunk_set, place_path
 from patchkit.diff.hunks import Diff, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.diff.mbox import count_mbox_commits, repeated_paths
@@ -317,7 +317,6 @@ def vendor_patch(
         kept = _own_mbox(spec, fetched)
         fetched = _net_of_mbox(spec, fetched, diff, commits, base_tree, kept[0] if kept else None)
         diff = parse_diff(fetched.data, spec.strip, fetched.label)
-    refuse_zero_context(diff)
     try:
         hunk_set = filter_diff(diff, spec.excludes, spec.path_map)
     except ManifestError as exc:
