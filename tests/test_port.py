@@ -616,6 +616,11 @@ def test_a_reject_with_hunk_excludes_and_an_earlier_port_is_never_written_over(
     code, out, err = port(registry, new)
     assert code == 2 and "an earlier port's output is there" in err and str(ported) in err, err
     assert {p: p.read_bytes() for p in folder.rglob("*") if p.is_file()} == mine
+    # The ported diff moved away (installed, say), the reject folder kept: still nothing written.
+    ported.rename(tmp_path / "installed.diff")
+    again = port(registry, new)
+    assert again[0] == 2 and f"{folder / 'change.diff.ported.rej'}: an earlier port's output" in again[2], again
+    assert not ported.exists() and reject.read_bytes().endswith(b"# my notes\n")
     printed = commands(err)
     assert len(printed) == 1, err
     elsewhere = tmp_path / "elsewhere"
