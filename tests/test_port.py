@@ -166,7 +166,8 @@ def test_port_never_writes_over_a_file_and_the_printed_moves_install_it(tmp_path
     assert code == 0, out + err
     folder = registry.path / "p"
     assert commands(out) == [
-        f"git -C {new} apply --check {elsewhere}", f"mv {elsewhere} {folder / 'change.diff'}",
+        f"env GIT_CEILING_DIRECTORIES={tmp_path} git -C {new} apply --check {elsewhere}",
+        f"mv {elsewhere} {folder / 'change.diff'}",
         f"mv {elsewhere}.manifest.toml {folder / 'manifest.toml'}"]
     for command in commands(out):
         assert run_as_printed(command, tmp_path)[0] == 0, command
@@ -495,7 +496,7 @@ def test_hunk_excludes_port_to_the_filtered_set_and_a_repinned_manifest(tmp_path
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     printed = commands(out)
-    assert [c.split()[0] for c in printed] == ["git", "mv", "mv"], out
+    assert [c.split()[0] for c in printed] == ["env", "mv", "mv"], out
     for command in printed:
         done, said = run_as_printed(command, elsewhere)
         assert done == 0, (command, said)
@@ -580,7 +581,7 @@ def test_a_hunk_that_fits_nowhere_gets_git_s_reject_file_and_the_placed_hunks_a_
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     printed = commands(out)
-    assert [c.split()[:2] for c in printed] == [["git", "-C"], ["patchkit", "port"]], out
+    assert [c.split()[:3:2] for c in printed] == [["env", "git"], ["patchkit", "p"]], out
     assert run_as_printed(printed[0], elsewhere)[0] == 0
     done, said = run_as_printed(printed[1], elsewhere)
     assert done == 1 and "fuzz 3" in said and (folder / "change.diff.ported.2.rej/eng/core.py.rej").is_file()
@@ -641,3 +642,28 @@ def test_port_never_writes_into_the_engine_tree(tmp_path: Path, registry: Regist
     code, _, err = port(registry, new, "--output", new / "eng" / "ported.diff")
     assert code == 2 and "port never writes into the engine tree it reads" in err, err
     assert read_tree(new) == before
+
+
+def test_the_printed_git_check_checks_a_tree_inside_another_repository(tmp_path: Path, registry: Registry) -> None:
+    """A new tree that is a folder of another git repository (a monorepo, a checkout holding several engines):
+    git there would skip every path of the diff and pass having checked nothing. The printed check does
+    check: it passes on the tree as ported, and fails once the tree no longer takes the diff."""
+    _, diff, new = history(tmp_path)
+    outer = tmp_path / "monorepo"
+    outer.mkdir()
+    git(outer, "init", "-q")
+    inside = outer / "engines" / "next"
+    shutil.copytree(new, inside)
+    git(outer, "add", "-A")
+    git(outer, "commit", "-qm", "engines")
+    add_entry(registry, diff, HUNK_EXCLUDES)
+    code, out, err = port(registry, inside)
+    assert code == 0, out + err
+    check = commands(out)[0]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert run_as_printed(check, elsewhere)[0] == 0
+    core = inside / "eng/core.py"
+    core.write_bytes(core.read_bytes().replace(b"load_step_2 = cfg.get('load2')", b"load_step_2 = 0"))
+    done, said = run_as_printed(check, elsewhere)
+    assert done == 1 and "patch does not apply" in said, said

@@ -121,11 +121,15 @@ def report_lines(result: PortResult, files: PortFiles, fuzz: int, *, verbose: bo
 
 def git_check_command(result: PortResult, diff: Path) -> str | None:
     """`git apply --check` of the ported diff on the new tree, with the manifest's strip and prefix; None when
-    no such command exists (no diff, or [paths] moving folders, which git cannot say)."""
+    no such command exists (no diff, or [paths] moving folders, which git cannot say). A tree without its own
+    .git is kept from the repository around it: there git reads paths from that repository's top and skips
+    those outside the folder, so the check would pass having checked nothing."""
     spec = result.spec
     if result.diff is None or spec.path_map.folders:
         return None
     words = ["git", "-C", str(result.root), "apply", "--check"]
+    if not (result.root / ".git").exists():  # in a folder of another repository git would skip every path
+        words = ["env", f"GIT_CEILING_DIRECTORIES={result.root.parent}", *words]
     if spec.strip != 1:
         words.append(f"-p{spec.strip}")
     if spec.path_map.prefix:
