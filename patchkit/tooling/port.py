@@ -264,12 +264,10 @@ def _locate_hunks(
                       "the engine may ship it; drop the hunk, or retire the patch")
         located.append((hunk, None, PortedHunk(path, hunk.index, hunk.header, hunk.old_index + 1, None,
                                                candidates=where[1], reason=reason)))
-    order = sorted((i for i, item in enumerate(located) if item[1] is not None),
-                   key=lambda i: located[i][1].pos)  # type: ignore[union-attr]
-    for first, second in itertools.pairwise(order):
+    order = sorted((where.pos, i) for i, (_, where, _) in enumerate(located) if where is not None)
+    for (_, first), (_, second) in itertools.pairwise(order):
         (one, a, _), (two, b, _) = located[first], located[second]
-        assert a is not None and b is not None
-        if b.pos < a.pos + _old_count(a.ops):
+        if a is not None and b is not None and b.pos < a.pos + _old_count(a.ops):
             located[second] = (two, None, PortedHunk(
                 path, two.index, two.header, two.old_index + 1, None,
                 reason=f"it would overlap hunk {one.index} (found at line {a.pos + 1})",
@@ -529,7 +527,8 @@ def ported_manifest(spec: PatchSpec, data: bytes, tree: TreeState) -> bytes:
     """The entry's manifest for the ported diff: no excludes left (the diff no longer holds what they named;
     each is kept as a comment in [exclude]), pinned to the ported bytes and hunk set, and with the [base]
     fingerprint of the new tree (left as it is for a patch with `after`: vendor --base-tree records that one,
-    as the patches before it leave the tree). Comments and layout are the user's; pure."""
+    as the patches before it leave the tree). Comments and layout are the user's; reads the manifest, writes
+    nothing."""
     import tomlkit  # lazy: vendor's manifest edit (tomlkit, here for the ported manifest)
 
     doc = tomlkit.parse(spec.manifest_path.read_text(encoding="utf-8"))
@@ -593,7 +592,7 @@ def write_port(result: PortResult, files: PortFiles, command: list[str]) -> tupl
         _make_folder(files.rejects)
         for reject in result.rejects:
             path = files.reject_path(reject)
-            os.makedirs(path.parent, exist_ok=True)  # inside the folder made just now, from checked paths
+            _make_parents(path.parent)
             _write_new(path, reject.data, "a reject file")
             written.append(path)
     return tuple(written)
@@ -606,6 +605,14 @@ def _make_folder(path: Path) -> None:
         raise BadInputError("the folder appeared meanwhile: port never writes over a file", where=str(path)) from None
     except OSError as exc:
         raise BadInputError(f"cannot make the reject folder: {exc.strerror}", where=str(path)) from None
+
+
+def _make_parents(path: Path) -> None:
+    """The folders of a reject file, inside the reject folder made just now (its paths are checked diff paths)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot make a folder for the reject files: {exc.strerror}", where=str(path)) from None
 
 
 def _write_new(path: Path, data: bytes, what: str) -> None:
