@@ -64,6 +64,7 @@ WORKSPACE = "tests/test_workspace.py"
 FAST = "tests/test_fastpath.py"
 LINT_RULES = "tests/test_lint_rules.py"
 LINT_POLICY = "tests/test_lint_policy.py"
+PORT = "tests/test_port.py"
 LINT_SCAN = "tests/test_lint_scan.py"
 LINT_CONSUMER = "tests/test_lint_consumer.py"
 
@@ -338,6 +339,28 @@ MUTANTS: tuple[Mutant, ...] = (
       '_SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/",', '_SCRATCH_PREFIXES = ("/var/tmp/",',
       [f"{EDGES}::test_patching_in_a_scratch_folder_under_tmp_is_not_a_patch_site"],
       "patching under /tmp is reported as patching the engine"),
+    # ------------------------------------------------------------------------------------------------ port
+    m("port-stale-pin-ignored", "patchkit/tooling/port.py",
+      "    check_hunkset_pin(spec, hunk_set)  # as status", "    # as status",
+      [f"{PORT}::test_a_stale_hunkset_pin_is_refused_as_status_refuses"],
+      "port runs on a manifest whose hunkset_sha256 is stale, where status refuses"),
+    m("port-writes-into-the-tree", "patchkit/tooling/port.py",
+      "resolve().is_relative_to(tree):", "resolve().is_relative_to(tree / '.nowhere'):",
+      [f"{PORT}::test_port_never_writes_into_the_engine_tree"], "--output inside --root is written"),
+    m("port-earlier-output-clobbered", "patchkit/tooling/port.py",
+      "    there = next((p for p in files if os.path.lexists(p)), None)",
+      "    there = next((p for p in files[:1] if os.path.lexists(p)), None)",
+      [f"{PORT}::test_a_reject_with_hunk_excludes_and_an_earlier_port_is_never_written_over"],
+      "an earlier port's reject folder or manifest does not stop a second port"),
+    m("port-rejects-reject-all", "patchkit/tooling/port.py",
+      "rejected = [row for hunk, _, report in located if not report.placed for row in _body_rows(lines, hunk)]",
+      "rejected = [row for hunk, _, report in located for row in _body_rows(lines, hunk)]",
+      [f"{PORT}::test_a_hunk_that_fits_nowhere_gets_git_s_reject_file_and_the_placed_hunks_a_diff"],
+      "the reject file holds the placed hunks too"),
+    m("port-manifest-keeps-excludes", "patchkit/tooling/port.py",
+      "    if spec.excludes:\n        table", "    if False:\n        table",
+      [f"{PORT}::test_hunk_excludes_port_to_the_filtered_set_and_a_repinned_manifest"],
+      "the ported manifest keeps excludes that name nothing (or another hunk) in the ported diff"),
 )
 
 

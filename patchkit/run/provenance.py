@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import stat
 from collections.abc import Sequence
 from pathlib import Path
@@ -377,9 +378,16 @@ def check_hunkset_pin(spec: PatchSpec, hunk_set: HunkSet) -> None:
         raise ManifestError(
             f"the filtered hunk set has sha256 {hunk_set.digest}, the manifest records {spec.hunkset_sha256}",
             where=str(spec.manifest_path),
-            hint="the excludes or strip changed since the diff was vendored; review, then re-pin with "
-            f"`{spec.vendor_command()}`",
+            hint="the excludes or strip changed since the diff was vendored; review, then re-pin its own diff with "
+            f"`{repin_command(spec)}`",
         )
+
+
+def repin_command(spec: PatchSpec) -> str:
+    """`patchkit vendor` of the entry's own (verified) diff: re-pins it offline, from any folder; its [source]
+    is kept (vendor records no new source for the entry's own diff)."""
+    return shlex.join(["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
+                       "--from", str(spec.diff_path.absolute())])
 
 
 def _sha256(data: bytes) -> str:

@@ -331,9 +331,8 @@ def vendor_patch(
         base = None
     sha256 = hashlib.sha256(fetched.data).hexdigest()
     old_manifest = spec.manifest_path.read_bytes()
-    new_manifest = update_manifest(
-        old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, fetched.source_table if fetched.details else None
-    ).encode("utf-8")
+    source = fetched.source_table if fetched.details and not _is_own_diff(spec, fetched) else None
+    new_manifest = update_manifest(old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, source).encode("utf-8")
     old_diff = spec.diff_path.read_bytes() if spec.diff_path.is_file() else None
 
     pending = [(spec.diff_path, fetched.data, old_diff), (spec.manifest_path, new_manifest, old_manifest)]
@@ -362,6 +361,17 @@ def vendor_patch(
         written=() if dry_run else tuple(path for path, _ in changes),
         kept=kept[0] if kept else None,
     )
+
+
+def _is_own_diff(spec: PatchSpec, fetched: Fetched) -> bool:
+    """The source is the entry's own diff file (a re-pin after the excludes changed): the [source] it was
+    vendored from stays what it was."""
+    if fetched.kind is not SourceKind.FILE:
+        return False
+    try:
+        return Path(fetched.label).samefile(spec.diff_path)
+    except OSError:
+        return False
 
 
 def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> dict[str, str]:
