@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +23,27 @@ def test_demo_runs_every_step_as_documented() -> None:
     assert "demo: 8 of 8 steps behaved as expected" in res.out
     assert "already applied, nothing written" in res.out
     assert "partial" in res.out
+
+
+def test_demo_says_nothing_left_to_do_after_complete_and_its_commands_run_when_kept(tmp_path: Path) -> None:
+    res = cli("demo", "--keep")
+    assert res.code == 0, res.out + res.err
+    steps = res.out.split("\n# ")
+    complete = next(s for s in steps if s.startswith("apply --complete writes only the missing hunks"))
+    assert "--complete` writes the missing hunks" not in complete, complete  # it just did
+    kept = Path(res.out.split("the demo tree is kept in ")[1].split(":")[0])
+    try:
+        # every command a step printed runs as printed, from another folder, once the demo has ended
+        first = next(line for line in res.out.splitlines() if line.startswith("$ patchkit status"))
+        again = subprocess.run(
+            [sys.executable, "-m", "patchkit", *shlex.split(first[len("$ patchkit "):])],
+            cwd=tmp_path, capture_output=True, text=True, check=False,
+        )
+        assert again.returncode == 3 and "unapplied" in again.stdout, again.stdout + again.stderr
+    finally:
+        shutil.rmtree(kept)
+    gone = cli("demo")
+    assert "removed now; `patchkit demo --keep` keeps it" in gone.out
 
 
 @pytest.mark.parametrize("module", COMMAND_MODULES)

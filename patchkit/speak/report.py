@@ -502,7 +502,8 @@ def provenance_line(outcome: Outcome, verbose: bool, commands: Invocation | None
         or facts.record.state in (RecordState.STALE, RecordState.INVALID)
         or facts.origin is Origin.UPSTREAM
         or (facts.origin is Origin.OUTSIDE and outcome.result is not Result.ADOPTED)  # adopted: its line says so
-        or (facts.record.state is RecordState.CURRENT and outcome.tree.state is not PatchState.APPLIED)
+        or (facts.record.state is RecordState.CURRENT and outcome.tree.state is not PatchState.APPLIED
+            and outcome.result not in _WROTE)  # this run mended what the record claimed: nothing left to act on
     )
     if not (verbose or notable):
         return None
@@ -532,6 +533,12 @@ def _base_text(base: BaseCheck, verbose: bool) -> str:
         reasons.append(base.detail)
     return f"{label} ({'; '.join(reasons)})" if reasons else label
 
+
+# The results of a run that wrote the tree (and its record): what was found before is mended, not to act on.
+_WROTE = {
+    Result.APPLIED: "this run wrote what was missing and rewrote the record",
+    Result.REVERTED: "this run took out what was left and removed the record",
+}
 
 # What the tree lacks, after "the tree": a record says patchkit applied the patch, the state says otherwise.
 _MISSING_TEXT = {
@@ -577,6 +584,11 @@ def _record_text(facts: Provenance, outcome: Outcome, commands: Invocation) -> s
             "without writing the engine"
         )
     if check.state is RecordState.CURRENT and record is not None and outcome_state is not PatchState.APPLIED:
+        if outcome.result in _WROTE:
+            return (
+                f"the record said patchkit applied it ({record.applied_at}), but the tree "
+                f"{_MISSING_TEXT[outcome_state]}: {_WROTE[outcome.result]}"
+            )
         return (
             f"the record says patchkit applied it ({record.applied_at}), but the tree {_MISSING_TEXT[outcome_state]} "
             f"(reinstalled or restored, e.g. pip install --force-reinstall); {_next_apply(outcome, commands)}"
