@@ -141,14 +141,19 @@ def explain_rule(code: str) -> list[str]:
     rules = {r.code: r for r in Rule}
     found = rules.get(code.strip().upper())
     if found is None:
-        close = closest(code.strip().upper(), sorted(rules))
+        wanted = code.strip().upper()
+        # A well-formed code names its family (PK2 for PK2xx): only a rule of that family is a likely typo of it
+        # (PK999 is no misspelling of PK209); anything else is matched against every code.
+        family = [known for known in sorted(rules) if known[:3] == wanted[:3]]
+        well_formed = len(wanted) == 5 and wanted.startswith("PK") and wanted[2:].isdigit()
+        close = closest(wanted, family if well_formed else sorted(rules))
         families: dict[str, list[str]] = {}
         for known in sorted(rules):
             families.setdefault(known[:3], []).append(known)
         ranges = ", ".join(f"{f[0]}..{f[-1]}" if len(f) > 1 else f[0] for f in families.values())
         raise BadInputError(
             f"no lint rule {code!r}" + (f"; did you mean {close}?" if close else ""),
-            hint=f"`patchkit lint --explain {close or sorted(rules)[0]}`; the rules are {ranges}",
+            hint=(f"`patchkit lint --explain {close}`; " if close else "") + f"the rules are {ranges}",
         )
     return [
         *textwrap.wrap(f"{found.code}: {found.summary}", 78, subsequent_indent="  "),
