@@ -99,3 +99,21 @@ def test_the_installed_entry_point_runs(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-m", "patchkit", "--version"], capture_output=True, env=env, check=False)
     assert done.returncode == 0 and done.stdout.startswith(b"patchkit, version ")
     assert main.name == "main"
+
+
+def test_verbose_apply_and_revert_show_the_states_after_the_write(tmp_path: Path, registry: Registry,
+                                                                   engine: Path) -> None:
+    registry.add("p", git_diff(tmp_path, {"a.py": b"1\n2\n3\n"}, {"a.py": b"1\nTWO\n3\n"}))
+    write_tree(engine, {"a.py": b"1\n2\n3\n"})
+    applied = cli("apply", "p", "--root", engine, "--patches", registry.path, "-v")
+    assert applied.code == 0, applied.err
+    assert "  applied    a.py (was unapplied)" in applied.out.splitlines()
+    assert "hunk 1 @@ -1,3 +1,3 @@: applied (was unapplied, expected line 1, found at 1)" in applied.out
+    assert applied.out.splitlines()[1].endswith("; this run applied it and wrote the record")
+    reverted = cli("revert", "p", "--root", engine, "--patches", registry.path, "-v")
+    assert reverted.code == 0, reverted.err
+    assert "  unapplied  a.py (was applied)" in reverted.out.splitlines()
+    assert "hunk 1 @@ -1,3 +1,3 @@: unapplied (was applied, expected line 1, found at 1)" in reverted.out
+    assert reverted.out.splitlines()[1].endswith("; this run reverted it and removed the record")
+    status = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")  # what the table claimed
+    assert "  unapplied  a.py" in status.out.splitlines() and status.code == 3

@@ -357,27 +357,38 @@ def table_hint(outcome: Outcome, commands: Invocation | None = None) -> str:
     return f"  every hunk: `{commands.patch_command('status', outcome.spec, '-v')}`"
 
 
+# The state every hunk is in after a run that wrote: the hunk table of `apply -v` and `revert -v`.
+_GOAL = {Result.APPLIED: HunkState.APPLIED.value, Result.REVERTED: HunkState.UNAPPLIED.value}
+
+
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
     from patchkit.diff.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
 
     rows: list[str] = []
     undecided = (HunkState.CONFLICT.value, HunkState.AMBIGUOUS.value)
+    # After a write the tree is the goal (the plan was judged to read so before a byte was written): each row says
+    # the state it is in now, and the one it was found in where that differs, not the state from before alone.
+    goal = _GOAL.get(outcome.result) if outcome.result is not None else None
     for path, old_path, op, state, detail, mode, old_mode, new_mode, hunks in _entries(outcome):
         name = show_path(path)
         if op == FileOp.RENAME.value:
             name = f"{show_path(old_path or '')} -> {name}"
         extra = f" ({op})" if op != FileOp.MODIFY.value else ""
-        rows.append(f"  {_paint(state, f'{state:<10}')} {name}{extra}")
+        now, was = (goal, f" (was {state})" if state != goal else "") if goal else (state, "")
+        rows.append(f"  {_paint(now, f'{now:<10}')} {name}{extra}{was}")
         if mode is not None:
-            rows.append(f"      mode {old_mode:o} -> {new_mode:o}: {_paint(mode)}")
+            mode_now, mode_was = (goal, f" (was {mode})" if mode != goal else "") if goal else (mode, "")
+            rows.append(f"      mode {old_mode:o} -> {new_mode:o}: {_paint(mode_now)}{mode_was}")
         for index, header, hunk_state, expected, found, candidates, hunk_detail in hunks:
             where = f"expected line {expected + 1}"
             if found is not None:
                 where += f", found at {found + 1}"
             elif candidates:
                 where += ", matches at " + " and ".join(str(pos + 1) for pos in candidates)
-            rows.append(f"      hunk {index} {header}: {_paint(hunk_state)} ({where})")
+            if goal and hunk_state != goal:
+                where = f"was {hunk_state}, {where}"
+            rows.append(f"      hunk {index} {header}: {_paint(goal or hunk_state)} ({where})")
             if hunk_detail and hunk_state in undecided:
                 rows.append(f"        {escape_controls(hunk_detail)}")
         if detail and not hunks:
@@ -593,6 +604,10 @@ def _record_text(facts: Provenance, outcome: Outcome, commands: Invocation) -> s
             f"the record says patchkit applied it ({record.applied_at}), but the tree {_MISSING_TEXT[outcome_state]} "
             f"(reinstalled or restored, e.g. pip install --force-reinstall); {_next_apply(outcome, commands)}"
         )
+    if outcome.result is Result.APPLIED:
+        return "this run applied it and wrote the record"
+    if outcome.result is Result.REVERTED and check.state is not RecordState.STALE:
+        return "this run reverted it and removed the record"
     if check.state is RecordState.STALE and record is not None:
         text = (
             f"record {_paint('stale')}: the tree holds another version (hunk set {record.hunkset_sha256[:12]}, "
