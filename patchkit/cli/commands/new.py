@@ -100,7 +100,7 @@ def command(
     project = find_project_config(Path.cwd()).root
     if moved_in is not None and introduced_by is None:
         raise click.UsageError("--moved-in goes with --introduced-by N, the pull request whose waiver it keeps")
-    fetched = fetch_source(given, base_tree, timeout) if fetch else None  # before anything is written
+    fetched = fetch_source(given, base_tree, timeout, patches) if fetch else None  # before anything is written
     if fetched is not None:
         _refuse_binary(fetched, dropped)
     strip = 1 if fetched is None or fetched.strip is None else fetched.strip  # a site's `patch -p0` is strip 0

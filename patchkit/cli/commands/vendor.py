@@ -93,9 +93,11 @@ def check_source(given: Source, base_tree: Path | None) -> None:
         raise click.UsageError("--from-tree needs --base-tree PRISTINE, the tree EDITED is a copy of")
 
 
-def fetch_source(given: Source, base_tree: Path | None, timeout: float) -> Fetched:
+def fetch_source(given: Source, base_tree: Path | None, timeout: float, patches: Path) -> Fetched:
     check_source(given, base_tree)
-    project = find_project_config(Path.cwd()).root
+    # [source] records a local path relative to the project that holds the registry (wherever vendor runs from),
+    # so PatchSpec.vendor_command finds it again from the manifest alone.
+    project = find_project_config(Path(os.path.abspath(patches))).root
     if given.git_repo is not None and given.rev_range is not None:
         return export_git_range(given.git_repo, given.rev_range)
     if given.site is not None:
@@ -140,8 +142,9 @@ def command(
     """
     given = Source(source, git_repo, rev_range, site, edited_tree)
     check_source(given, base_tree)  # the usage error, before the registry is read
-    spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
-    fetched = fetch_source(given, base_tree, timeout)
+    patches = find_locations(patches=patches_dir).patches
+    spec = resolve_patch(patch, patches)
+    fetched = fetch_source(given, base_tree, timeout, spec.folder.parent)
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
         echo(render_json(versioned(result_json(spec, result, dry_run))))
@@ -178,8 +181,8 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
         return [f"{r.patch}: already vendored ({name}, sha256 {r.sha256[:12]}); nothing written"]
     if r.previous_sha256 is None:
         verb = "vendored"
-    elif r.previous_sha256 == r.sha256:
-        verb = "re-pinned"
+    elif r.previous_sha256 == r.sha256:  # the same bytes: only the manifest's record of them changes
+        verb = "recorded anew (the same diff, the manifest changes):"
     else:
         verb = f"re-vendored (sha256 was {r.previous_sha256[:12]})"
     lead = f"{r.patch}: {'dry run: would be ' if dry_run else ''}{verb} {name} from {r.source.label}"

@@ -1,0 +1,82 @@
+"""The hints of `new` and `vendor` name what was recorded, and run as printed from another folder, offline:
+[source] path relative to the project holding the registry (not to where vendor ran), the re-pin hint from the
+local file the diff came from (not the forge URL), and "exists already" with the registry it was said of."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import git_diff
+
+OFFLINE = {"PATH": "/usr/bin:/bin", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9"}
+
+
+def patchkit(*args: str | Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "patchkit", *map(str, args)], cwd=cwd, capture_output=True,
+                          text=True, check=False, env={**OFFLINE, "HOME": str(cwd)})
+
+
+def run_printed(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    words = shlex.split(command)
+    assert words[0] == "patchkit", command
+    return patchkit(*words[1:], cwd=cwd)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """A consuming repository: pyproject.toml, a registry in patches/, the diff in diffs/, and other folders."""
+    repo = tmp_path / "repo"
+    (tmp_path / "g").mkdir()
+    (repo / "diffs").mkdir(parents=True)
+    (repo / "pyproject.toml").write_text("[tool.patchkit]\npatches = \"patches\"\n", encoding="utf-8")
+    (repo / "diffs" / "fix.diff").write_bytes(git_diff(tmp_path / "g", {"eng/a.py": b"1\n2\n3\n"},
+                                                       {"eng/a.py": b"1\nTWO\n3\n"}))
+    (tmp_path / "elsewhere").mkdir()
+    return repo
+
+
+def test_source_path_is_relative_to_the_project_and_a_rerun_from_elsewhere_writes_nothing(project: Path) -> None:
+    made = patchkit("new", "fix", "--patches", project / "patches", "--target", "eng", "--repo", "o/eng",
+                    "--pr", "7", "--from", "fix.diff", cwd=project / "diffs")
+    assert made.returncode == 0, made.stderr
+    manifest = (project / "patches" / "fix" / "manifest.toml").read_text(encoding="utf-8")
+    assert 'path = "diffs/fix.diff"' in manifest, manifest  # not "fix.diff", where `new` happened to run
+    again = patchkit("vendor", "fix", "--patches", project / "patches", "--from", project / "diffs" / "fix.diff",
+                     cwd=project.parent / "elsewhere")
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.startswith("fix: already vendored"), again.stdout
+
+
+def test_the_re_pin_hint_names_the_local_file_and_runs_offline_from_another_folder(project: Path) -> None:
+    made = patchkit("new", "fix", "--patches", project / "patches", "--target", "eng", "--repo", "o/eng",
+                    "--pr", "7", "--from", project / "diffs" / "fix.diff", cwd=project)
+    assert made.returncode == 0, made.stderr
+    manifest = project / "patches" / "fix" / "manifest.toml"
+    text = manifest.read_text(encoding="utf-8")
+    manifest.write_text(text.replace("strip = 1", "strip = 1\nprefix = \"sub/\""), encoding="utf-8")  # stale pin
+    stale = patchkit("status", "fix", "--patches", project / "patches", "--root", project, cwd=project.parent)
+    assert stale.returncode == 2 and "re-pin with" in stale.stderr, stale.stderr
+    hinted = re.search(r"re-pin with `([^`]+)`", stale.stderr)
+    assert hinted is not None
+    assert "github.com" not in hinted.group(1) and str(project / "diffs" / "fix.diff") in hinted.group(1)
+    repinned = run_printed(hinted.group(1), project.parent / "elsewhere")
+    assert repinned.returncode == 0, repinned.stderr
+    assert "re-vendored" not in repinned.stdout and "recorded anew" in repinned.stdout  # the same diff
+
+
+def test_exists_already_names_the_registry_and_its_hint_runs_from_another_folder(project: Path) -> None:
+    args = ["new", "fix", "--patches", project / "patches", "--target", "eng", "--local", "ours",
+            "--from", project / "diffs" / "fix.diff"]
+    assert patchkit(*args, cwd=project).returncode == 0
+    twice = patchkit(*args, cwd=project)
+    assert twice.returncode == 2 and "exists already" in twice.stderr
+    hint = twice.stderr.split("re-vendor it: ", 1)[1].strip()
+    assert f"--patches {project / 'patches'}" in hint, hint
+    done = run_printed(hint.replace("SOURCE", str(project / "diffs" / "fix.diff")), project.parent / "elsewhere")
+    assert done.returncode == 0 and "already vendored" in done.stdout, done.stdout + done.stderr
