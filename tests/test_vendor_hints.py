@@ -80,3 +80,23 @@ def test_exists_already_names_the_registry_and_its_hint_runs_from_another_folder
     assert f"--patches {project / 'patches'}" in hint, hint
     done = run_printed(hint.replace("SOURCE", str(project / "diffs" / "fix.diff")), project.parent / "elsewhere")
     assert done.returncode == 0 and "already vendored" in done.stdout, done.stdout + done.stderr
+
+
+def test_status_says_how_many_base_files_it_compared_and_why_not_the_rest(tmp_path: Path) -> None:
+    before = {"eng/a.py": b"1\n2\n3\n", "eng/b.py": b"x\ny\nz\n"}
+    after = {"eng/a.py": b"1\nTWO\n3\n", "eng/b.py": b"x\nY\nz\n"}
+    (tmp_path / "g").mkdir()
+    (tmp_path / "fix.diff").write_bytes(git_diff(tmp_path / "g", before, after))
+    engine = tmp_path / "engine"
+    for rel, data in before.items():
+        (engine / rel).parent.mkdir(parents=True, exist_ok=True)
+        (engine / rel).write_bytes(data)
+    made = patchkit("new", "fix", "--patches", tmp_path / "patches", "--target", "eng", "--local", "ours",
+                    "--from", tmp_path / "fix.diff", "--base-tree", engine, cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "base: 2 files fingerprinted" in made.stdout, made.stdout
+    whole = patchkit("status", "fix", "--patches", tmp_path / "patches", "--root", engine, "-v", cwd=tmp_path)
+    assert "base pinned (2 files match [base])" in whole.stdout, whole.stdout
+    (engine / "eng" / "b.py").unlink()
+    part = patchkit("status", "fix", "--patches", tmp_path / "patches", "--root", engine, "-v", cwd=tmp_path)
+    assert "base pinned (1 of 2 files in [base] match; 1 cannot be compared: " in part.stdout, part.stdout

@@ -532,9 +532,15 @@ _RELATION_TEXT = {
 def _base_text(base: BaseCheck, verbose: bool) -> str:
     label = "base " + _paint(base.state.value)
     if base.state is BaseState.PINNED:
+        if base.relation is Relation.SAME:
+            return f"{label} (HEAD is the pinned commit)"
         matched = len(base.fingerprinted) - len(base.unchecked)
-        why = "HEAD is the pinned commit" if base.relation is Relation.SAME else f"{matched} files match [base]"
-        return f"{label} ({why})"
+        if not base.unchecked:
+            return f"{label} ({plural(matched, 'file')} {'matches' if matched == 1 else 'match'} [base])"
+        # vendor fingerprinted every file the hunk set reads; say why fewer are compared now
+        return (f"{label} ({matched} of {plural(len(base.fingerprinted), 'file')} in [base] match; "
+                f"{len(base.unchecked)} cannot be compared: no longer read by this hunk set, absent, touched by "
+                "several sections, or not restorable from the tree's state)")
     reasons = []
     if base.relation in _RELATION_TEXT and base.head and base.pinned_commit:
         reasons.append(f"HEAD {base.head[:12]} {_RELATION_TEXT[base.relation]} the pinned {base.pinned_commit[:12]}")

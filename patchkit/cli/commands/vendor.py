@@ -15,7 +15,7 @@ from patchkit.input.manifest import PatchSpec
 from patchkit.input.registry import find_locations, find_project_config, resolve_patch
 from patchkit.scan.config import read_scan_config
 from patchkit.speak.console import echo, settings
-from patchkit.speak.report import excluded_json, render_json, size_text, versioned
+from patchkit.speak.report import excluded_json, plural, render_json, size_text, versioned
 from patchkit.tooling.vendor import (
     FETCH_TIMEOUT,
     Fetched,
@@ -201,7 +201,7 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
         lines.append("  excluded by the manifest: " + ", ".join(show_path(p) for p in r.hunk_set.excluded))
     lines.append("  source recorded: " + ", ".join(f"{k} {v}" for k, v in r.source.source_table.items()))
     if r.base_tree is not None:
-        lines.append(f"  base: {len(r.base)} files fingerprinted from {r.base_tree}")
+        lines.append(f"  base: {plural(len(r.base), 'file')} fingerprinted from {r.base_tree}")
     elif r.base:
         lines.append(f"  base: the [base] fingerprint of {len(r.base)} files is kept")
     return lines
