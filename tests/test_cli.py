@@ -117,3 +117,21 @@ def test_verbose_apply_and_revert_show_the_states_after_the_write(tmp_path: Path
     assert reverted.out.splitlines()[1].endswith("; this run reverted it and removed the record")
     status = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")  # what the table claimed
     assert "  unapplied  a.py" in status.out.splitlines() and status.code == 3
+
+
+def test_a_long_verbose_table_ends_with_the_totals(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    before = {f"m{i:02}.py": b"a\nb\nc\n" for i in range(25)}
+    after = {name: b"a\nB\nc\n" for name in before}
+    registry.add("p", git_diff(tmp_path, before, after))
+    write_tree(engine, {**before, **{name: after[name] for name in sorted(before)[:5]}})
+    res = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
+    assert res.code == 4, res.out + res.err
+    lines = res.out.splitlines()
+    assert lines[-1] == "p: partial (25 hunks in 25 files): 20 unapplied, 5 applied", lines[-3:]
+    short = cli("status", "p", "--root", engine, "--patches", registry.path)
+    assert short.out.splitlines() == ["p: partial (25 hunks in 25 files)"]
+    small = tmp_path / "small"
+    write_tree(small, dict(sorted(before.items())[:1]))
+    registry.add("q", git_diff(tmp_path, dict(sorted(before.items())[:1]), dict(sorted(after.items())[:1])))
+    table = cli("status", "q", "--root", small, "--patches", registry.path, "-v").out.splitlines()
+    assert table[-1].startswith("      hunk 1 "), table  # a table that fits a screen ends with its last row

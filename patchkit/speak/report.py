@@ -401,6 +401,23 @@ def hunk_table(outcome: Outcome) -> list[str]:
     return rows
 
 
+LONG_TABLE = 20  # rows: a table longer than a screen ends with its totals, where the reader's eye is
+
+
+def table_totals(outcome: Outcome, table: Sequence[str]) -> list[str]:
+    """The closing line of a long `-v` table: the patch's line again and its hunks counted by state."""
+    if len(table) <= LONG_TABLE:
+        return []
+    goal = _GOAL.get(outcome.result) if outcome.result is not None else None
+    counts: dict[str, int] = {}
+    for entry in _entries(outcome):
+        for hunk in entry[8]:  # the hunk rows of a file's entry (see hunk_table)
+            state = goal or hunk[2]
+            counts[state] = counts.get(state, 0) + 1
+    tally = ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return [f"{summary_line(outcome)}: {tally}" if tally else summary_line(outcome)]
+
+
 def spec_json(spec: PatchSpec) -> dict[str, Any]:
     """One entry of `list --json`; `excluded` holds the manifest's excludes (a path or a glob each)."""
     return {
