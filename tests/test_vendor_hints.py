@@ -100,3 +100,24 @@ def test_status_says_how_many_base_files_it_compared_and_why_not_the_rest(tmp_pa
     (engine / "eng" / "b.py").unlink()
     part = patchkit("status", "fix", "--patches", tmp_path / "patches", "--root", engine, "-v", cwd=tmp_path)
     assert "base pinned (1 of 2 files in [base] match; 1 cannot be compared: " in part.stdout, part.stdout
+
+
+@pytest.mark.parametrize("bad, said", [
+    (b"\n<!DOCTYPE html>\n<html><head><title>Pull 7</title></head><body>diff --git a/x b/x</body></html>\n",
+     "this is an HTML page, not a diff"),
+    (b"diff --git a/eng/a.py b/eng/a.py\r\n--- a/eng/a.py\r\n+++ b/eng/a.py\r\n@@ -1,3 +1,3 @@\r\n 1\r\n-2\r\n+TWO\r\n"
+     b" 3\r\n", "the diff's own header lines end in CRLF"),
+])
+def test_new_from_a_file_that_is_no_diff_creates_nothing_and_the_same_command_runs_once_it_is(
+        project: Path, bad: bytes, said: str) -> None:
+    good = (project / "diffs" / "fix.diff").read_bytes()
+    source = project / "diffs" / "saved.diff"
+    source.write_bytes(bad)
+    args = ["new", "fix", "--patches", project / "patches", "--target", "eng", "--local", "ours", "--from", source]
+    refused = patchkit(*args, cwd=project.parent / "elsewhere")
+    assert refused.returncode == 2 and said in refused.stderr, refused.stderr
+    assert "nothing was created: this `patchkit new` command runs as it is" in refused.stderr
+    assert "vendor it with" not in refused.stderr and not (project / "patches").exists()
+    source.write_bytes(good)
+    again = patchkit(*args, cwd=project.parent / "elsewhere")
+    assert again.returncode == 0, again.stderr

@@ -11,7 +11,7 @@ import click
 from patchkit.cli.commands.options import json_option, patches_option
 from patchkit.cli.commands.vendor import Source, check_source, fetch_source, result_json, result_lines, vendor_options
 from patchkit.diff.filtering import load_hunk_set, match_exclude
-from patchkit.errors import BadInputError, PatchkitError
+from patchkit.errors import BadInputError, NotADiffError, PatchkitError
 from patchkit.input.manifest import Exclude, PatchSpec, load_manifest
 from patchkit.input.registry import find_locations, find_project_config, load_registry
 from patchkit.speak.console import echo, settings
@@ -101,9 +101,10 @@ def command(
     if moved_in is not None and introduced_by is None:
         raise click.UsageError("--moved-in goes with --introduced-by N, the pull request whose waiver it keeps")
     fetched = fetch_source(given, base_tree, timeout, patches) if fetch else None  # before anything is written
+    strip = 1 if fetched is None or fetched.strip is None else fetched.strip  # a site's `patch -p0` is strip 0
     if fetched is not None:
         _refuse_binary(fetched, dropped)
-    strip = 1 if fetched is None or fetched.strip is None else fetched.strip  # a site's `patch -p0` is strip 0
+        _refuse_not_a_diff(fetched, strip)
     new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
                    tuple(folders), after, strip=strip, excludes=dropped,
                    waivers=recorded_path(locations.waivers, project),
@@ -154,6 +155,20 @@ def _refuse_binary(fetched: Fetched, dropped: tuple[object, ...]) -> None:
             f"binary files differ, which a text diff cannot carry: {shown}",
             hint=f"exclude each (e.g. {example}) and carry it another way (README: Binary parts the scripts fetch)",
         )
+
+
+def _refuse_not_a_diff(fetched: Fetched, strip: int) -> None:
+    """A file no manifest edit can mend (an HTML page, CRLF headers, no file changes) is refused before the entry
+    is made: a pending entry would only turn the rerun of this same command into "exists already"."""
+    from patchkit.diff.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
+
+    try:
+        parse_diff(fetched.data, strip, fetched.label)
+    except NotADiffError as exc:
+        hint = "nothing was created: this `patchkit new` command runs as it is once the file is the diff"
+        raise NotADiffError(exc.message, where=exc.where, hint=f"{exc.hint}; {hint}" if exc.hint else hint) from None
+    except PatchkitError:
+        pass  # the rest is the manifest's to mend: vendoring below says so, and keeps the pending entry
 
 
 def _kept(exc: PatchkitError, spec: PatchSpec, given: Source, base_tree: Path | None) -> PatchkitError:
