@@ -65,8 +65,9 @@ from patchkit.speak.console import echo, json_format, settings
     callback=json_format(OutputFormat.JSON.value),
     default=OutputFormat.TEXT.value,
     show_default=True,
-    help="text: file:line: RULE severity: message; json: findings, every site and the verdict "
-    "(patches_engine, change_patches_engine); github: workflow annotations.",
+    help="text: file:line: RULE severity: message; concise: file:line: RULE message (the fix: --explain), "
+    "repeats grouped, a count per rule; json: findings, every site and the verdict (patches_engine, "
+    "change_patches_engine); github: workflow annotations; sarif: SARIF 2.1.0 for code scanning.",
 )
 @click.option(
     "--explain",
@@ -115,10 +116,10 @@ def command(
         ctx.exit(int(ExitCode.OK))
     report = run_lint(request)
     chosen = OutputFormat(output_format)
-    text = format_report(report, chosen)
+    text = format_report(report, chosen, RULE_TEXT)
     if text:
         echo(text)
-    if chosen is OutputFormat.TEXT and not settings().quiet:
+    if chosen in (OutputFormat.TEXT, OutputFormat.CONCISE) and not settings().quiet:
         uncovered = sum(c.cover is Cover.NONE for c in report.sites)
         sites = len(report.sites) if scan else None
         echo(
