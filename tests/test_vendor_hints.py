@@ -121,3 +121,35 @@ def test_new_from_a_file_that_is_no_diff_creates_nothing_and_the_same_command_ru
     source.write_bytes(good)
     again = patchkit(*args, cwd=project.parent / "elsewhere")
     assert again.returncode == 0, again.stderr
+
+
+SITE_DIFF_BEFORE = {"x.py": b"a\nb\nc\n"}
+SITE_DIFF_AFTER = {"x.py": b"a\nB\nc\n"}
+
+
+def test_from_site_left_to_do_names_the_repositorys_waiver_folder_and_the_scripts_root(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    (repo / "docs" / "waiver").mkdir(parents=True)
+    (repo / "runners").mkdir()
+    (repo / "pyproject.toml").write_text('[tool.patchkit]\nwaivers = "docs/waiver"\n', encoding="utf-8")
+    (repo / "docs" / "waiver" / "2306.md").write_text("# 2306\n", encoding="utf-8")
+    (tmp_path / "g").mkdir()
+    diff = git_diff(tmp_path / "g", SITE_DIFF_BEFORE, SITE_DIFF_AFTER)
+    (repo / "runners" / "fix.diff").write_bytes(diff)
+    (repo / "runners" / "fix.sh").write_text(
+        '#!/bin/bash\n: "${ATOM_ROOT:=/opt/ATOM}"\ncd "$ATOM_ROOT" && git apply runners/fix.diff\n'
+        "cat <<'EOF' | git -C /opt/ATOM apply\n" + diff.decode() + "EOF\n", encoding="utf-8")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    made = patchkit("new", "atom-fix", "--patches", repo / "patches", "--target", "atom", "--local", "ours",
+                    "--introduced-by", "2306", "--from-site", f"{repo / 'runners' / 'fix.sh'}:3", cwd=elsewhere)
+    assert made.returncode == 0, made.stderr
+    left = made.stdout.split("left to do:")[1]
+    assert f"the waiver: {repo / 'docs' / 'waiver' / '2306.md'} exists: name atom-fix in it" in left, left
+    assert "waivers/2306.md" not in left
+    assert f'apply atom-fix --patches {repo / "patches"} --root "$ATOM_ROOT"' in left, left  # not --root .
+    assert "--root ." not in left
+    fresh = patchkit("new", "atom-fix2", "--patches", repo / "patches", "--target", "atom", "--local", "ours",
+                     "--introduced-by", "2400", "--from-site", f"{repo / 'runners' / 'fix.sh'}:4", cwd=repo)
+    assert fresh.returncode == 0, fresh.stderr
+    assert "the waiver: write docs/waiver/2400.md naming atom-fix2" in fresh.stdout, fresh.stdout

@@ -270,14 +270,16 @@ class PatchSpec:
 
     def recorded_file(self) -> Path | None:
         """The local file [source] says the diff was vendored from, if it is there still (`path`: absolute, or
-        relative to the project holding the registry, the nearest folder above it with a pyproject.toml)."""
+        relative to the project holding the registry: the nearest folder above it with a pyproject.toml, else
+        the registry's parent)."""
         if self.source is None or self.source.kind != "file":
             return None
         path = dict(self.source.fields).get("path")
         if not isinstance(path, str) or not path:
             return None
         registry = self.folder.parent
-        project = next((f for f in (registry, *registry.parents) if (f / "pyproject.toml").is_file()), registry)
+        project = next((f for f in (registry, *registry.parents) if (f / "pyproject.toml").is_file()),
+                       registry.parent)
         full = Path(path) if Path(path).is_absolute() else project / path
         return full if full.is_file() else None
 

@@ -93,11 +93,17 @@ def check_source(given: Source, base_tree: Path | None) -> None:
         raise click.UsageError("--from-tree needs --base-tree PRISTINE, the tree EDITED is a copy of")
 
 
+def registry_project(patches: Path) -> Path:
+    """The project a registry belongs to, wherever the command runs: the nearest folder above it with a
+    pyproject.toml, else the folder holding the registry. [source] records local paths relative to it, so
+    PatchSpec.recorded_file finds them again from the manifest alone."""
+    found = find_project_config(Path(os.path.abspath(patches)))
+    return found.root if found.source is not None else Path(os.path.abspath(patches)).parent
+
+
 def fetch_source(given: Source, base_tree: Path | None, timeout: float, patches: Path) -> Fetched:
     check_source(given, base_tree)
-    # [source] records a local path relative to the project that holds the registry (wherever vendor runs from),
-    # so PatchSpec.vendor_command finds it again from the manifest alone.
-    project = find_project_config(Path(os.path.abspath(patches))).root
+    project = registry_project(patches)
     if given.git_repo is not None and given.rev_range is not None:
         return export_git_range(given.git_repo, given.rev_range)
     if given.site is not None:
