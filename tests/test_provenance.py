@@ -118,7 +118,7 @@ def test_fingerprint_catches_a_drifted_plain_tree(tmp_path: Path, patches: Path,
     (tmp_path / "pr.diff").write_bytes(diff)
     vendored = cli("vendor", PID, "--patches", patches, "--from", tmp_path / "pr.diff", "--base-tree", tree)
     assert vendored.code == 0, vendored.err
-    assert "1 files fingerprinted" in vendored.out
+    assert "1 file fingerprinted" in vendored.out
 
     code, data = status(tree, patches, "--strict-base")
     assert (code, data["base"]["state"], data["base"]["fingerprint"]) == (3, "pinned", ["eng/core.py"])

@@ -18,7 +18,7 @@ from typing import Any
 
 from patchkit.diff.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
 from patchkit.display import escape_controls
-from patchkit.errors import DiffError, UnsafePathError
+from patchkit.errors import DiffError, NotADiffError, UnsafePathError
 from patchkit.input.limits import MAX_DIFF_LINES, MAX_HEADER_DIGITS, check_diff_size
 from patchkit.input.paths import check_path
 
@@ -31,6 +31,8 @@ RE_INDEX = re.compile(rb"^index ([0-9a-f]{7,64})\.\.([0-9a-f]{7,64})(?: [0-7]{6}
 RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
 RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
+# A web page where a diff was expected: its first tag, after a byte-order mark and blank space.
+_HTML = re.compile(rb"(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)[\s>]", re.I | re.S)
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
 
 _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
@@ -39,7 +41,7 @@ _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13,
 def parse_diff(data: bytes, strip: int, source: str) -> Diff:
     """Parse unified/git diff bytes. Raises DiffError naming the diff line at fault."""
     if not data.strip():
-        raise DiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
+        raise NotADiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
     check_diff_size(len(data), source)
     count = data.count(b"\n")  # before splitting: a diff of newlines only would cost ~40 bytes of memory each
     if count > MAX_DIFF_LINES:
@@ -62,7 +64,13 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
             gc.enable()
     _check_context(files, source)
     if not files:
-        raise DiffError(
+        if _HTML.match(data[:1024]):
+            raise NotADiffError(
+                "this is an HTML page, not a diff (a saved or fetched web page)", where=source,
+                hint="save the diff itself: a forge serves a pull request's net diff at its page's address plus "
+                "`.diff` (`.../pull/N.diff`)",
+            )
+        raise NotADiffError(
             "no file changes found in the diff", where=source,
             hint="is this a unified diff (`git diff`, a pull request's .diff)?",
         )
@@ -219,7 +227,7 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
             )
         just_closed = False
         if (line.startswith(b"diff --git ") or is_pair) and line.endswith(b"\r"):
-            raise DiffError(
+            raise NotADiffError(
                 "the diff's own header lines end in CRLF", where=where,
                 hint="the diff file was converted to CRLF (an editor or core.autocrlf); restore the original",
             )

@@ -244,7 +244,8 @@ def check_site_history(
                     place,
                     site.line,
                     f"pre-existing patch site ({site.kind.label}) patching {site.what} has no waiver on "
-                    f"{changes.rev}: the waiver named after the pull request that introduced it must already "
+                    f"{changes.rev}",
+                    f"the waiver named after the pull request that introduced it must already "
                     f"name {site.path} on the base branch; fix that there, or accept the site with "
                     f"--write-baseline",
                 )

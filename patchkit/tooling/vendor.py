@@ -73,6 +73,7 @@ class Fetched:
     details: tuple[tuple[str, str | int], ...] = ()
     strip: int | None = None  # the strip the source itself implies (a site's `patch -p0`), None: no opinion
     binary: tuple[str, ...] = ()  # files a made diff holds only as "Binary files ... differ" (--from-tree)
+    patched_root: str | None = None  # a site's: the folder its command patches, as the script names it
 
     @property
     def source_table(self) -> dict[str, str | int]:
@@ -138,7 +139,8 @@ def read_site(text: str, project: Path, config: ScanConfig) -> Fetched:
         label = f"{found.diff_file} (named by {found.site.path}:{found.site.line})"
     else:
         label = f"the {found.site.kind.label} at {found.site.path}:{found.site.line}"
-    return Fetched(SourceKind.SITE, label, found.data, details, strip=found.strip)
+    return Fetched(SourceKind.SITE, label, found.data, details, strip=found.strip,
+                   patched_root=found.patched_root)
 
 
 def read_tree(edited: Path, base: Path, project: Path | None) -> Fetched:
