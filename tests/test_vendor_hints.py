@@ -1,6 +1,7 @@
 """The hints of `new` and `vendor` name what was recorded, and run as printed from another folder, offline:
-[source] path relative to the project holding the registry (not to where vendor ran), the re-pin hint from the
-local file the diff came from (not the forge URL), and "exists already" with the registry it was said of."""
+[source] path relative to the project holding the registry (not to where vendor ran), the stale-pin hint from
+the entry's own diff and the other re-vendor hints from the local file the diff came from (not the forge URL),
+and "exists already" with the registry it was said of."""
 
 from __future__ import annotations
 
@@ -61,13 +62,18 @@ def test_the_re_pin_hint_names_the_local_file_and_runs_offline_from_another_fold
     text = manifest.read_text(encoding="utf-8")
     manifest.write_text(text.replace("strip = 1", "strip = 1\nprefix = \"sub/\""), encoding="utf-8")  # stale pin
     stale = patchkit("status", "fix", "--patches", project / "patches", "--root", project, cwd=project.parent)
-    assert stale.returncode == 2 and "re-pin with" in stale.stderr, stale.stderr
-    hinted = re.search(r"re-pin with `([^`]+)`", stale.stderr)
+    assert stale.returncode == 2 and "re-pin its own diff with" in stale.stderr, stale.stderr
+    hinted = re.search(r"re-pin its own diff with `([^`]+)`", stale.stderr)
     assert hinted is not None
-    assert "github.com" not in hinted.group(1) and str(project / "diffs" / "fix.diff") in hinted.group(1)
+    # the entry's own diff (the bytes the pin is about, always there), not the forge URL: it runs offline
+    assert "github.com" not in hinted.group(1) and str(project / "patches" / "fix" / "fix.diff") in hinted.group(1)
     repinned = run_printed(hinted.group(1), project.parent / "elsewhere")
     assert repinned.returncode == 0, repinned.stderr
     assert "re-vendored" not in repinned.stdout and "recorded anew" in repinned.stdout  # the same diff
+    assert 'path = "diffs/fix.diff"' in manifest.read_text(encoding="utf-8")  # [source] kept
+    pending = patchkit("status", "fix", "--patches", project / "patches", "--root", project, "--strict-base",
+                       cwd=project.parent)
+    assert "github.com" not in pending.stdout + pending.stderr  # vendor_command names the recorded file too
 
 
 def test_exists_already_names_the_registry_and_its_hint_runs_from_another_folder(project: Path) -> None:
