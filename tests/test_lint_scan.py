@@ -84,7 +84,7 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
         "patch --dry-run -p1 < fix.diff\n",
         "patch() { echo patching; }\n",  # a function named patch
         "grep -rn 'patch -p1' .\n",
-        "pip install git+https://github.com/example/bench-tools.git\n",  # not an engine package
+        "pip install pandas==2.2.2 tabulate\n",  # the default index, pinned or not: not a fork
         "pip install sglang==0.4.1\n",  # the registry's release, not a fork
         "cp /sgl-workspace/sglang/python/x.py backup/\n",  # copies FROM the engine
         "patchkit apply --all --root /sgl-workspace/sglang\n",  # managed patching
@@ -94,6 +94,38 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
 )
 def test_look_alikes_are_not_sites(text: str) -> None:
     assert sites("run.sh", text) == []
+
+
+def test_any_installed_package_counts_not_only_the_engine_list() -> None:
+    """#33: a write into any installed package's file, or a fork/URL/index install of any package, is a site;
+    the engine list names an engine package in the reason, it does not decide whether a site exists."""
+    text = (
+        "R=$(python3 -c 'import rixl, os; print(os.path.dirname(rixl._api.__file__))')\n"
+        "sed -i 's/a/b/' \"$R/_api.py\"\n"
+        "pip install git+https://github.com/example/bench-tools.git\n"
+        "pip install --extra-index-url https://wheels.example.com/simple lm-eval==0.4.5\n"
+        "pip install ./dist/minisweagent-1.0-py3-none-any.whl\n"
+        "D=$(python3 -c 'import os; print(os.path.dirname(os.__file__))')\n"
+        "sed -i 's/a/b/' \"$D/local_notes.txt\"\n"  # the standard library's folder: not an installed package
+    )
+    result = scan_files([("run.sh", text.encode())], CONFIG)
+    assert [(s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        (2, "in-place-edit", "<rixl>/_api.py"),
+        (3, "pip-fork", "bench-tools from git+https://github.com/example/bench-tools.git"),
+        (4, "pip-index", "lm-eval from https://wheels.example.com/simple"),
+        (5, "pip-fork", "minisweagent from ./dist/minisweagent-1.0-py3-none-any.whl"),
+    ]
+    assert "installed package rixl" in result.sites[0].reason
+    python = (
+        "import os, swebench\n"
+        "path = os.path.join(os.path.dirname(swebench.__file__), 'harness', 'run.py')\n"
+        "open(path, 'w').write('x')\n"
+    )
+    assert sites("fix.py", python) == [(3, "python-write", "<swebench>/harness/run.py")]
+    vllm = sites("v.sh", "pip install git+https://github.com/someone/vllm.git@x\n")
+    assert vllm == [(1, "pip-fork", "vllm from git+https://github.com/someone/vllm.git@x")]
+    reason = scan_files([("v.sh", b"pip install git+https://github.com/someone/vllm.git@x\n")], CONFIG).sites[0].reason
+    assert reason.startswith("engine package vllm")
 
 
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
@@ -289,7 +321,7 @@ def test_git_checkouts_in_an_engine_tree() -> None:
     ]
 
 
-def test_requirements_files_with_engine_forks() -> None:
+def test_requirements_files_with_forks_and_another_index() -> None:
     text = (
         "# pinned helpers\n"
         "pandas==2.2.0\n"
@@ -298,7 +330,10 @@ def test_requirements_files_with_engine_forks() -> None:
         "-e git+https://github.com/someone/vllm.git#egg=vllm\n"
         "--extra-index-url https://download.pytorch.org/whl/rocm6.2\n"
     )
+    # Any package (#33): the index line applies to pandas too, and a fork of a helper replaces one.
     assert [(line, kind) for line, kind, _ in sites("benchmarks/requirements-rocm.txt", text)] == [
+        (2, "pip-index"),
+        (3, "pip-fork"),
         (4, "pip-fork"),
         (5, "pip-fork"),
     ]

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from patchkit.errors import RegistryError
@@ -75,8 +76,25 @@ class ScanConfig:
     baseline: str = DEFAULT_BASELINE
 
     def is_engine_package(self, name: str) -> bool:
+        """One of the configured engine packages: it ranks a site (its reason says "engine package"); whether
+        a site exists never depends on it (#33): any installed package's file or install counts."""
         wanted = normalise_package(name)
         return any(normalise_package(p) == wanted for p in self.engine_packages)
+
+    def package_reason(self, name: str) -> str:
+        """Why a package's file or install counts: "engine package vllm" or "installed package lmcache"."""
+        which = "engine package" if self.is_engine_package(name) else "installed package"
+        return f"{which} {normalise_package(name)}"
+
+
+def is_installed_package(name: str) -> bool:
+    """A module name that can be an installed distribution's: not empty, not the standard library's (whose
+    `os.__file__` is Python's own folder) and not `__main__`."""
+    top = name.split(".", 1)[0]
+    return bool(top) and top.isidentifier() and top not in _STANDARD and not top.startswith("__")
+
+
+_STANDARD = frozenset(sys.stdlib_module_names)
 
 
 def normalise_package(name: str) -> str:

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from patchkit.scan.config import ScanConfig, normalise_package
+from patchkit.scan.config import ScanConfig, is_installed_package, normalise_package
 from patchkit.scan.shell import Command, argv_of, program_name
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*])")
@@ -52,13 +52,13 @@ Evaluator = Callable[[str, str, "EngineResolver"], "Resolved | None"]
 
 
 def package_location(config: ScanConfig, module: str, kind: str) -> Resolved | None:
-    """The folder (`kind` "dir") or file ("file") of an imported module of an engine package, or None when the
-    module is not of a configured engine package: `vllm.benchmarks.serve` -> `<vllm>/benchmarks/serve.py`."""
+    """The folder (`kind` "dir") or file ("file") of an imported module of an installed package (engine or
+    not), or None for the standard library's: `vllm.benchmarks.serve` -> `<vllm>/benchmarks/serve.py`."""
     parts = module.split(".")
-    if not parts or not config.is_engine_package(parts[0]):
+    if not parts or not is_installed_package(parts[0]):
         return None
     folder = "/".join([f"<{parts[0]}>", *parts[1:]])
-    reason = f"engine package {parts[0]}"
+    reason = config.package_reason(parts[0])
     if kind == "dir":
         return Resolved(folder, reason)
     return Resolved(f"<{parts[0]}>/__init__.py" if len(parts) == 1 else f"{folder}.py", reason)
@@ -204,8 +204,8 @@ class EngineResolver:
             name = placeholder.group(1)
             if name == "site-packages":
                 return "installed packages (site-packages)"
-            if self.config.is_engine_package(name):
-                return f"engine package {normalise_package(name)}"
+            if is_installed_package(name):
+                return self.config.package_reason(name)
         installed = _INSTALLED.search(text)
         if installed:
             return f"installed packages ({installed.group(0).strip('/')})"

@@ -10,6 +10,7 @@ import hashlib
 import posixpath
 import re
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
 from patchkit.scan.config import normalise_package
 from patchkit.scan.engine import Resolved
@@ -421,46 +422,92 @@ _DIRECT_URL = re.compile(r"^(?:git|hg|svn|bzr)\+\S+|^(?:https?|file|ftp)://\S+")
 _NAMED_URL = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)\s*$")
 
 
-def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
-    """`pip install` of an engine package from a VCS URL, an archive URL or `name @ url`."""
-    for command, _offset, argv in _commands(view):
-        start = _pip_install(argv)
-        if start is None:
+@dataclass(frozen=True)
+class PipOperand:
+    """One requirement of a `pip install` command line: where it is, as written, and whether it is `-e`."""
+
+    index: int  # into argv
+    word: str  # `name @ url` joined when written as three words
+    editable: bool
+
+
+@dataclass(frozen=True)
+class PipArguments:
+    """What a `pip install ...` command line installs, and from which indexes (the default one left out)."""
+
+    operands: tuple[PipOperand, ...]
+    indexes: tuple[str, ...]
+
+
+def _pip_arguments(argv: tuple[str, ...]) -> PipArguments | None:
+    """The operands and non-default indexes of a pip install (also `python -m pip`, `uv pip`, `pipx install`,
+    `pipx inject ENV ...`), or None when the command installs nothing with pip: the one walk over pip's
+    options that the fork, index and source-install rules share."""
+    start = _pip_install(argv)
+    if start is None:
+        return None
+    operands: list[PipOperand] = []
+    indexes: list[str] = []
+    index = start
+    while index < len(argv):
+        word = argv[index]
+        option, eq, value = word.partition("=")
+        editable = word in ("-e", "--editable") and index + 1 < len(argv)
+        if option in _INDEX_OPTIONS:
+            if not eq and index + 1 < len(argv):
+                value = argv[index + 1]
+                index += 1
+            if value and not _DEFAULT_INDEX.match(value):
+                indexes.append(value)
+            index += 1
             continue
-        words = list(argv[start:])
-        index = 0
-        while index < len(words):
-            word = words[index]
-            if word in ("-e", "--editable") and index + 1 < len(words):
-                index += 1
-                word = words[index]
-            elif word in _PIP_VALUED:
-                index += 2
-                continue
-            elif word.startswith("-"):
-                index += 1
-                continue
-            if index + 2 < len(words) and words[index + 1] == "@":
-                word = f"{word} @ {words[index + 2]}"
-                index += 2
-            package = _url_package(word)
-            if package is not None and view.resolver.config.is_engine_package(package[0]):
+        if editable:
+            index += 1
+            word = argv[index]
+        elif word in _PIP_VALUED:
+            index += 2
+            continue
+        elif word.startswith("-"):
+            index += 1
+            continue
+        at = index
+        if index + 2 < len(argv) and argv[index + 1] == "@":
+            word = f"{word} @ {argv[index + 2]}"
+            index += 2
+        operands.append(PipOperand(at, word, editable))
+        index += 1
+    return PipArguments(tuple(operands), tuple(indexes))
+
+
+def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
+    """`pip install` of any package from a VCS URL, an archive URL or `name @ url`: it replaces what the image
+    ships (the engine list only names it an engine package in the reason)."""
+    config = view.resolver.config
+    for command, _offset, argv in _commands(view):
+        arguments = _pip_arguments(argv)
+        for operand in arguments.operands if arguments else ():
+            package = _url_package(operand.word)
+            if package is not None:
                 how = "a VCS URL" if re.match(r"^(?:git|hg|svn|bzr)\+", package[1]) else "a URL"
-                reason = f"engine package {normalise_package(package[0])} from {how}"
+                reason = f"{config.package_reason(package[0])} from {how}"
                 yield _site(view, command, SiteKind.PIP_FORK, f"{package[0]} from {package[1]}", reason=reason)
                 break
-            index += 1
 
 
 def _pip_install(argv: tuple[str, ...]) -> int | None:
-    """The index of the first argument after `install` of a pip command, or None."""
+    """The index of the first argument after `install` of a pip command (after `inject ENV` of pipx), or None."""
     for index, word in enumerate(argv):
         name = program_name(word)
         is_pip = re.fullmatch(r"pip[\d.]*", name) is not None
         is_module = word == "pip" and index >= 1 and argv[index - 1] == "-m"
         is_uv = word == "pip" and index >= 1 and program_name(argv[index - 1]) == "uv"
-        if (is_pip or is_module or is_uv) and index + 1 < len(argv) and argv[index + 1] == "install":
+        following = argv[index + 1] if index + 1 < len(argv) else ""
+        if (is_pip or is_module or is_uv) and following == "install":
             return index + 2
+        if name == "pipx" and following == "install":
+            return index + 2
+        if name == "pipx" and following == "inject" and index + 2 < len(argv):
+            return index + 3  # pipx inject ENV PACKAGE...
     return None
 
 
@@ -490,39 +537,49 @@ def _url_package(word: str) -> tuple[str, str] | None:
 _INDEX_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "-f", "--find-links"})
 _DEFAULT_INDEX = re.compile(r"^https?://(?:pypi\.org|pypi\.python\.org|files\.pythonhosted\.org)(?:/|$)")
 _REQUIREMENT_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?(?:[=<>!~;].*)?$")
+_CONDA = frozenset({"conda", "mamba", "micromamba"})
 
 
 def find_pip_indexes(view: ScriptView) -> Iterator[PatchSite]:
-    """`pip install vllm --extra-index-url URL` (or `-i`, `--find-links`): an engine package from outside the
-    image, at whatever build that index serves."""
+    """`pip install vllm --extra-index-url URL` (or `-i`, `--find-links`; `conda install -c URL pkg`): a package
+    from outside the image, at whatever build that index serves."""
+    config = view.resolver.config
     for command, _offset, argv in _commands(view):
-        start = _pip_install(argv)
-        if start is None:
+        arguments = _pip_arguments(argv) or _conda_arguments(argv)
+        if arguments is None or not arguments.indexes:
             continue
-        words = list(argv[start:])
-        indexes: list[str] = []
-        packages: list[str] = []
-        index = 0
-        while index < len(words):
-            word = words[index]
-            option, eq, value = word.partition("=")
-            if option in _INDEX_OPTIONS:
-                if not eq and index + 1 < len(words):
-                    value = words[index + 1]
-                    index += 1
-                if not _DEFAULT_INDEX.match(value):
-                    indexes.append(value)
-            elif word in _PIP_VALUED:
+        packages = [
+            named.group(1) for o in arguments.operands
+            if "/" not in o.word and (named := _REQUIREMENT_NAME.match(o.word))
+        ]
+        chosen = next((p for p in packages if config.is_engine_package(p)), packages[0] if packages else None)
+        if chosen is not None:
+            reason = f"{config.package_reason(chosen)} from the index {arguments.indexes[0]}"
+            yield _site(view, command, SiteKind.PIP_INDEX, f"{chosen} from {arguments.indexes[0]}", reason=reason)
+
+
+def _conda_arguments(argv: tuple[str, ...]) -> PipArguments | None:
+    """`conda install -c URL pkg` (mamba, micromamba): its packages, and the channels given as URLs (a named
+    channel such as conda-forge is the distribution's own)."""
+    at = next((i for i, w in enumerate(argv) if program_name(w) in _CONDA), None)
+    if at is None or at + 1 >= len(argv) or argv[at + 1] != "install":
+        return None
+    operands: list[PipOperand] = []
+    channels: list[str] = []
+    index = at + 2
+    while index < len(argv):
+        word = argv[index]
+        option, eq, value = word.partition("=")
+        if option in ("-c", "--channel", "-n", "--name", "-p", "--prefix"):
+            if not eq and index + 1 < len(argv):
+                value = argv[index + 1]
                 index += 1
-            elif not word.startswith("-"):
-                named = _REQUIREMENT_NAME.match(word)
-                if named and "/" not in word:
-                    packages.append(named.group(1))
-            index += 1
-        engine = next((p for p in packages if view.resolver.config.is_engine_package(p)), None)
-        if indexes and engine is not None:
-            reason = f"engine package {normalise_package(engine)} from the index {indexes[0]}"
-            yield _site(view, command, SiteKind.PIP_INDEX, f"{engine} from {indexes[0]}", reason=reason)
+            if option in ("-c", "--channel") and "://" in value:
+                channels.append(value)
+        elif not word.startswith("-"):
+            operands.append(PipOperand(index, word.split("=", 1)[0], False))
+        index += 1
+    return PipArguments(tuple(operands), tuple(channels))
 
 
 _SETUP_INSTALLS = frozenset({"develop", "install", "bdist_wheel", "build_ext"})
@@ -533,24 +590,12 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
     engine package, or an engine root): the engine that runs is then built from that tree, edits included."""
     for command, _offset, argv in _commands(view):
         targets: list[int] = []
-        start = _pip_install(argv)
-        if start is not None:
-            index = start
-            while index < len(argv):
-                word = argv[index]
-                editable = word in ("-e", "--editable") and index + 1 < len(argv)
-                if editable:
-                    index += 1
-                    word = argv[index]
-                elif word in _PIP_VALUED:
-                    index += 2
-                    continue
-                elif word.startswith("-"):
-                    index += 1
-                    continue
-                if _is_local_tree(word) or (editable and "://" not in word and "+" not in word.split("/")[0]):
-                    targets.append(index)
-                index += 1
+        arguments = _pip_arguments(argv)
+        if arguments is not None:
+            for operand in arguments.operands:
+                word = operand.word
+                if _is_local_tree(word) or (operand.editable and "://" not in word and "+" not in word.split("/")[0]):
+                    targets.append(operand.index)
         elif (
             len(argv) >= 3 and _PYTHON_PROGRAM.match(program_name(argv[0])) and argv[1].endswith("setup.py")
             and _SETUP_INSTALLS & set(argv[2:])
@@ -578,17 +623,15 @@ def _is_local_tree(word: str) -> bool:
 
 
 def find_pip_local_wheels(view: ScriptView) -> Iterator[PatchSite]:
-    """`pip install ./dist/vllm-0.6.3+rocm-cp312-...whl`: an engine package built elsewhere (a pip-fork)."""
+    """`pip install ./dist/vllm-0.6.3+rocm-cp312-...whl`: a package built elsewhere (a pip-fork)."""
     for command, _offset, argv in _commands(view):
-        start = _pip_install(argv)
-        if start is None:
-            continue
-        for word in argv[start:]:
-            if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")) or word.startswith("-"):
+        arguments = _pip_arguments(argv)
+        for word in (o.word for o in arguments.operands) if arguments else ():
+            if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")):
                 continue
             name = re.sub(r"-[\d*].*$", "", word.rsplit("/", 1)[-1])  # vllm-0.6.4+rocm-....whl, x-*.whl
-            if view.resolver.config.is_engine_package(name):
-                reason = f"engine package {normalise_package(name)} from a local archive"
+            if name:
+                reason = f"{view.resolver.config.package_reason(name)} from a local archive"
                 yield _site(view, command, SiteKind.PIP_FORK, f"{name} from {word}", reason=reason)
                 break
 
