@@ -128,6 +128,28 @@ def test_any_installed_package_counts_not_only_the_engine_list() -> None:
     assert reason.startswith("engine package vllm")
 
 
+@pytest.mark.parametrize(
+    "runner",
+    ['$PY', '"$PYTHON"', '${PY:-python3}', 'uv run python', '/opt/venv/bin/python', '"$INTERP"', 'sudo -E $PY3'],
+)
+def test_a_heredoc_run_by_a_variable_interpreter_is_read_as_python(runner: str) -> None:
+    """#33: `$PY - "$T" <<X` is Python as `python3 - "$T" <<X` is ($INTERP through its assignment)."""
+    text = (
+        "INTERP=/opt/conda/envs/serve/bin/python3.11\n"
+        "T=$(python3 -c 'import vllm, os; print(os.path.dirname(vllm.__file__))')/envs.py\n"
+        f'{runner} - "$T" <<\'EOF\'\n'
+        "import sys\n"
+        "open(sys.argv[1], 'w').write('x')\n"
+        "EOF\n"
+    )
+    assert sites("run.sh", text) == [(5, "python-write", "<vllm>/envs.py")]
+
+
+def test_a_variable_that_is_no_interpreter_runs_no_python() -> None:
+    text = "CAT=cat\n$CAT - /sgl-workspace/x.py <<'EOF'\nopen('/sgl-workspace/x.py', 'w')\nEOF\n"
+    assert sites("run.sh", text) == []
+
+
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
     text = (
         "cd \"$ATOM_ROOT\"\n"

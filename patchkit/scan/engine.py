@@ -256,6 +256,15 @@ def _substitute_commands(word: str, replace: Callable[[str], str]) -> str:
     return "".join(out)
 
 
+def assigned_values(commands: list[Command]) -> dict[str, str]:
+    """Every shell variable's first assigned value as written (any scope): `PY=${PYTHON:-/opt/venv/bin/python}`
+    -> {"PY": "${PYTHON:-/opt/venv/bin/python}"}."""
+    values: dict[str, str] = {}
+    for _, name, value, _ in _assignments(commands):
+        values.setdefault(name, value)
+    return values
+
+
 def _assignments(commands: list[Command]) -> Iterable[tuple[str, str, str, str]]:
     """(scope it binds in, name, value, scope the value is read in) of every assignment."""
     scoped: dict[str, set[str]] = {}

@@ -12,14 +12,21 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
 from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
-from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of, working_folders
+from patchkit.scan.engine import (
+    EngineResolver,
+    Resolved,
+    assigned_values,
+    locate_idiom,
+    parent_of,
+    working_folders,
+)
 from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
 from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
 
@@ -228,11 +235,13 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
 def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
     """The resolver of a shell script, reading each `$(python3 -c '...')` substitution as Python."""
 
+    values = assigned_values(commands)
+
     def evaluate(code: str, scope: str, current: EngineResolver) -> Resolved | None:
         for command in read_shell(code):
             _, argv = argv_of(command)
             program = program_name(argv[0]) if argv else ""
-            if _PYTHON.match(program) and len(argv) >= 3 and argv[1] == "-c":
+            if argv and is_python(argv[0], values) and len(argv) >= 3 and argv[1] == "-c":
                 parsed, value = printed_value(argv[2], current, scope)
                 if parsed:
                     return value
@@ -280,6 +289,27 @@ def _scratch(commands: Iterable[Command]) -> frozenset[str]:
 # ---------------------------------------------------------------------------------------- embedded code
 
 _PYTHON = re.compile(r"^python[\d.]*$")
+# A variable named for an interpreter: $PY, $PYTHON, ${PYTHON_BIN}, $PY3, $python_exe.
+_PYTHON_VARIABLE = re.compile(r"(?i)^(?:py|python)[\d.]*(?:_?(?:bin|exe|cmd|interp|interpreter))?$")
+_REFERENCE = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(?:(?::?[-=])([^{}]*))?\}?$")
+
+
+def is_python(word: str, values: Mapping[str, str] | None = None, depth: int = 0) -> bool:
+    """The word runs a Python interpreter: `python3.12`, `/opt/venv/bin/python`, or a variable that holds one
+    (`$PY` with `PY=${PYTHON:-/opt/venv/bin/python}` in the script, `${PY:-python3}`, or a variable named for
+    an interpreter, `"$PYTHON"`)."""
+    if _PYTHON.match(program_name(word)):
+        return True
+    reference = _REFERENCE.match(word)
+    if reference is None or depth > 3:
+        return False
+    name, default = reference.group(1), reference.group(2)
+    if default and is_python(default, values, depth + 1):
+        return True
+    value = (values or {}).get(name)
+    if value is not None and is_python(value, values, depth + 1):
+        return True
+    return _PYTHON_VARIABLE.match(name) is not None
 
 
 def _with_embedded_shell(commands: list[Command]) -> list[Command]:
@@ -308,11 +338,12 @@ def _embedded_python(
     `python [-] ARGS <<EOF` heredoc: sys.argv[1:] are the shell words after `-c CODE` or `-`."""
     commands = list(commands)
     piped = _piped_heredocs(commands)
+    values = assigned_values(commands)
     for command in commands:
         words = command.words
         heredocs = command.heredocs or piped.get(command.line, ())
         for index, word in enumerate(words):
-            if not _PYTHON.match(program_name(word)):
+            if not is_python(word, values):
                 continue
             following = words[index + 1 :]
             if len(following) >= 2 and following[0] == "-c":
