@@ -426,17 +426,42 @@ def test_import_system_roots_and_a_loop_over_edits() -> None:
     ]
 
 
-def test_a_clone_of_a_harness_is_not_the_engine_but_a_clone_of_vllm_is() -> None:
+def test_a_clone_is_the_engine_when_it_is_an_engine_package_or_installed_from() -> None:
+    """A harness run from its clone is not the engine; once the script installs it (#33: a folder that is
+    `pip install -e`'d is an engine checkout wherever it is) its patches are sites, as a clone of vllm's are."""
     harness = (
         "git clone https://github.com/example-org/bench-harness.git\ncd bench-harness\n"
-        "git show 1a2b3c | git apply -\npip install -e .\n"
+        "git show 1a2b3c | git apply -\npython3 -m harness.run\n"
     )
     assert reported("run.sh", harness) == []
-    engine = harness.replace("example-org/bench-harness", "vllm-project/vllm").replace("bench-harness", "vllm")
-    assert [r[:3] for r in reported("run.sh", engine)] == [
-        (3, "git-apply", "vllm"),
-        (4, "source-install", "vllm"),
+    installed = harness.replace("python3 -m harness.run", "pip install -e .")
+    assert [r[:3] for r in reported("run.sh", installed)] == [
+        (3, "git-apply", "bench-harness"),
+        (4, "source-install", "bench-harness"),
     ]
+    engine = harness.replace("example-org/bench-harness", "vllm-project/vllm").replace("bench-harness", "vllm")
+    assert [r[:3] for r in reported("run.sh", engine)] == [(3, "git-apply", "vllm")]
+
+
+def test_a_folder_installed_from_is_an_engine_checkout_wherever_it_is() -> None:
+    """#33: `/opt/aiter-local`, `/root/aiter`, `$LOCAL_AITER` installed with `pip install -e` are checkouts;
+    edits into them are sites; `pip install -e .` of the repository itself (no cd before it) is not."""
+    text = (
+        "sed -i 's/a/b/' /opt/aiter-local/aiter/ops/moe.py\n"
+        "pip install -e /opt/aiter-local\n"
+        "cp tuned.csv \"$LOCAL_AITER/aiter/configs/tuned.csv\"\n"
+        "uv pip install -e \"$LOCAL_AITER\"\n"
+        "cd /root/mori && git checkout main && sudo make install\n"
+    )
+    assert [r[:3] for r in reported("run.sh", text)] == [
+        (1, "in-place-edit", "/opt/aiter-local/aiter/ops/moe.py"),
+        (2, "source-install", "/opt/aiter-local"),
+        (3, "copy-over", "$LOCAL_AITER/aiter/configs/tuned.csv"),
+        (4, "source-install", "$LOCAL_AITER"),
+        (5, "git-checkout", "/root/mori"),
+        (5, "source-install", "/root/mori"),
+    ]
+    assert reported("run.sh", "pip install -e .\npip install -e '.[test]'\n") == []
 
 
 def test_every_way_of_replacing_installed_code_has_its_kind() -> None:

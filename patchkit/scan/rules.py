@@ -10,10 +10,10 @@ import hashlib
 import posixpath
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 
 from patchkit.scan.config import normalise_package
-from patchkit.scan.engine import Resolved
+from patchkit.scan.engine import Resolved, is_make_install
+from patchkit.scan.pip import conda_arguments, is_local_tree, pip_arguments
 from patchkit.scan.python import diff_targets, looks_like_diff
 from patchkit.scan.shell import Command, argv_of, program_name
 from patchkit.scan.sites import PatchSite, SiteKind
@@ -80,11 +80,15 @@ def _directory_before(view: ScriptView, command: Command) -> str | None:
 
 
 def _in_other_clone(view: ScriptView, folder: str | None) -> bool:
-    """The folder is a clone of a repository that is not a configured engine package (a benchmark harness)."""
+    """The folder is a clone of a repository that is not a configured engine package and that the script does
+    not install from (a benchmark harness run from its clone); one it installs is an engine checkout (#33)."""
     if folder is None:
         return False
     package = view.resolver.clone_of(folder)
-    return package is not None and not view.resolver.config.is_engine_package(package)
+    if package is None or view.resolver.config.is_engine_package(package):
+        return False
+    cloned = next(f for f, p in view.resolver.clones.items() if view.resolver.clone_of(folder) == p)
+    return view.resolver.installed_from(cloned) is None
 
 
 def _resolve_folder(view: ScriptView, command: Command, folder: str) -> Resolved | None:
@@ -409,74 +413,8 @@ def find_unresolved_writes(view: ScriptView) -> Iterator[PatchSite]:
 # ---------------------------------------------------------------------------------------- pip
 
 
-_PIP_VALUED = frozenset(
-    {
-        "-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
-        "-t", "--target", "--prefix", "--root", "--src", "--upgrade-strategy", "-C", "--config-settings",
-        "--platform", "--python-version", "--implementation", "--abi", "--progress-bar", "--log", "--cache-dir",
-        "--trusted-host", "--proxy", "--timeout", "--retries", "--exists-action", "--global-option",
-        "--install-option", "--no-binary", "--only-binary", "--python",
-    }
-)
 _DIRECT_URL = re.compile(r"^(?:git|hg|svn|bzr)\+\S+|^(?:https?|file|ftp)://\S+")
 _NAMED_URL = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)\s*$")
-
-
-@dataclass(frozen=True)
-class PipOperand:
-    """One requirement of a `pip install` command line: where it is, as written, and whether it is `-e`."""
-
-    index: int  # into argv
-    word: str  # `name @ url` joined when written as three words
-    editable: bool
-
-
-@dataclass(frozen=True)
-class PipArguments:
-    """What a `pip install ...` command line installs, and from which indexes (the default one left out)."""
-
-    operands: tuple[PipOperand, ...]
-    indexes: tuple[str, ...]
-
-
-def _pip_arguments(argv: tuple[str, ...]) -> PipArguments | None:
-    """The operands and non-default indexes of a pip install (also `python -m pip`, `uv pip`, `pipx install`,
-    `pipx inject ENV ...`), or None when the command installs nothing with pip: the one walk over pip's
-    options that the fork, index and source-install rules share."""
-    start = _pip_install(argv)
-    if start is None:
-        return None
-    operands: list[PipOperand] = []
-    indexes: list[str] = []
-    index = start
-    while index < len(argv):
-        word = argv[index]
-        option, eq, value = word.partition("=")
-        editable = word in ("-e", "--editable") and index + 1 < len(argv)
-        if option in _INDEX_OPTIONS:
-            if not eq and index + 1 < len(argv):
-                value = argv[index + 1]
-                index += 1
-            if value and not _DEFAULT_INDEX.match(value):
-                indexes.append(value)
-            index += 1
-            continue
-        if editable:
-            index += 1
-            word = argv[index]
-        elif word in _PIP_VALUED:
-            index += 2
-            continue
-        elif word.startswith("-"):
-            index += 1
-            continue
-        at = index
-        if index + 2 < len(argv) and argv[index + 1] == "@":
-            word = f"{word} @ {argv[index + 2]}"
-            index += 2
-        operands.append(PipOperand(at, word, editable))
-        index += 1
-    return PipArguments(tuple(operands), tuple(indexes))
 
 
 def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
@@ -484,7 +422,7 @@ def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
     ships (the engine list only names it an engine package in the reason)."""
     config = view.resolver.config
     for command, _offset, argv in _commands(view):
-        arguments = _pip_arguments(argv)
+        arguments = pip_arguments(argv)
         for operand in arguments.operands if arguments else ():
             package = _url_package(operand.word)
             if package is not None:
@@ -492,23 +430,6 @@ def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
                 reason = f"{config.package_reason(package[0])} from {how}"
                 yield _site(view, command, SiteKind.PIP_FORK, f"{package[0]} from {package[1]}", reason=reason)
                 break
-
-
-def _pip_install(argv: tuple[str, ...]) -> int | None:
-    """The index of the first argument after `install` of a pip command (after `inject ENV` of pipx), or None."""
-    for index, word in enumerate(argv):
-        name = program_name(word)
-        is_pip = re.fullmatch(r"pip[\d.]*", name) is not None
-        is_module = word == "pip" and index >= 1 and argv[index - 1] == "-m"
-        is_uv = word == "pip" and index >= 1 and program_name(argv[index - 1]) == "uv"
-        following = argv[index + 1] if index + 1 < len(argv) else ""
-        if (is_pip or is_module or is_uv) and following == "install":
-            return index + 2
-        if name == "pipx" and following == "install":
-            return index + 2
-        if name == "pipx" and following == "inject" and index + 2 < len(argv):
-            return index + 3  # pipx inject ENV PACKAGE...
-    return None
 
 
 def _url_package(word: str) -> tuple[str, str] | None:
@@ -534,10 +455,7 @@ def _url_package(word: str) -> tuple[str, str] | None:
     return (normalise_package(last), word) if last else None
 
 
-_INDEX_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "-f", "--find-links"})
-_DEFAULT_INDEX = re.compile(r"^https?://(?:pypi\.org|pypi\.python\.org|files\.pythonhosted\.org)(?:/|$)")
 _REQUIREMENT_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?(?:[=<>!~;].*)?$")
-_CONDA = frozenset({"conda", "mamba", "micromamba"})
 
 
 def find_pip_indexes(view: ScriptView) -> Iterator[PatchSite]:
@@ -545,7 +463,7 @@ def find_pip_indexes(view: ScriptView) -> Iterator[PatchSite]:
     from outside the image, at whatever build that index serves."""
     config = view.resolver.config
     for command, _offset, argv in _commands(view):
-        arguments = _pip_arguments(argv) or _conda_arguments(argv)
+        arguments = pip_arguments(argv) or conda_arguments(argv)
         if arguments is None or not arguments.indexes:
             continue
         packages = [
@@ -558,30 +476,6 @@ def find_pip_indexes(view: ScriptView) -> Iterator[PatchSite]:
             yield _site(view, command, SiteKind.PIP_INDEX, f"{chosen} from {arguments.indexes[0]}", reason=reason)
 
 
-def _conda_arguments(argv: tuple[str, ...]) -> PipArguments | None:
-    """`conda install -c URL pkg` (mamba, micromamba): its packages, and the channels given as URLs (a named
-    channel such as conda-forge is the distribution's own)."""
-    at = next((i for i, w in enumerate(argv) if program_name(w) in _CONDA), None)
-    if at is None or at + 1 >= len(argv) or argv[at + 1] != "install":
-        return None
-    operands: list[PipOperand] = []
-    channels: list[str] = []
-    index = at + 2
-    while index < len(argv):
-        word = argv[index]
-        option, eq, value = word.partition("=")
-        if option in ("-c", "--channel", "-n", "--name", "-p", "--prefix"):
-            if not eq and index + 1 < len(argv):
-                value = argv[index + 1]
-                index += 1
-            if option in ("-c", "--channel") and "://" in value:
-                channels.append(value)
-        elif not word.startswith("-"):
-            operands.append(PipOperand(index, word.split("=", 1)[0], False))
-        index += 1
-    return PipArguments(tuple(operands), tuple(channels))
-
-
 _SETUP_INSTALLS = frozenset({"develop", "install", "bdist_wheel", "build_ext"})
 
 
@@ -590,17 +484,22 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
     engine package, or an engine root): the engine that runs is then built from that tree, edits included."""
     for command, _offset, argv in _commands(view):
         targets: list[int] = []
-        arguments = _pip_arguments(argv)
+        arguments = pip_arguments(argv)
         if arguments is not None:
             for operand in arguments.operands:
                 word = operand.word
-                if _is_local_tree(word) or (operand.editable and "://" not in word and "+" not in word.split("/")[0]):
+                if is_local_tree(word) or (operand.editable and "://" not in word and "+" not in word.split("/")[0]):
                     targets.append(operand.index)
         elif (
             len(argv) >= 3 and _PYTHON_PROGRAM.match(program_name(argv[0])) and argv[1].endswith("setup.py")
             and _SETUP_INSTALLS & set(argv[2:])
         ):
             targets.append(1)
+        elif is_make_install(argv):  # `sudo make install` in a checkout: what it installs is built from there
+            engine = _word_engine(view, command, ".")
+            if engine is not None:
+                yield _site(view, command, SiteKind.SOURCE_INSTALL, engine)
+            continue
         for index in targets:
             word = re.sub(r"\[[^\]]*\]$", "", argv[index])  # python[all] -> python
             folder = posixpath.dirname(word) or "." if word.endswith("setup.py") else word
@@ -615,17 +514,10 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
 _PYTHON_PROGRAM = re.compile(r"^python[\d.]*$")
 
 
-def _is_local_tree(word: str) -> bool:
-    """A pip operand that is a local folder (not a requirement name, URL, archive or requirements file)."""
-    if "://" in word or word.endswith((".whl", ".zip", ".tar.gz", ".tgz", ".txt")) or "@" in word:
-        return False
-    return word in (".", "..") or word.startswith(("./", "../", "/", "$", "~")) or "/" in word
-
-
 def find_pip_local_wheels(view: ScriptView) -> Iterator[PatchSite]:
     """`pip install ./dist/vllm-0.6.3+rocm-cp312-...whl`: a package built elsewhere (a pip-fork)."""
     for command, _offset, argv in _commands(view):
-        arguments = _pip_arguments(argv)
+        arguments = pip_arguments(argv)
         for word in (o.word for o in arguments.operands) if arguments else ():
             if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")):
                 continue
