@@ -150,6 +150,33 @@ def test_a_variable_that_is_no_interpreter_runs_no_python() -> None:
     assert sites("run.sh", text) == []
 
 
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("ruby -pi -e 'gsub(/a/, \"b\")' \"$SP/nixl/x.py\"", "in-place-edit"),
+        ("ruby -i.bak -pe 'gsub(/a/, \"b\")' \"$SP/nixl/x.py\"", "in-place-edit"),
+        ("ed -s \"$SP/nixl/x.py\" <<< $',s/a/b/g\\nw'", "in-place-edit"),
+        ("ex -sc '%s/a/b/g|x' \"$SP/nixl/x.py\"", "in-place-edit"),
+        ("sed s/a/b/ x.py | sponge \"$SP/nixl/x.py\"", "file-write"),
+        ("truncate -s 0 \"$SP/nixl/x.py\"", "file-write"),
+        ("dd if=fixed.py of=\"$SP/nixl/x.py\" conv=notrunc", "copy-over"),
+    ],
+)
+def test_other_editors_and_writers_onto_an_installed_package(command: str, kind: str) -> None:
+    text = f"SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')\n{command}\n"
+    assert sites("run.sh", text) == [(2, kind, "<site-packages>/nixl/x.py")]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["ruby -ne 'puts $_' \"$SP/nixl/x.py\"", "dd if=\"$SP/nixl/x.py\" of=/tmp/x.py", "truncate -s 0 /tmp/x.log",
+     "sed s/a/b/ \"$SP/nixl/x.py\" | sponge out.py", "ed -s notes.txt <<< w"],
+)
+def test_other_editors_reading_the_package_are_not_sites(command: str) -> None:
+    text = f"SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')\n{command}\n"
+    assert sites("run.sh", text) == []
+
+
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
     text = (
         "cd \"$ATOM_ROOT\"\n"

@@ -254,15 +254,24 @@ def _shown_targets(diff: str) -> str | None:
 
 _SED_IN_PLACE = re.compile(r"-[nrsuEz]*i.*")
 _PERL_IN_PLACE = re.compile(r"-[pnlaswTtWXcU0-9]*i.*")  # not -I/-M/-m/-e, whose values may hold an i
-_SCRIPT_OPTIONS = {"sed": frozenset({"-e", "-f", "--expression", "--file"}), "perl": frozenset({"-e", "-E"})}
+_SCRIPT_OPTIONS = {"sed": frozenset({"-e", "-f", "--expression", "--file"}), "perl": frozenset({"-e", "-E"}),
+                   "ruby": frozenset({"-e"})}
+_LINE_EDITORS = frozenset({"ed", "ex"})  # `ed -s FILE <<< $',s/a/b/\nw'`, `ex -sc '%s/a/b/|x' FILE`
 
 
 def find_in_place_edits(view: ScriptView) -> Iterator[PatchSite]:
-    """`sed -i` / `perl -pi` whose target is an engine path (also under `find ... -exec` and `xargs`)."""
+    """`sed -i` / `perl -pi` / `ruby -pi` whose target is an engine path (also under `find ... -exec` and
+    `xargs`), and `ed FILE` / `ex FILE`, which edit the file they are given."""
     for command, offset, argv in _commands(view):
+        if program_name(argv[0]) in _LINE_EDITORS:
+            operands = _operands(argv, 1, frozenset({"-p", "-c"}))
+            engine = next((e for i in operands if (e := _engine(view, command, offset + i)) is not None), None)
+            if engine is not None:
+                yield _site(view, command, SiteKind.IN_PLACE_EDIT, engine)
+            continue
         for start, word in enumerate(argv):
             tool = program_name(word)
-            if tool not in ("sed", "perl"):
+            if tool not in _SCRIPT_OPTIONS:
                 continue
             if start and argv[start - 1] not in ("-exec", "-execdir") and not _after_xargs(argv, start):
                 continue
@@ -315,11 +324,11 @@ def _edit_targets(argv: tuple[str, ...], start: int, tool: str) -> list[int] | N
         elif word.startswith("-") and len(word) > 1:
             if pattern.fullmatch(word) and not word.startswith("-e"):
                 in_place = True
-            if tool == "perl" and word.endswith("e") and "i" in word[:-1]:
+            if tool != "sed" and word.endswith("e") and "i" in word[:-1]:
                 script_given = True  # -pie: -p -i -e
                 index += 2
                 continue
-            if tool == "perl" and re.fullmatch(r"-[a-zA-Z]*e", word):
+            if tool != "sed" and re.fullmatch(r"-[a-zA-Z]*e", word):
                 script_given = True
                 index += 2
                 continue
@@ -337,10 +346,14 @@ def _edit_targets(argv: tuple[str, ...], start: int, tool: str) -> list[int] | N
 
 
 _WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>"})
+# Commands that write the files they are given (the options that take a value).
+_FILE_WRITERS = {"tee": frozenset(), "sponge": frozenset(),
+                 "truncate": frozenset({"-s", "--size", "-r", "--reference"})}
 
 
 def find_file_writes(view: ScriptView) -> Iterator[PatchSite]:
-    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE` (a download is download-over)."""
+    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE`, `... | sponge ENGINE_FILE`,
+    `truncate -s 0 ENGINE_FILE` (a download is download-over)."""
     for command, offset, argv in _commands(view):
         if program_name(argv[0]) in ("curl", "wget"):
             continue
@@ -348,9 +361,11 @@ def find_file_writes(view: ScriptView) -> Iterator[PatchSite]:
             (e for r in command.redirects if r.op in _WRITE_OPERATORS and (e := _word_engine(view, command, r.target))),
             None,
         )
-        if engine is None and program_name(argv[0]) == "tee":
+        writer = program_name(argv[0])
+        if engine is None and writer in _FILE_WRITERS:
             engine = next(
-                (e for i in _operands(argv, 1, frozenset()) if (e := _engine(view, command, offset + i))), None
+                (e for i in _operands(argv, 1, _FILE_WRITERS[writer]) if (e := _engine(view, command, offset + i))),
+                None,
             )
         if engine is not None:
             yield _site(view, command, SiteKind.FILE_WRITE, engine)
@@ -381,6 +396,12 @@ def find_copies_over(view: ScriptView) -> Iterator[PatchSite]:
             destination = next((i + 1 for i, w in enumerate(argv) if w in ("-C", "--directory")), None)
         elif tool == "unzip":
             destination = next((i + 1 for i, w in enumerate(argv) if w == "-d"), None)
+        elif tool == "dd":  # `dd if=x.so of=ENGINE_FILE`
+            target = next((w[3:] for w in argv[1:] if w.startswith("of=")), None)
+            found = _word_engine(view, command, target) if target else None
+            if found is not None:
+                yield _site(view, command, SiteKind.COPY_OVER, found)
+            continue
         if destination is None or destination >= len(argv):
             continue
         engine = _engine(view, command, offset + destination)
