@@ -177,6 +177,28 @@ def test_other_editors_reading_the_package_are_not_sites(command: str) -> None:
     assert sites("run.sh", text) == []
 
 
+def test_a_makefiles_recipes_are_read_as_shell_with_makes_variables() -> None:
+    """#33: a Makefile's recipes run at build time; `$(SITE)` from `$(shell python -c ...)` is site-packages."""
+    text = (
+        "PY ?= python3\n"
+        "SITE := $(shell $(PY) -c 'import site; print(site.getsitepackages()[0])')\n"
+        "patch: build\n"
+        "\t@sed -i 's/a/b/' $(SITE)/mori/env.py\n"
+        "\t-$(PY) -m pip install 'git+https://github.com/someone/mori.git@x'\n"
+        "\tfor f in *.json; do cp $$f $(SITE)/mori/configs/; done\n"
+        "# sed -i 's/a/b/' $(SITE)/mori/env.py\n"
+        "bench:\n"
+        "\tsed -i 's/a/b/' results/meta.yaml\n"
+    )
+    expected = [
+        (4, "in-place-edit", "<site-packages>/mori/env.py"),
+        (5, "pip-fork", "mori from git+https://github.com/someone/mori.git@x"),
+        (6, "copy-over", "<site-packages>/mori/configs/"),
+    ]
+    assert sites("Makefile", text) == expected
+    assert sites("build/rules.mk", text) == expected
+
+
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
     text = (
         "cd \"$ATOM_ROOT\"\n"

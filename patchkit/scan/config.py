@@ -32,6 +32,10 @@ DEFAULT_INCLUDE = (
     ".github/actions/**/*.yml",  # composite actions
     ".github/actions/**/*.yaml",
     "**/requirements*.txt",  # `name @ git+https://...` lines install forks at build time
+    "**/Makefile",  # recipes are shell (#33)
+    "**/makefile",
+    "**/GNUmakefile",
+    "**/*.mk",
     "benchmarks/**",
     "runners/**",
 )

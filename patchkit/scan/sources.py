@@ -37,6 +37,7 @@ class Language(Enum):
     DOCKERFILE = "dockerfile"
     WORKFLOW = "workflow"
     REQUIREMENTS = "requirements"
+    MAKEFILE = "makefile"
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,8 @@ def language_of(path: str, text: str) -> Language | None:
         return Language.WORKFLOW
     if lower.startswith("requirements") and lower.endswith(".txt"):
         return Language.REQUIREMENTS
+    if lower in ("makefile", "gnumakefile") or lower.endswith(".mk"):
+        return Language.MAKEFILE
     program = _interpreter(text)
     if program in _SHELLS:
         return Language.SHELL
@@ -213,6 +216,8 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
         commands = _workflow_commands(text)
     elif language is Language.REQUIREMENTS:
         commands = _requirement_commands(text)
+    elif language is Language.MAKEFILE:
+        commands = read_shell(makefile_shell(text))
     else:
         commands = read_shell(text)
     commands = _with_embedded_shell(commands)
@@ -454,6 +459,38 @@ def _exec_form(body: str) -> list[str] | None:
     except ValueError:
         return None
     return [str(v) for v in value] if isinstance(value, list) else None
+
+
+# ---------------------------------------------------------------------------------------- Makefiles
+
+_MAKE_ASSIGNMENT = re.compile(r"^(?:export\s+|override\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:\?|:{1,3}|\+|!)?=\s*(.*)$")
+_MAKE_VARIABLE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_]*)[)}]")
+
+
+def makefile_shell(text: str) -> str:
+    """A Makefile as the shell script its recipes run, line for line (so sites keep their lines): each recipe
+    line (a tab first; `@`, `-`, `+` dropped) as a command, each variable assignment as a shell assignment,
+    `$(NAME)` as `${NAME}`, `$(shell CMD)` as `$(CMD)`, `$$` as `$`; any other line blank."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("\t"):
+            out.append(_make_words(line[1:].lstrip("@-+ \t")))
+            continue
+        assignment = _MAKE_ASSIGNMENT.match(line.strip()) if not line.startswith("#") else None
+        if assignment:
+            value = _make_words(assignment.group(2).strip()).replace('"', '\\"')
+            out.append(f'{assignment.group(1)}="{value}"')
+        else:
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _make_words(text: str) -> str:
+    """Make's references in a recipe or value as the shell's."""
+    text = text.replace("$$", "\0")
+    text = _MAKE_VARIABLE.sub(lambda m: "${" + m.group(1) + "}", text)
+    text = text.replace("$(shell ", "$(")
+    return text.replace("\0", "$")
 
 
 # ---------------------------------------------------------------------------------------- workflows
