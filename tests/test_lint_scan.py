@@ -199,6 +199,28 @@ def test_a_makefiles_recipes_are_read_as_shell_with_makes_variables() -> None:
     assert sites("build/rules.mk", text) == expected
 
 
+def test_a_backup_beside_an_engine_file_is_not_a_site_but_moving_it_away_is() -> None:
+    """#33's false alarm: `shutil.copy2(F, F + ".bak")` / `cp F F.orig` leave the engine file as it was."""
+    python = (
+        "import os, shutil, fileinput, vllm\n"
+        "F = os.path.join(os.path.dirname(vllm.__file__), 'envs.py')\n"
+        "shutil.copy2(F, F + '.bak')\n"
+        "shutil.copyfile(F, f'{F}.orig')\n"
+        "shutil.move(F, F + '.orig')\n"
+        "for line in fileinput.input(files=[F], inplace=True):\n"
+        "    print(line, end='')\n"
+    )
+    assert sites("fix.py", python) == [
+        (5, "python-write", "<vllm>/envs.py.orig"),
+        (6, "python-write", "<vllm>/envs.py"),
+    ]
+
+
+def test_a_shell_backup_copy_beside_an_engine_file_is_not_a_site() -> None:
+    shell = 'cp /opt/vllm/vllm/envs.py /opt/vllm/vllm/envs.py.bak\ncp fixed.py /opt/vllm/vllm/envs.py\n'
+    assert sites("run.sh", shell) == [(2, "copy-over", "/opt/vllm/vllm/envs.py")]
+
+
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
     text = (
         "cd \"$ATOM_ROOT\"\n"

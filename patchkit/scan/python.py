@@ -26,6 +26,15 @@ _RUNNERS = frozenset(
     }
 )
 _SHELL_RUNNERS = frozenset({"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput"})
+_KEEPING_COPIERS = frozenset({"copy", "copy2", "copyfile"})  # the source stays where it was
+_BACKUP_SUFFIX = re.compile(r"^(?:[._-]?(?:bak|orig|backup|old|save|dist)\d*|~|\.\d+)$")
+
+
+def is_backup_suffix(suffix: str) -> bool:
+    """A suffix that names a backup copy beside a file: `.bak`, `.orig`, `.backup`, `~`, `.old`, `.1`."""
+    return _BACKUP_SUFFIX.match(suffix) is not None
+
+
 _COPIERS = frozenset({"copy", "copy2", "copyfile", "copytree", "move", "replace", "rename", "symlink", "link"})
 _REMOVERS = frozenset({"remove", "unlink", "rmtree"})
 _PASS_THROUGH = frozenset({"abspath", "realpath", "normpath", "expanduser", "fspath", "str", "resolve", "absolute"})
@@ -666,6 +675,8 @@ class _Reader:
                 written = receiver
         elif last in _COPIERS and name.split(".")[0] in ("shutil", "os", last):
             written = _argument(node, 1, "dst")
+            if last in _KEEPING_COPIERS and self._is_backup(_argument(node, 0, "src"), written):
+                written = None  # `shutil.copy2(F, F + ".bak")`: the engine file stays as it was
         elif last in _REMOVERS and name.split(".")[0] in ("os", "shutil"):
             written = _argument(node, 0, "path")
         elif last in ("unlink", "rmdir") and receiver is not None and not node.args:
@@ -674,6 +685,8 @@ class _Reader:
             inplace = next((k.value for k in node.keywords if k.arg == "inplace"), None)
             if isinstance(inplace, ast.Constant) and inplace.value:
                 written = _argument(node, 0, "files")
+                if isinstance(written, (ast.List, ast.Tuple)) and written.elts:
+                    written = written.elts[0]  # fileinput.input(files=[p, ...], inplace=True)
         if written is not None:
             target = self.engine_of(written)
             if target is not None:
@@ -685,6 +698,15 @@ class _Reader:
                 self.writes.append(PythonWrite(line, None, _text(node), reason))
         if name in _RUNNERS or name in _SHELL_RUNNERS:
             self._command(node, line)
+
+    def _is_backup(self, source: ast.expr | None, destination: ast.expr | None) -> bool:
+        """The copy's destination is its source with a backup suffix (`.bak`, `.orig`, `~`, ...)."""
+        if source is None or destination is None:
+            return False
+        found, copied = self.engine_of(source), self.engine_of(destination)
+        if found is None or copied is None:
+            return False
+        return copied.shown.startswith(found.shown) and is_backup_suffix(copied.shown[len(found.shown):])
 
     def _unresolved(self, written: ast.expr, how: str) -> bool:
         """A write that may patch the engine: code that imports an engine package reads the file it rewrites

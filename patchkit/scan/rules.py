@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from patchkit.scan.config import normalise_package
 from patchkit.scan.engine import Resolved, is_make_install
 from patchkit.scan.pip import conda_arguments, is_local_tree, pip_arguments
-from patchkit.scan.python import diff_targets, looks_like_diff
+from patchkit.scan.python import diff_targets, is_backup_suffix, looks_like_diff
 from patchkit.scan.shell import Command, argv_of, program_name
 from patchkit.scan.sites import PatchSite, SiteKind
 from patchkit.scan.sources import ScriptView, is_managed
@@ -404,9 +404,20 @@ def find_copies_over(view: ScriptView) -> Iterator[PatchSite]:
             continue
         if destination is None or destination >= len(argv):
             continue
+        if tool == "cp" and _is_backup_copy(argv, destination, _COPY_VALUED[tool]):
+            continue
         engine = _engine(view, command, offset + destination)
         if engine is not None:
             yield _site(view, command, SiteKind.COPY_OVER, engine)
+
+
+def _is_backup_copy(argv: tuple[str, ...], destination: int, valued: frozenset[str]) -> bool:
+    """`cp F F.bak`: one source, copied beside itself under a backup name; the engine file stays as it was."""
+    sources = [i for i in _operands(argv, 1, valued) if i != destination]
+    if len(sources) != 1:
+        return False
+    source, copy = argv[sources[0]], argv[destination]
+    return copy.startswith(source) and is_backup_suffix(copy[len(source):])
 
 
 def _extracts(argv: tuple[str, ...]) -> bool:
