@@ -221,6 +221,40 @@ def test_a_shell_backup_copy_beside_an_engine_file_is_not_a_site() -> None:
     assert sites("run.sh", shell) == [(2, "copy-over", "/opt/vllm/vllm/envs.py")]
 
 
+def test_a_patcher_script_the_shell_calls_is_followed_into_the_repositorys_own_file() -> None:
+    """#33: `python "$(dirname "$0")/graft.py" "$ROOT/aiter/ops/x.py"` where graft.py writes sys.argv[1]."""
+    graft = b"import sys\nt = sys.argv[1]\ns = open(t).read()\nopen(t, 'w').write(s.replace('a', 'b'))\n"
+    shell = (
+        "HERE=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n"
+        "ROOT=$(python3 -c 'import aiter, os; print(os.path.dirname(aiter.__file__))')\n"
+        "python \"$(dirname \"$0\")/graft.py\" \"$ROOT/ops/x.py\"\n"
+        "python3 \"$HERE/graft.py\" \"$ROOT/ops/y.py\"\n"
+        "python3 tools/graft.py results/out.txt\n"  # the same patcher on the repository's own file
+    )
+    files = [("tools/run.sh", shell.encode()), ("tools/graft.py", graft)]
+    result = scan_files(files, CONFIG)
+    assert [(s.path, s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        ("tools/run.sh", 3, "python-write", "<aiter>/ops/x.py"),
+        ("tools/run.sh", 4, "python-write", "<aiter>/ops/y.py"),
+    ]
+    assert "written by tools/graft.py (line 4)" in result.sites[0].reason
+
+
+def test_python_c_with_shell_expansions_compiles_with_placeholders_and_hides_nothing() -> None:
+    """#33: `python3 -c "...${N:-3}..."` is Python once the shell expands it: no PK405, and its sites count."""
+    text = (
+        'V=$(python3 -c "import vllm, os; print(os.path.dirname(vllm.__file__))")\n'
+        'python3 -c "\nimport os\nn = ${RETRIES:-3} + $EXTRA\nopen(os.path.join(\'${V}\', \'envs.py\'), \'w\')\n"\n'
+        "sed -i s/a/b/ \"$V/config.py\"\n"
+    )
+    result = scan_files([("run.sh", text.encode())], CONFIG)
+    assert result.problems == ()
+    assert [(s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        (5, "python-write", "<vllm>/envs.py"),
+        (7, "in-place-edit", "<vllm>/config.py"),
+    ]
+
+
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
     text = (
         "cd \"$ATOM_ROOT\"\n"

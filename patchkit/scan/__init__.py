@@ -58,7 +58,7 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
             continue
         read.append(path)
         try:
-            view = read_view(path, text, language, config)
+            view = read_view(path, text, language, config, contents)
             # Filtered by the site's kind: an edit of *.dist-info is found by the edit rules as metadata-edit.
             found = [site for rule in SCAN_RULES.values() for site in rule(view) if site.kind not in config.ignore]
         except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash

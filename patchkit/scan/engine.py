@@ -196,7 +196,7 @@ class EngineResolver:
                 reasons.append(found.reason)
             return found.shown
 
-        shown = _VARIABLE.sub(variable, shown)
+        shown = _collapse(_VARIABLE.sub(variable, shown))
         if reasons:
             return Resolved(shown, reasons[0])
         reason = self.engine_text_reason(shown)
@@ -246,6 +246,21 @@ class EngineResolver:
         return None
 
 
+_UP = re.compile(r"/(?!\.\.(?:/|$))[^/$<>]+/\.\.(?=/|$)")  # `/x/..` (not `$X/..`, whose value is unknown)
+_PACKAGE_UP = re.compile(r"^<(?!site-packages>)[^/>]+>/\.\.(?=/|$)")
+
+
+def _collapse(shown: str) -> str:
+    """`<sglang>/..` is `<site-packages>`, `/opt/x/../y` is `/opt/y`: a path as a reviewer reads it."""
+    if "/.." not in shown:
+        return shown
+    previous = None
+    while previous != shown:
+        previous = shown
+        shown = _PACKAGE_UP.sub("<site-packages>", _UP.sub("", shown, count=1), count=1)
+    return shown
+
+
 def _below(text: str, folder: str) -> bool:
     folder = folder.rstrip("/") or "/"
     return text.rstrip("/") == folder or text.startswith(folder + "/")
@@ -284,7 +299,7 @@ def installed_folders(commands: Iterable[Command]) -> Iterable[tuple[str, str]]:
             else:
                 folder = f"{cwd}/{word[2:] if word.startswith('./') else word}" if cwd else None
             if folder and not _OWN_TREE.search(folder):
-                yield folder, f"{' '.join(argv[:3])}, line {command.line}"
+                yield folder, f"{' '.join(argv[:4])}, line {command.line}"
 
 
 def is_make_install(argv: tuple[str, ...]) -> bool:

@@ -67,6 +67,50 @@ class PythonReading:
     error_line: int | None = None
 
 
+_EXPANSION = re.compile(r"\$\{[^{}]*\}|\$\([^()]*\)|\$[A-Za-z_][A-Za-z0-9_]*|\$[0-9@#?]")
+SHELL_PLACEHOLDER = "_shell_value_"
+
+
+def shell_placeholders(code: str) -> str:
+    """Embedded Python (`python3 -c "..."`, an unquoted heredoc) with each shell expansion outside its string
+    literals (`${RETRIES:-3}`, `$N`, `$(nproc)`) as a placeholder name: the code as it compiles once the shell
+    has expanded it (#33). Expansions inside strings stay as written, so `'${SGL}/srt'` is still the path."""
+    out: list[str] = []
+    index, quote = 0, ""
+    while index < len(code):
+        char = code[index]
+        if quote:
+            if char == "\\":
+                out.append(code[index : index + 2])
+                index += 2
+                continue
+            if code.startswith(quote, index):
+                out.append(quote)
+                index += len(quote)
+                quote = ""
+                continue
+        elif code.startswith(('"""', "'''"), index):
+            quote = code[index : index + 3]
+            out.append(quote)
+            index += 3
+            continue
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            end = code.find("\n", index)
+            end = len(code) if end < 0 else end
+            out.append(code[index:end])
+            index = end
+            continue
+        elif char == "$" and (found := _EXPANSION.match(code, index)):
+            out.append(SHELL_PLACEHOLDER)
+            index = found.end()
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
 def read_python(
     code: str,
     resolver: EngineResolver,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import posixpath
 import re
 import stat
 from collections.abc import Iterable, Mapping
@@ -27,7 +28,7 @@ from patchkit.scan.engine import (
     parent_of,
     working_folders,
 )
-from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
+from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python, shell_placeholders
 from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
 
 
@@ -196,7 +197,11 @@ def _interpreter(text: str) -> str | None:
     return program or None
 
 
-def read_view(path: str, text: str, language: Language, config: ScanConfig) -> ScriptView:
+def read_view(
+    path: str, text: str, language: Language, config: ScanConfig, repository: Mapping[str, bytes] | None = None
+) -> ScriptView:
+    """One file read for the rules; `repository` (path -> content) holds the other files a script may run
+    (`python "$(dirname "$0")/graft.py" ENGINE_FILE`), whose writes of what they are given count at the call."""
     problems: list[tuple[int | None, str]] = []
     if language is Language.PYTHON:
         resolver = EngineResolver(config, {})
@@ -226,11 +231,21 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     diffs: list[InlineDiff] = []
     for code, first_line, argv, scope in _embedded_python(commands, resolver):
         reading = read_python(code, resolver, first_line, argv, scope)
+        if reading.error and "$" in code:  # `python3 -c "x = ${N:-3}"`: Python once the shell has expanded it
+            expanded = read_python(shell_placeholders(code), resolver, first_line, argv, scope)
+            reading = reading if expanded.error else expanded
         if reading.error:
             problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
         diffs += reading.diffs
         commands += [replace(c, scope=scope) for c in reading.commands]
+    for command, script, code, argv in _followed_scripts(path, commands, resolver, repository or {}):
+        reading = read_python(code, resolver, 1, argv, command.scope)
+        writes += [
+            PythonWrite(command.line, w.target, f"{command.text} [{script}:{w.line}: {w.statement}]",
+                        f"{w.reason}; written by {script} (line {w.line})")
+            for w in reading.writes if w.target is not None
+        ]
     commands.sort(key=lambda c: c.line)
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
@@ -359,6 +374,42 @@ def _embedded_python(
                 argv_values = _argv_values(resolver, tuple(rest), command.scope)
                 for heredoc in heredocs:
                     yield _body(heredoc), heredoc.line, argv_values, command.scope
+            break
+
+
+# `$(dirname "$0")`, `$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)`, `${BASH_SOURCE%/*}`: the script's own folder.
+_OWN_FOLDER = re.compile(
+    r"\$\((?:[^()]|\$\([^()]*\))*(?:\$0|BASH_SOURCE)(?:[^()]|\$\([^()]*\))*\)|\$\{BASH_SOURCE(?:\[0\])?%/\*\}"
+)
+
+
+def _followed_scripts(
+    path: str, commands: list[Command], resolver: EngineResolver, repository: Mapping[str, bytes]
+) -> Iterable[tuple[Command, str, str, tuple[Resolved | None, ...]]]:
+    """(command, repository path, code, sys.argv) of each `python FILE.py ARGS` whose FILE is a Python file
+    of this repository (beside the script through `$(dirname "$0")` or a variable holding it, or a path from
+    the root): the patcher the script calls, read with the arguments it is given."""
+    if not repository:
+        return
+    values = assigned_values(commands)
+    here = {name for name, value in values.items() if _OWN_FOLDER.search(value)}
+    folder = posixpath.dirname(path)
+    for command in commands:
+        words = command.words
+        for index, word in enumerate(words[:-1]):
+            if not is_python(word, values):
+                continue
+            script, rest = words[index + 1], words[index + 2 :]
+            for name in here:
+                script = re.sub(r"\$\{?" + name + r"\}?(?![A-Za-z0-9_])", "@here@", script)
+            script = _OWN_FOLDER.sub("@here@", script)
+            candidates = [posixpath.join(folder, script[len("@here@/"):])] if script.startswith("@here@/") else (
+                [script, posixpath.join(folder, script)] if "$" not in script and not script.startswith("/") else []
+            )
+            found = next((posixpath.normpath(c) for c in candidates if posixpath.normpath(c) in repository), None)
+            if found is not None and found.endswith(".py") and found != path:
+                code = repository[found].decode("utf-8", errors="replace")
+                yield command, found, code, _argv_values(resolver, (script, *rest), command.scope)
             break
 
 
