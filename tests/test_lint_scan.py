@@ -128,6 +128,14 @@ def test_any_installed_package_counts_not_only_the_engine_list() -> None:
     assert reason.startswith("engine package vllm")
 
 
+def test_the_repositorys_own_modules_are_not_installed_packages() -> None:
+    """`benchtools.__file__` of the repository's own package (benchtools/__init__.py) is the repository's file."""
+    python = b"import os, benchtools\nopen(os.path.join(os.path.dirname(benchtools.__file__), 'cache.json'), 'w')\n"
+    files = [("scripts/warm.py", python), ("benchtools/__init__.py", b"")]
+    assert scan_files(files, CONFIG).sites == ()
+    assert [s.engine_path for s in scan_files(files[:1], CONFIG).sites] == ["<benchtools>/cache.json"]
+
+
 @pytest.mark.parametrize(
     "runner",
     ['$PY', '"$PYTHON"', '${PY:-python3}', 'uv run python', '/opt/venv/bin/python', '"$INTERP"', 'sudo -E $PY3'],

@@ -78,12 +78,23 @@ class ScanConfig:
     engine_packages: tuple[str, ...] = DEFAULT_ENGINE_PACKAGES
     ignore: frozenset[SiteKind] = frozenset()
     baseline: str = DEFAULT_BASELINE
+    # Top-level modules the scanned repository holds itself (`tools/__init__.py`, `helper.py`): their files
+    # are the repository's, not an installed package's (set by scan_files from the files it reads).
+    own_modules: frozenset[str] = frozenset()
 
     def is_engine_package(self, name: str) -> bool:
         """One of the configured engine packages: it ranks a site (its reason says "engine package"); whether
         a site exists never depends on it (#33): any installed package's file or install counts."""
         wanted = normalise_package(name)
         return any(normalise_package(p) == wanted for p in self.engine_packages)
+
+    def is_installed_package(self, name: str) -> bool:
+        """A module that can be an installed distribution's (see is_installed_package), and not one of the
+        repository's own modules, unless the engine list names it."""
+        top = name.split(".", 1)[0]
+        if self.is_engine_package(top):
+            return True
+        return is_installed_package(top) and top not in self.own_modules
 
     def package_reason(self, name: str) -> str:
         """Why a package's file or install counts: "engine package vllm" or "installed package lmcache"."""

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from patchkit.scan.config import ScanConfig, is_installed_package, normalise_package
+from patchkit.scan.config import ScanConfig, normalise_package
 from patchkit.scan.pip import is_local_tree, pip_arguments
 from patchkit.scan.shell import Command, argv_of, program_name
 
@@ -56,7 +56,7 @@ def package_location(config: ScanConfig, module: str, kind: str) -> Resolved | N
     """The folder (`kind` "dir") or file ("file") of an imported module of an installed package (engine or
     not), or None for the standard library's: `vllm.benchmarks.serve` -> `<vllm>/benchmarks/serve.py`."""
     parts = module.split(".")
-    if not parts or not is_installed_package(parts[0]):
+    if not parts or not config.is_installed_package(parts[0]):
         return None
     folder = "/".join([f"<{parts[0]}>", *parts[1:]])
     reason = config.package_reason(parts[0])
@@ -209,7 +209,7 @@ class EngineResolver:
             name = placeholder.group(1)
             if name == "site-packages":
                 return "installed packages (site-packages)"
-            if is_installed_package(name):
+            if self.config.is_installed_package(name):
                 return self.config.package_reason(name)
         installed = _INSTALLED.search(text)
         if installed:
