@@ -263,6 +263,25 @@ def test_python_c_with_shell_expansions_compiles_with_placeholders_and_hides_not
     ]
 
 
+def test_a_makefile_recipe_lines_cd_does_not_carry_to_the_next_line() -> None:
+    """make runs each recipe line in its own shell (the 2026-12b held-out false alarm)."""
+    text = (
+        "SITE := $(shell python3 -c 'import site; print(site.getsitepackages()[0])')\n"
+        "aiter:\n\tcd $(SITE)/aiter && patch -p1 < $(CURDIR)/aiter.diff\n"
+        "\tsed -i 's/x/y/' docs/index.md\n"
+        "\tcd $(SITE)/aiter && \\\n\t  sed -i 's/x/y/' ops.py\n"
+    )
+    assert sites("Makefile", text) == [
+        (3, "patch", "<site-packages>/aiter"),
+        (6, "in-place-edit", "<site-packages>/aiter/ops.py"),  # a continued line is one shell
+    ]
+
+
+def test_tar_extracting_with_c_before_x() -> None:
+    text = "tar -C /opt/vllm/vllm -xzf overlay.tgz\ntar -czf out.tgz -C /opt/vllm vllm\n"
+    assert sites("run.sh", text) == [(1, "copy-over", "/opt/vllm/vllm")]
+
+
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
     text = (
         "cd \"$ATOM_ROOT\"\n"

@@ -421,8 +421,11 @@ def _is_backup_copy(argv: tuple[str, ...], destination: int, valued: frozenset[s
 
 
 def _extracts(argv: tuple[str, ...]) -> bool:
+    """`tar xzf`, `tar -xzf`, `tar -C DIR -xzf` (the extract flag anywhere), `tar --extract`."""
     first = argv[1] if len(argv) > 1 else ""
-    return re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) is not None or "--extract" in argv or "-x" in argv
+    if re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) or "--extract" in argv or "--get" in argv:
+        return True
+    return any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", word) for word in argv[2:])
 
 
 def find_python_writes(view: ScriptView) -> Iterator[PatchSite]:

@@ -525,7 +525,9 @@ def makefile_shell(text: str) -> str:
     out = []
     for line in text.splitlines():
         if line.startswith("\t"):
-            out.append(_make_words(line[1:].lstrip("@-+ \t")))
+            recipe = _make_words(line[1:].lstrip("@-+ \t"))
+            # make runs each recipe line in a shell of its own: a `cd` there does not carry to the next line.
+            out.append(recipe if recipe.rstrip().endswith("\\") else f"{recipe} ; cd \"$CURDIR\"")
             continue
         assignment = _MAKE_ASSIGNMENT.match(line.strip()) if not line.startswith("#") else None
         if assignment:
