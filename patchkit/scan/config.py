@@ -4,7 +4,7 @@
     scan = ["**/*.sh", "benchmarks/**"]        # files to read (globs, relative to the project root)
     scan-exclude = ["third_party/**"]          # files not to read, on top of the default test/vendor folders
     engine-roots = ["/sgl-workspace", "$ATOM_ROOT"]   # where the image keeps engine checkouts
-    engine-packages = ["sglang", "vllm"]       # distributions whose fork or URL install is a patch site
+    engine-packages = ["sglang", "vllm"]       # named "engine package" in a site's reason (any package counts)
     scan-ignore = ["pip-fork"]                 # site kinds not to report (see SiteKind)
     baseline = ".patchkit-baseline.json"       # accepted pre-existing sites (--write-baseline)
 """
