@@ -6,6 +6,7 @@ are installed checkouts) all read it here.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 
@@ -29,6 +30,7 @@ class PipArguments:
     indexes: tuple[str, ...]
 
 
+@functools.lru_cache(maxsize=4096)  # each rule asks of every command; argv is a tuple
 def pip_arguments(argv: tuple[str, ...]) -> PipArguments | None:
     """The operands and non-default indexes of a pip install (also `python -m pip`, `uv pip`, `pipx install`,
     `pipx inject ENV ...`), or None when the command installs nothing with pip: the one walk over pip's
