@@ -426,6 +426,22 @@ def test_a_python_file_that_does_not_parse_is_a_problem_not_a_crash() -> None:
     assert [(p.line, p.message.split(" (")[0]) for p in embedded.problems] == [(4, "embedded Python does not parse")]
 
 
+def test_a_statement_that_does_not_parse_hides_no_site_around_it() -> None:
+    """#33: the unreadable statement is left out and the rest read; the file is still reported (PK405)."""
+    code = (
+        "import os, vllm\nV = os.path.dirname(vllm.__file__)\ndef broken(:\n    pass\n"
+        "open(os.path.join(V, 'envs.py'), 'w').write('x')\nx = = 3\n"
+        "with open(os.path.join(V, 'config.py'), 'a') as f:\n    f.write('y')\n"
+    )
+    result = scan_files([("fix.py", code.encode())], CONFIG)
+    assert [(s.line, s.engine_path) for s in result.sites] == [(5, "<vllm>/envs.py"), (7, "<vllm>/config.py")]
+    assert [(p.line, p.message.split(" (")[0]) for p in result.problems] == [(3, "Python does not parse")]
+    heredoc = "python3 - <<'PY'\nimport vllm\nif (:\nopen(vllm.__file__, 'w')\nPY\n"
+    embedded = scan_files([("x.sh", heredoc.encode())], CONFIG)
+    assert [(s.line, s.engine_path) for s in embedded.sites] == [(4, "<vllm>/__init__.py")]
+    assert len(embedded.problems) == 1
+
+
 def test_perl_options_holding_an_i_are_not_in_place() -> None:
     assert sites("run.sh", "perl -Mlib=/x -ne 'print' /sgl-workspace/sglang/x.py\n") == []
     assert sites("run.sh", "perl -i.orig -pe 's/a/b/' /sgl-workspace/sglang/x.py\n") == [

@@ -111,6 +111,35 @@ def shell_placeholders(code: str) -> str:
     return "".join(out)
 
 
+_BLOCK_CONTINUES = re.compile(r"^(?:[)\]}#]|else\b|elif\b|except\b|finally\b)")
+
+
+def _parse_around_errors(code: str, attempts: int = 20) -> tuple[ast.Module | None, Exception | None]:
+    """The code's tree and its first syntax error: a top-level statement that does not parse is left out
+    (its lines blanked, so every other line keeps its number) and the rest read, so one unreadable block
+    does not hide the sites around it (#33). The error is still returned: the file is reported as not read."""
+    lines = code.split("\n")
+    first: Exception | None = None
+    for _ in range(attempts):
+        try:
+            return ast.parse("\n".join(lines)), first
+        except (SyntaxError, ValueError) as exc:
+            first = first or exc
+            index = (getattr(exc, "lineno", None) or 0) - 1
+            if isinstance(exc, ValueError) or not 0 <= index < len(lines) or not lines[index].strip():
+                return None, first
+            start = index
+            while start > 0 and (not lines[start].strip() or lines[start][0].isspace()
+                                 or _BLOCK_CONTINUES.match(lines[start])):
+                start -= 1
+            end = index + 1
+            while end < len(lines) and (not lines[end].strip() or lines[end][0].isspace()
+                                        or _BLOCK_CONTINUES.match(lines[end])):
+                end += 1
+            lines[start:end] = [""] * (end - start)
+    return None, first
+
+
 def read_python(
     code: str,
     resolver: EngineResolver,
@@ -120,11 +149,11 @@ def read_python(
 ) -> PythonReading:
     """What the Python `code` does; `argv` is what the shell passes it (`python - "$F" <<EOF`: sys.argv[1] is
     the engine path of `$F`), `scope` the shell function it runs in (for `$VAR` left in an unquoted heredoc)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError) as exc:
-        line = (getattr(exc, "lineno", None) or 1) + first_line - 1
-        return PythonReading((), (), (), str(getattr(exc, "msg", exc)), line)
+    tree, failure = _parse_around_errors(code)
+    error = None if failure is None else str(getattr(failure, "msg", failure))
+    error_line = None if failure is None else (getattr(failure, "lineno", None) or 1) + first_line - 1
+    if tree is None:
+        return PythonReading((), (), (), error, error_line)
     reader = _Reader(resolver, first_line - 1, argv, scope)
     reader.import_modules(tree)
     # Names are resolved per scope (a function's own assignments and parameters, then the module's),
@@ -164,7 +193,7 @@ def read_python(
                 reader.call(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and looks_like_diff(node.value):
                 reader.diffs.append(InlineDiff(node.lineno + reader.offset, node.value))
-    return PythonReading(tuple(reader.writes), tuple(reader.commands), tuple(reader.diffs), None)
+    return PythonReading(tuple(reader.writes), tuple(reader.commands), tuple(reader.diffs), error, error_line)
 
 
 def printed_value(code: str, resolver: EngineResolver, scope: str = "") -> tuple[bool, Resolved | None]:
