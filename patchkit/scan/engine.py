@@ -240,9 +240,14 @@ class EngineResolver:
 
     def clone_of(self, folder: str) -> str | None:
         """The package a folder (as written, or below one) is a clone of, engine or not."""
+        found = self.clone_holding(folder)
+        return None if found is None else found[1]
+
+    def clone_holding(self, folder: str) -> tuple[str, str] | None:
+        """(the clone's folder, its package) of the clone a folder is, or is below; None when it is none."""
         for cloned, package in self.clones.items():
             if folder == cloned or folder.startswith(cloned + "/") or folder.rstrip("/") == cloned:
-                return package
+                return cloned, package
         return None
 
 

@@ -82,13 +82,10 @@ def _directory_before(view: ScriptView, command: Command) -> str | None:
 def _in_other_clone(view: ScriptView, folder: str | None) -> bool:
     """The folder is a clone of a repository that is not a configured engine package and that the script does
     not install from (a benchmark harness run from its clone); one it installs is an engine checkout (#33)."""
-    if folder is None:
+    found = view.resolver.clone_holding(folder) if folder is not None else None
+    if found is None or view.resolver.config.is_engine_package(found[1]):
         return False
-    package = view.resolver.clone_of(folder)
-    if package is None or view.resolver.config.is_engine_package(package):
-        return False
-    cloned = next(f for f, p in view.resolver.clones.items() if view.resolver.clone_of(folder) == p)
-    return view.resolver.installed_from(cloned) is None
+    return view.resolver.installed_from(found[0]) is None
 
 
 def _resolve_folder(view: ScriptView, command: Command, folder: str) -> Resolved | None:
