@@ -238,12 +238,14 @@ def test_a_patcher_script_the_shell_calls_is_followed_into_the_repositorys_own_f
         "python \"$(dirname \"$0\")/graft.py\" \"$ROOT/ops/x.py\"\n"
         "python3 \"$HERE/graft.py\" \"$ROOT/ops/y.py\"\n"
         "python3 tools/graft.py results/out.txt\n"  # the same patcher on the repository's own file
+        "python3 -m tools.graft \"$ROOT/ops/z.py\"\n"
     )
     files = [("tools/run.sh", shell.encode()), ("tools/graft.py", graft)]
     result = scan_files(files, CONFIG)
     assert [(s.path, s.line, s.kind.label, s.engine_path) for s in result.sites] == [
         ("tools/run.sh", 3, "python-write", "<aiter>/ops/x.py"),
         ("tools/run.sh", 4, "python-write", "<aiter>/ops/y.py"),
+        ("tools/run.sh", 6, "python-write", "<aiter>/ops/z.py"),
     ]
     assert "written by tools/graft.py (line 4)" in result.sites[0].reason
 

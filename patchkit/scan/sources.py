@@ -400,6 +400,9 @@ def _followed_scripts(
             if not is_python(word, values):
                 continue
             script, rest = words[index + 1], words[index + 2 :]
+            if script == "-m" and rest and re.fullmatch(r"[A-Za-z_][\w.]*", rest[0]):  # python -m tools.graft F
+                module, rest = rest[0].replace(".", "/"), rest[1:]
+                script = next((c for c in (f"{module}.py", f"{module}/__main__.py") if c in repository), script)
             for name in here:
                 script = re.sub(r"\$\{?" + name + r"\}?(?![A-Za-z0-9_])", "@here@", script)
             script = _OWN_FOLDER.sub("@here@", script)
