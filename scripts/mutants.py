@@ -55,6 +55,7 @@ def m(name: str, file: str, find: str, replace: str, tests: Sequence[str], what:
 
 
 TRUST = "tests/test_state_trust.py"
+RULE = "tests/test_trust_rule.py"
 EDGES = "tests/test_rule_edges.py"
 
 MATCHING = "tests/test_matching.py"
@@ -202,12 +203,28 @@ MUTANTS: tuple[Mutant, ...] = (
       ["tests/test_diffs.py", "tests/test_scenarios.py", "tests/test_cli.py"],
       "a hunk that rewrites a whole file from line 1 (no context to have) is refused as a -U0 diff"),
     # -------------------------------------------------------------------------------------------- trust
-    m("trust-group-writable", "patchkit/workspace/trust.py",
-      "elif st.st_mode & 0o022:", "elif st.st_mode & 0o002:",
-      [TRUST], "state writable by its group (not others) is trusted"),
-    m("trust-owner-folders-only", "patchkit/workspace/trust.py",
-      "if uid not in (0, os.geteuid()):", "if uid not in (0, os.geteuid()) and stat.S_ISDIR(st.st_mode):",
+    m("trust-group-writable", "patchkit/input/trust.py",
+      "_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH", "_OTHERS_WRITE = stat.S_IWOTH",
+      [TRUST, RULE], "state (or anything the rule checks) writable by its group, not others, is trusted"),
+    m("trust-owner-folders-only", "patchkit/input/trust.py",
+      "    if not trusted_owner(st.st_uid):", "    if not trusted_owner(st.st_uid) and stat.S_ISDIR(mode):",
       [TRUST], "the owner check applies to folders only: another user's journal or record in root's folder is read"),
+    m("trust-sticky-file", "patchkit/input/trust.py",
+      "not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX)", "not (mode & stat.S_ISVTX)",
+      [RULE, "tests/test_untrusted_env.py::test_a_world_writable_sticky_interpreter_file_is_never_run"],
+      "the sticky exception of folders taken for files: a 1777 interpreter is run, a 1777 record believed"),
+    m("trust-no-sticky-folder", "patchkit/input/trust.py",
+      "not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX)", "True",
+      [RULE], "a sticky folder of root's (/tmp) is refused like any world-writable one"),
+    m("trust-own-user-only", "patchkit/input/trust.py",
+      "return uid == 0 or uid == os.geteuid()", "return uid == os.geteuid()",
+      [f"{RULE}::test_a_non_root_status_reads_roots_records",
+       f"{RULE}::test_a_non_root_restart_is_answered_from_roots_records"],
+      "root's state refused to a non-root user (invisible to a suite that runs only as root)"),
+    m("trust-link-trusted", "patchkit/input/trust.py",
+      "    if stat.S_ISLNK(mode):\n        return Refusal(shown, Flaw.LINK, st.st_uid, mode)\n", "",
+      [f"{RULE}::test_a_link_is_refused_at_the_end_and_on_the_way"],
+      "a link checked by its lstat (or opened as O_PATH) is trusted"),
     m("trust-state-file-unchecked", "patchkit/workspace/trust.py",
       "        if stat.S_ISREG(st.st_mode):\n            check_trusted(st, shown, state_path)\n",
       "        pass\n",
@@ -221,9 +238,9 @@ MUTANTS: tuple[Mutant, ...] = (
     m("git-objects-subfolders-unvetted", "patchkit/input/sealedgit.py",
       "        if vet is not None:\n            _vet_subfolders(", "        if False:\n            _vet_subfolders(",
       ["tests/test_git_trust.py"], "git reads objects from a pack or fan-out folder another user may write"),
-    m("compiled-trusts-group-writable", "patchkit/diff/compiled.py",
-      "and not st.st_mode & 0o022 and", "and not st.st_mode & 0o002 and",
-      ["tests/test_compiled.py"], "a compiled hunk set its group could write is believed"),
+    m("compiled-trust-rule-skipped", "patchkit/diff/compiled.py",
+      "refusal(st, str(spec.diff_path)) is None", "True",
+      ["tests/test_compiled.py"], "a compiled hunk set another user owns or may write is believed"),
     m("compiled-binding-ignored", "patchkit/diff/compiled.py",
       'header.get("binding") != binding', "False",
       ["tests/test_compiled.py"], "a compiled hunk set made for another diff, manifest or patchkit is believed"),
@@ -231,10 +248,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "            check_path(path)\n        hunks = []", "        hunks = []",
       ["tests/test_compiled.py"], "a compiled hunk set may name a path outside the root"),
     m("fast-path-trusts-other-owner", "patchkit/run/fastpath.py",
-      "if not stat.S_ISREG(st.st_mode) or st.st_uid != me or st.st_mode & _UNSAFE_BITS:",
-      "if not stat.S_ISREG(st.st_mode) or st.st_mode & _UNSAFE_BITS:",
+      "child = open_trusted_child(fd, name, shown, folder=not last, flags=_READ_FLAGS if last else None)",
+      "child = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)",
       [f"{FAST}::test_a_record_owned_by_another_user_is_not_trusted"],
-      "the restart fast path believes a record another user owns"),
+      "the restart fast path reads its record without the trust rule"),
     # ------------------------------------------------------------------------------------------ journal
     m("journal-any-root", "patchkit/workspace/journal.py",
       "if written_for != os.fsdecode(root) and written_ino != root_ino:",

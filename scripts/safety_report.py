@@ -32,6 +32,10 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   root, real venvs owned by an unprivileged user, a sentinel folder outside them) and of
   tests/test_lint_hostile.py (lint on a repository whose pyproject.toml, links, layout and waivers attack it).
 
+- the one trust rule: every test of tests/test_trust_rule.py once (its edges on patchkit/input/trust.py and
+  through the CLI; a 1777 record and interpreter; a non-root status and restart on a tree root patched, run
+  as the unprivileged user) and the sticky interpreter of tests/test_untrusted_env.py.
+
 Exit status 1 if any run ended in a mixed tree, a write outside the root, or an unexplained failure.
 """
 
@@ -60,6 +64,7 @@ from tests import (
     test_hostile_fs,
     test_lint_hostile,
     test_moved_folders,
+    test_trust_rule,
     test_untrusted_env,
     test_untrusted_state,
 )
@@ -254,6 +259,9 @@ def main(argv: list[str] | None = None) -> int:
                 ("  skipped (not root)", skipped),
             ]
         _git_rows(case, workdir, figures, problems)
+        trust_figures, trust_problems = _trust_rule_rows(case, workdir / "trust-rule", {"world": world})
+        figures += trust_figures
+        problems += trust_problems
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
         figures += [
@@ -361,6 +369,37 @@ def _run_checks(
                 except BaseException as exc:
                     failed.append(f"{name}{params or ''}: {type(exc).__name__}: {str(exc)[:200]}")
     return tried, passed, skipped, failed
+
+
+def _trust_rule_rows(
+    case: Case, scratch: Path, factories: dict[str, Callable[[Path], object]]
+) -> tuple[list[tuple[str, int | str]], list[str]]:
+    """The one trust rule (patchkit/input/trust.py, issue 32): its edges, and the two findings mutants showed
+    unpinned (a sticky file taken for a sticky folder; root's state refused to a non-root user), a row each."""
+    rows: list[tuple[str, int | str]] = []
+    problems: list[str] = []
+    scratch.mkdir(parents=True, exist_ok=True)
+    offered = {"scratch": lambda folder: folder, **factories}
+    edges = ("another_user", "others_may_write", "sticky_folder", "sticky_state", "link", "walk", "rule_refuses")
+    for title, checks in (
+        ("trust rule edges, on the module and through status, apply, revert and the restart fast path (another "
+         "owner, group/other write, a sticky folder of root's, a link)", ((test_trust_rule, edges),)),
+        ("a world-writable file with the sticky bit (1777): a record, and an interpreter given by --python / "
+         "PATCHKIT_PYTHON (a marker shows it did not run)",
+         ((test_trust_rule, ("sticky_world_writable_record",)), (test_untrusted_env, ("sticky_interpreter",)))),
+        ("a non-root user on a tree root patched: `status` (text, --json) and a restart answered from root's "
+         "records, exit 0, nothing written", ((test_trust_rule, ("non_root", "roots_entries")),)),
+    ):
+        tried = passed = skipped = 0
+        for module, words in checks:
+            counts = _run_checks(module, case, scratch / words[0], offered,
+                                 select=lambda name, w=words: any(x in name for x in w))
+            tried, passed, skipped = tried + counts[0], passed + counts[1], skipped + counts[2]
+            problems += [f"trust rule: {f}" for f in counts[3]]
+        if not tried and not skipped:
+            problems.append(f"trust rule: no test selected for {title}")
+        rows += [(f"{title}: runs", tried), ("  as documented / skipped (not root)", f"{passed} / {skipped}")]
+    return rows, problems
 
 
 def _signal_campaign(case: Case) -> tuple[int, list[str]]:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
+from patchkit import __version__
 from patchkit.display import escape_controls
 from patchkit.lint import LintReport
 from patchkit.lint.coverage import Cover
@@ -75,8 +76,6 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 def sarif_document(findings: Sequence[Finding], help_text: Mapping[str, str] | None = None) -> dict[str, Any]:
     """SARIF 2.1.0: one run of patchkit, every rule it has (so a code-scanning view can explain each), and one
     result per finding with its whole message. Paths as lint found them, relative to the repository."""
-    from patchkit import __version__
-
     rules = list(Rule)
     index = {rule: i for i, rule in enumerate(rules)}
     return {
