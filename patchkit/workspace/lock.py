@@ -39,6 +39,7 @@ from patchkit.errors import (
     LockUnsupportedError,
     PatchkitError,
     RecoveryFailedError,
+    RootNotWritableError,
     WriteFailedError,
 )
 from patchkit.input.tree import STATE_DIR, Root, open_child_dir
@@ -106,7 +107,9 @@ def locked(
                 where=str(root.state_path / JOURNAL_NAME),
                 hint="make the tree writable and rerun any patchkit command on it; it recovers first",
             ) from None
-        if not (shared and exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM)):
+        if exc.errno in _NOT_WRITABLE and not shared:
+            raise not_writable(root, exc) from None
+        if not (shared and exc.errno in _NOT_WRITABLE):
             raise WriteFailedError(f"cannot create the lock file: {exc.strerror}", where=str(path)) from None
         fd = None
     wrote_holder = False
@@ -143,6 +146,23 @@ def locked(
                 with contextlib.suppress(OSError):
                     os.ftruncate(fd, 0)  # nobody holds it now
             os.close(fd)  # closing releases the flock
+
+
+_NOT_WRITABLE = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def not_writable(root: Root, exc: OSError) -> RootNotWritableError:
+    """The refusal of a writer that cannot even create (or open for writing) the lock: nothing was written."""
+    if exc.errno == errno.EROFS:
+        hint = ("the root is on a read-only filesystem: apply and revert need it writable (mount it read-write, "
+                "or apply when the image is built); status and apply --dry-run work read-only")
+    else:
+        hint = (f"this user may not write {root.state_path}: run apply and revert as root or as the owner of the "
+                "tree and its .patchkit; status and apply --dry-run work without writing")
+    return RootNotWritableError(
+        f"cannot create the lock file: {exc.strerror}; the root cannot be written by this run, nothing was written",
+        where=str(root.state_path / LOCK_NAME), hint=hint,
+    )
 
 
 def needs_recovery(root: Root) -> bool:
