@@ -27,21 +27,26 @@ PRISTINE = {
 }
 
 
+def make_trees(workdir: Path, user: tuple[int, int]) -> tuple[Path, Path, Path, Path]:
+    """(workdir, pristine, edited, secret) in a folder the user reaches: the edited copy is the user's, the
+    secret folder root's, 0700."""
+    pristine, edited, secret = workdir / "pristine", workdir / "edited", workdir / "secret"
+    write_files(pristine, PRISTINE)
+    shutil.copytree(pristine, edited)
+    (edited / "pkg/top.py").write_bytes(b"top = 2\n")
+    (edited / "pkg/sub/shadow").write_bytes(b"placeholder = 2\n" * 3)
+    chown_tree(edited, *user)
+    secret.mkdir(mode=0o700)
+    (secret / "shadow").write_bytes(SECRET)
+    (secret / "other.py").write_bytes(b"other = 1\n")  # the folder's other name, so a read gets that far
+    os.chmod(secret / "shadow", 0o600)
+    return workdir, pristine, edited, secret
+
+
 @pytest.fixture()
 def trees(user: tuple[int, int]) -> Iterator[tuple[Path, Path, Path, Path]]:
-    """(workdir, pristine, edited, secret): the edited copy is the user's; the secret folder root's, 0700."""
     with shared_workdir() as workdir:
-        pristine, edited, secret = workdir / "pristine", workdir / "edited", workdir / "secret"
-        write_files(pristine, PRISTINE)
-        shutil.copytree(pristine, edited)
-        (edited / "pkg/top.py").write_bytes(b"top = 2\n")
-        (edited / "pkg/sub/shadow").write_bytes(b"placeholder = 2\n" * 3)
-        chown_tree(edited, *user)
-        secret.mkdir(mode=0o700)
-        (secret / "shadow").write_bytes(SECRET)
-        (secret / "other.py").write_bytes(b"other = 1\n")  # the folder's other name, so a read gets that far
-        os.chmod(secret / "shadow", 0o600)
-        yield workdir, pristine, edited, secret
+        yield make_trees(workdir, user)
 
 
 def swap_after_the_walk(swap: Callable[[], None]) -> Callable[[], None]:
