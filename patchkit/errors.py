@@ -90,6 +90,11 @@ class UntrustedEnvironmentError(BadInputError):
     written by another user; nothing was run, read or written."""
 
 
+class RootNotWritableError(BadInputError):
+    """apply or revert on a root this run cannot write at all (a read-only filesystem, a `.patchkit` this user
+    may not write): found before the write phase, so nothing was written (exit 2, not 7's "restored")."""
+
+
 class PendingPatchError(BadInputError):
     """The patch entry has no vendored diff yet."""
 

@@ -63,10 +63,14 @@ from tests import (
     test_hostile,
     test_hostile_fs,
     test_lint_hostile,
+    test_lock_others,
     test_moved_folders,
+    test_new_races,
+    test_read_only_root,
     test_trust_rule,
     test_untrusted_env,
     test_untrusted_state,
+    test_write_mutations,
 )
 from tests.conftest import Registry, unprivileged_user
 from tests.safety_helpers import (
@@ -262,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
         trust_figures, trust_problems = _trust_rule_rows(case, workdir / "trust-rule", {"world": world})
         figures += trust_figures
         problems += trust_problems
+        problems += _reads_and_lock_rows(case, workdir, figures)
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
         figures += [
@@ -307,6 +312,31 @@ def _git_rows(case: Case, workdir: Path, figures: list[tuple[str, int | str]], p
          passed),
         ("  skipped (not root)", skipped),
     ]
+def _reads_and_lock_rows(case: Case, workdir: Path, figures: list[tuple[str, int | str]]) -> list[str]:
+    """Issue 32's rows: a link swapped in during `new --from-tree`, the lock against another user, and the tree
+    changed by another process during the write (and a read-only root). Appends the figures; the problems."""
+    problems: list[str] = []
+    for title, module, factories in (
+        ("link swaps during `new --from-tree` (a folder of the user's copy swapped for a link to a root-only "
+         "folder between the walk and the read)", test_new_races,
+         {"trees": lambda scratch: test_new_races.make_trees(scratch, _user())}),
+        ("the lock and another user (0600 lock they cannot open, the root folder they flock, their status, an "
+         "older 0644 lock, --lock-timeout as the whole wait, said once)", test_lock_others, {}),
+        ("the tree changed during the write (an edit in place that puts the mtime back, one right before the "
+         "replace, a deleted file created again while patchkit finishes)", test_write_mutations, {}),
+        ("a root on a read-only filesystem (apply exit 2 with a hint, nothing written; doctor says so)",
+         test_read_only_root, {}),
+    ):
+        name = module.__name__.split(".")[-1]
+        tried, passed, skipped, failed = _run_checks(module, case, workdir / name, factories)
+        problems += [f"{name}: {f}" for f in failed]
+        figures += [
+            (f"{title}: runs (every test of tests/{name}.py)", tried),
+            ("  ended as documented (refused or failed with the documented exit, nothing of theirs lost, nothing "
+             "read from outside)", passed),
+            ("  skipped (not root, or mount not allowed)", skipped),
+        ]
+    return problems
 
 
 def _user() -> tuple[int, int]:

@@ -106,7 +106,7 @@ def test_a_forged_record_and_stored_diff_cannot_make_revert_write(case: Case, us
     record["hunkset_sha256"] = "0" * 64  # a "stale" record: revert would take the stored copy at its word
 
     def forge() -> None:
-        shutil.copytree(root / STATE, root / ".elsewhere")
+        shutil.copytree(root / STATE, root / ".elsewhere", ignore=shutil.ignore_patterns("lock"))  # 0600, root's
         os.rename(root / STATE, root / ".patchkit-old")
         os.rename(root / ".elsewhere", root / STATE)
         (root / STATE / record_name).write_text(json.dumps(record), encoding="utf-8")
@@ -180,7 +180,7 @@ def test_umask_000_gives_explicit_modes(case: Case) -> None:
     assert modes[STATE] == 0o755
     assert modes[f"{STATE}/applied"] == 0o755
     assert modes[f"{STATE}/applied/{PATCH_ID}.json"] == 0o644
-    assert modes[f"{STATE}/lock"] == 0o644
+    assert modes[f"{STATE}/lock"] == 0o600  # nobody else may open (and hold) it
     assert modes["engine/plugins"] == modes["engine/plugins/extra"] == 0o755
     assert modes["engine/plugins/extra/added.py"] == 0o644  # the diff's 100644, not 0666
     assert not [p for p, m in modes.items() if m & 0o002], "nothing world-writable"

@@ -16,6 +16,7 @@ from patchkit.errors import (
     ExitCode,
     LockTimeoutError,
     RecoveryFailedError,
+    RootNotWritableError,
     UnsafePathError,
     WriteFailedError,
 )
@@ -322,14 +323,16 @@ def test_status_on_a_read_only_tree_without_a_journal_needs_no_lock(
 ) -> None:
     make_tree(tmp_path)
 
-    def read_only(root: Path, *, create: bool) -> int:
+    def read_only(root: Path, *, create: bool) -> tuple[int, bool]:
         raise OSError(errno.EROFS, "Read-only file system", str(root))
 
     monkeypatch.setattr("patchkit.workspace.lock._open_lock", read_only)
     with locked(tmp_path, 1, shared=True) as report:
         assert report is None
-    with pytest.raises(WriteFailedError, match="lock file"), locked(tmp_path, 1):
+    # a writer: refused before the write phase, exit 2 (nothing was written), with what to do
+    with pytest.raises(RootNotWritableError, match="nothing was written") as info, locked(tmp_path, 1):
         pass
+    assert info.value.exit_code == 2 and info.value.hint is not None and "read-only filesystem" in info.value.hint
 
 
 def test_the_lock_times_out_with_a_clear_message(tmp_path: Path) -> None:

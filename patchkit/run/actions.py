@@ -39,7 +39,7 @@ from patchkit.run.provenance import (
 )
 from patchkit.run.recorded import RecordedReport, load_report, report_text
 from patchkit.run.records import record_files, record_names, record_removal
-from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, WaitHook, locked
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, LockWait, WaitHook, locked
 
 if TYPE_CHECKING:
     from patchkit.diff.hunks import FilePatch
@@ -83,12 +83,19 @@ class Options:
     strict_base: bool = False  # refuse (exit 9) unless the tree is verifiably the pinned base
     force: bool = False  # revert a change patchkit did not apply (upstream-contains)
     on_lock_wait: WaitHook | None = None  # told who holds the lock after ~1 s of waiting (the CLI says so)
+    # The command's one wait (the CLI makes it): lock_timeout spans every lock the command takes, and on_wait is
+    # told once. None: each lock taken waits lock_timeout afresh (a caller without a command).
+    lock_wait: LockWait | None = None
     adopt: bool = False  # apply: record a tree that has the change without a record (moving off a script)
     # apply may answer "already applied" from the applied records (patchkit.run.fastpath): such an Outcome has
     # fast_path=True, and a tree without verdicts unless show_verdicts (-v, --json: the records' verdicts)
     fast_restart: bool = False
     show_verdicts: bool = False
     invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
+
+    def lock_patience(self) -> LockWait:
+        """What a lock taken for this action waits with: the command's LockWait, or a fresh one."""
+        return self.lock_wait if self.lock_wait is not None else LockWait(self.lock_timeout, self.on_lock_wait)
 
     def commands(self, root: Path) -> Invocation:
         """The invocation to spell suggested commands with: the CLI's, else `--root ROOT`."""
@@ -190,7 +197,7 @@ def action_lock(root: Root, action: Action, options: Options, earlier: Recovery 
     """The root's lock as an action takes it: shared for status and --dry-run, exclusive for a write. Yields the
     interrupted transaction rolled back first, by this lock or by the fast path's (`earlier`), if any."""
     shared = action is Action.STATUS or options.dry_run
-    with locked(root, options.lock_timeout, shared=shared, on_wait=options.on_lock_wait) as recovered:
+    with locked(root, options.lock_patience(), shared=shared) as recovered:
         yield recovered or earlier
 
 
@@ -218,7 +225,7 @@ def restart_outcomes(
         # taking the lock. Only a decline rests on this probe; a record that is there is checked in full below.
         return None, None, False
     try:
-        with locked(root, options.lock_timeout, shared=True, on_wait=options.on_lock_wait) as recovered:
+        with locked(root, options.lock_patience(), shared=True) as recovered:
             if waited and not _records_present(root, names):
                 return None, recovered, False
             try:

@@ -18,6 +18,7 @@ from typing import IO, TYPE_CHECKING, Any, TypeVar
 import click
 from click.core import ParameterSource
 
+from patchkit.display import escape_controls
 from patchkit.errors import OutputError
 
 if TYPE_CHECKING:
@@ -195,6 +196,25 @@ def note(message: str) -> None:
         echo(f"patchkit: note: {message}", err=True)
 
 
+def lock_wait_line(holder: LockHolder | None, path: Path) -> str:
+    """The one line a command waiting for the root's lock prints (like git's and uv's "Blocking waiting for
+    file lock"): the lock file and who holds it, as far as can be known."""
+    user = f" (user {holder.user})" if holder is not None and holder.user is not None else ""
+    if holder is None:
+        who = "another process"
+    elif holder.since is not None:
+        who = f"pid {holder.pid}{user}, patchkit since {holder.since}"
+    else:
+        who = f"pid {holder.pid}{user}"
+    return escape_controls(f"patchkit: waiting for the lock on {path} held by {who} ...") + "\n"
+
+
+def print_lock_wait(holder: LockHolder | None, path: Path) -> None:
+    """workspace's WaitHook without a terminal (a container's log): the line once, on stderr (-q leaves it out)."""
+    if not settings().quiet:
+        echo(lock_wait_line(holder, path).rstrip("\n"), err=True)
+
+
 def silence(name: str) -> None:
     """Point a closed stdout/stderr at /dev/null, so later writes and the flush at exit cannot fail."""
     _closed.add(name)
@@ -242,10 +262,9 @@ class TerminalProgress:
 
     def lock_wait(self, holder: LockHolder | None, path: Path) -> None:
         """workspace's WaitHook: a note of its own line; the spinner goes on below it."""
-        who = f"pid {holder.pid} since {holder.since}" if holder is not None else "a process"
         with self._lock:
             self._clear()
-            self._write(f"patchkit: waiting for the lock held by {who} ({path})\n")
+            self._write(lock_wait_line(holder, path))
             self._label, self._started = "waiting for the lock", time.monotonic()
 
     @contextmanager

@@ -42,7 +42,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from patchkit.errors import PatchkitError, RecoveryFailedError, UnsafePathError, WriteFailedError
-from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, split_relative, trim_chain
+from patchkit.input.tree import (
+    STATE_DIR,
+    Root,
+    Snapshot,
+    open_child_dir,
+    open_folder,
+    split_relative,
+    trim_chain,
+)
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
     Roots,
@@ -86,7 +94,12 @@ HELD_FOLDERS_MAX = 256
 
 
 class _Changed(Exception):
-    """A file changed between the plan check and its replace (a writer without the lock)."""
+    """A file changed between the plan check and its replace (a writer without the lock). `restored`: seen only
+    after the replace or unlink, and its (changed) original already renamed back, so the rollback leaves it."""
+
+    def __init__(self, path: str, *, restored: bool = False) -> None:
+        super().__init__(path)
+        self.restored = restored
 
 
 class _NotLanded(Exception):
@@ -138,6 +151,7 @@ def commit_changes(
         ensure_gitignore(roots)
         entries: list[Entry] = []
         contents: list[bytes | None] = []
+        ctimes: dict[tuple[Area, str], int] = {}  # each original's ctime as judged (not journaled: see _write_entry)
         for change in ordered:
             # An unread cache (patchkit.plan.bytecode) is checked by its lstat in _entry and right before its rename.
             now = change.before if change.before.unread else read(roots, Area.TREE, change.path)
@@ -149,7 +163,7 @@ def commit_changes(
                 )
             # change.before, not `now`: equal bytes, and the copy just read is freed at once (a large apply would
             # otherwise hold every original twice: ~24 MB of its peak on the benchmark's large series).
-            entries.append(_entry(roots, Area.TREE, change.before, change.after))
+            entries.append(_entry(roots, Area.TREE, change.before, change.after, ctimes))
             del now
             contents.append(change.after.data)
         for name, data in state_files.items():
@@ -157,13 +171,13 @@ def commit_changes(
             mode = (now.mode if now.mode is not None else STATE_FILE_MODE) if data is not None else None
             if (now.data, now.mode) == (data, mode):
                 continue
-            entries.append(_entry(roots, Area.STATE, now, Snapshot(name, data, mode)))
+            entries.append(_entry(roots, Area.STATE, now, Snapshot(name, data, mode), ctimes))
             contents.append(data)
         if entries:
             try:
                 with signals_held():
                     check_free_space(roots, entries, contents)
-                    _transact(roots, Disk(), label, entries, contents)
+                    _transact(roots, Disk(), label, entries, contents, ctimes)
             except KeyboardInterrupt as exc:  # SIGINT/SIGTERM, delivered once the transaction is over
                 if isinstance(exc.__context__, RecoveryFailedError):
                     raise exc.__context__ from None  # the journal is kept: that matters more than the signal
@@ -178,7 +192,7 @@ def ensure_gitignore(roots: Roots) -> None:
         put_file(Disk(faults=False), roots.state_fd, GITIGNORE_NAME, b"*\n", STATE_FILE_MODE)
 
 
-def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot) -> Entry:
+def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot, ctimes: dict[tuple[Area, str], int]) -> Entry:
     parts = split_relative(before.path)
     folders: list[tuple[str, int | None]] = []
     fd: int | None = os.dup(roots.fd(area))
@@ -213,6 +227,7 @@ def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot) -> Entry
                     hint="break the link (cp the file over itself) or patch the tree the links point into",
                 )
             original = Original(st.st_uid, st.st_gid, st.st_ino, st.st_size, st.st_mtime_ns)
+            ctimes[(area, before.path)] = st.st_ctime_ns
     finally:
         if fd is not None:
             os.close(fd)
@@ -292,7 +307,10 @@ def _deepest_folder(roots: Roots, entry: Entry) -> tuple[int, Path, int]:
     return fd, where, 0
 
 
-def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], contents: Sequence[bytes | None]) -> None:
+def _transact(
+    roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], contents: Sequence[bytes | None],
+    ctimes: Mapping[tuple[Area, str], int],
+) -> None:
     journal = roots.path(Area.STATE) / JOURNAL_NAME
     try:
         chunks = journal_chunks(roots.root, os.fstat(roots.tree_fd).st_ino, label, entries)
@@ -307,7 +325,7 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
         ) from None
     held: dict[tuple[Area, tuple[str, ...]], int] = {}
     try:
-        _write_all(roots, disk, journal, entries, contents, held)
+        _write_all(roots, disk, journal, entries, contents, held, ctimes)
     finally:
         for fd in held.values():
             os.close(fd)
@@ -315,7 +333,7 @@ def _transact(roots: Roots, disk: Disk, label: str, entries: Sequence[Entry], co
 
 def _write_all(
     roots: Roots, disk: Disk, journal: Path, entries: Sequence[Entry], contents: Sequence[bytes | None],
-    held: dict[tuple[Area, tuple[str, ...]], int],
+    held: dict[tuple[Area, tuple[str, ...]], int], ctimes: Mapping[tuple[Area, str], int],
 ) -> None:
     failed = journal  # what to name if writing fails
     dirty: set[tuple[Area, tuple[str, ...]]] = set()
@@ -327,13 +345,15 @@ def _write_all(
                 raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
             failed = roots.path(entry.area) / entry.path
             touched.append(entry)
-            landed.append(_write_entry(roots, disk, entry, data, held))
+            landed.append(_write_entry(roots, disk, entry, data, held, ctimes.get((entry.area, entry.path))))
             if landed[-1] is None:
                 touched.pop()
             dirty.add((entry.area, entry.parts[:-1]))
         failed = journal
         check_landed(roots, entries, contents, landed)
     except BaseException as exc:
+        if isinstance(exc, _Changed) and exc.restored:
+            touched.pop()  # its changed original is back at its name already: theirs, not to be rolled back
         try:
             # Only what was begun: an entry never reached is as it was, and a path whose folder went away
             # (moved out by its owner) must not be recreated in the tree from the journal.
@@ -384,6 +404,32 @@ def _write_all(
                 where=str(journal),
                 hint="fix the cause, then run any patchkit command on this root: it completes the transaction",
             ) from None
+    back = _deleted_but_back(roots, entries)
+    if back is not None:
+        raise WriteFailedError(
+            f"the write completed, but {back}, which this change deletes, was created again by another process "
+            "while patchkit finished (after its check of every path): that file is theirs and was kept, so the "
+            "tree does not read as patchkit left it",
+            where=str(roots.path(Area.TREE) / back),
+            hint="stop the other writer, look at the file, then rerun (`status -v` shows what the tree holds)",
+        )
+
+
+def _deleted_but_back(roots: Roots, entries: Sequence[Entry]) -> str | None:
+    """The first path of the tree this transaction deleted that holds a file again, walked by name from the
+    root once the transaction is done (a run must not exit 0 on a tree it did not leave so)."""
+    for entry in entries:
+        if entry.area is Area.TREE and entry.after is None and not entry.before.unread:
+            parts = entry.parts
+            folder = open_folder(roots.tree_fd, roots.root, parts[:-1], entry.path)
+            if folder is None:
+                continue
+            try:
+                if lstat_at(folder, parts[-1]) is not None:
+                    return entry.path
+            finally:
+                os.close(folder)
+    return None
 
 
 def _complete(
@@ -399,10 +445,17 @@ def _complete(
 
 
 def _write_entry(
-    roots: Roots, disk: Disk, entry: Entry, data: bytes | None, held: dict[tuple[Area, tuple[str, ...]], int]
+    roots: Roots, disk: Disk, entry: Entry, data: bytes | None, held: dict[tuple[Area, tuple[str, ...]], int],
+    ctime: int | None = None,
 ) -> _Landed | None:
     """Write one entry through its folder's descriptor (opened once per folder and held, see HELD_FOLDERS_MAX);
-    where the write went, or None for a deletion whose folder is already gone."""
+    where the write went, or None for a deletion whose folder is already gone.
+
+    The original is checked before its kept link is made (inode, size, mtime, the judged `ctime`), then, pinned by
+    the link, its bytes against the judged ones (an in-place edit that put the mtime back is seen there), then
+    right before the replace or unlink (inode, size, mtime, and the ctime from before that read, which no user
+    can set back); and after the replace or unlink, through the kept link, its size and mtime again: an edit that
+    landed in between is not lost, the original (with that edit) is renamed back and the run fails."""
     parts = entry.parts
     name = parts[-1]
     key = (entry.area, parts[:-1])
@@ -426,10 +479,13 @@ def _write_entry(
             disk.replace(parent, name, entry.keep)
             return _Landed((folder_st.st_dev, folder_st.st_ino), None)
         if entry.original is not None:
+            _check_unchanged(parent, entry, ctime)
             _keep_original(disk, parent, entry)
+            ctime = _judged_bytes(parent, entry)  # pinned by the link: still the bytes judged? (the link moved ctime)
         if data is None:
-            _check_unchanged(parent, entry)
+            _check_unchanged(parent, entry, ctime)
             disk.unlink(parent, name)
+            _check_kept(disk, parent, entry)
             return _Landed((folder_st.st_dev, folder_st.st_ino), None)
         assert entry.after is not None
         owner = None
@@ -438,7 +494,7 @@ def _write_entry(
             owner = (entry.original.uid, entry.original.gid)
 
         def before_replace() -> None:
-            _check_unchanged(parent, entry)
+            _check_unchanged(parent, entry, ctime)
             st = lstat_at(parent, entry.temp)
             new.append((-1, -1) if st is None else (st.st_dev, st.st_ino))
 
@@ -446,6 +502,8 @@ def _write_entry(
             disk, parent, name, data, entry.after.mode, tmp=entry.temp, owner=owner, like_fd=like,
             before_replace=before_replace, sync_folder=False,
         )
+        if entry.original is not None:
+            _check_kept(disk, parent, entry)
         return _Landed((folder_st.st_dev, folder_st.st_ino), new[-1])
     finally:
         if like is not None:
@@ -546,8 +604,9 @@ def _keep_original(disk: Disk, parent: int, entry: Entry) -> None:
         # No hard links here: a rollback writes the journal's copy instead.
 
 
-def _check_unchanged(parent: int, entry: Entry) -> None:
-    """Right before a replace or unlink: the name still holds the file planned from (or is still absent)."""
+def _check_unchanged(parent: int, entry: Entry, ctime: int | None = None) -> None:
+    """Right before a replace or unlink: the name still holds the file planned from (or is still absent): its
+    inode, size, mtime and (given) ctime, which no user can set back (an edit can put the mtime back)."""
     st = lstat_at(parent, entry.parts[-1])
     o = entry.original
     if o is None:
@@ -556,4 +615,41 @@ def _check_unchanged(parent: int, entry: Entry) -> None:
         return
     if st is None or (st.st_ino, st.st_size, st.st_mtime_ns) != (o.ino, o.size, o.mtime_ns):
         raise _Changed(entry.path)
+    if ctime is not None and st.st_ctime_ns != ctime:
+        raise _Changed(entry.path)
+
+
+def _judged_bytes(parent: int, entry: Entry) -> int:
+    """Once the kept link pins the original: it still holds exactly the bytes judged (an edit that put the mtime
+    back, made before the link, shows here), and its ctime from before that read, for the later checks."""
+    o = entry.original
+    assert o is not None and entry.before.data is not None
+    fd = os.open(entry.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        st = os.fstat(fd)
+        if st.st_ino != o.ino or st.st_size != len(entry.before.data):
+            raise _Changed(entry.path)
+        found = b""
+        while len(found) <= st.st_size and (more := os.pread(fd, st.st_size + 1 - len(found), len(found))):
+            found += more
+    finally:
+        os.close(fd)
+    if found != entry.before.data:
+        raise _Changed(entry.path)
+    return st.st_ctime_ns
+
+
+def _check_kept(disk: Disk, parent: int, entry: Entry) -> None:
+    """Right after a replace or unlink: the original, still there by its kept link, is as judged (size, mtime):
+    an edit that landed between the last check and the replace is kept by renaming it back, then the run fails."""
+    o = entry.original
+    assert o is not None
+    kept = lstat_at(parent, entry.keep)
+    if kept is None or kept.st_ino != o.ino:  # no link on this filesystem (or not ours): nothing to look at
+        return
+    if (kept.st_size, kept.st_mtime_ns) != (o.size, o.mtime_ns):
+        if entry.after is None and lstat_at(parent, entry.parts[-1]) is not None:
+            raise _Changed(entry.path)  # deleted, and a file is back at its name: never overwritten by ours
+        disk.replace(parent, entry.keep, entry.parts[-1])
+        raise _Changed(entry.path, restored=True)
 

@@ -10,8 +10,8 @@ read or written. Inside a folder that passes, nobody else can swap an entry, so 
 in it cannot be raced.
 
 Modes are set explicitly (fchmod), never left to the umask: the state folder and its `applied/` folder
-0755, records and the lock 0644 (they are no secret: a record names a diff that is in the registry), the
-journal 0600 (it holds the original bytes of files that may be private).
+0755, records 0644 (they are no secret: a record names a diff that is in the registry), the journal 0600 (it
+holds the original bytes of files that may be private), the lock 0600 (anyone who may open it may hold it).
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from patchkit.input.trust import refusal
 STATE_DIR_MODE = 0o755
 STATE_FILE_MODE = 0o644
 JOURNAL_MODE = 0o600
+LOCK_FILE_MODE = 0o600  # nobody else may open the lock, so nobody else can hold it (workspace.lock)
 
 _HINT = (
     "patchkit only trusts state that nobody but the running user or root could have written. If you know "

@@ -149,6 +149,12 @@ def check_root_tree(root: Root) -> Check:
     with contextlib.suppress(FileNotFoundError):
         os.stat(".git", dir_fd=root.fd, follow_symlinks=False)
         detail += ", a git checkout"
+    if os.fstatvfs(root.fd).f_flag & os.ST_RDONLY:
+        mount = mount_of(root.path)
+        at = f" (mounted at {mount[0]})" if mount else ""
+        return Check("root", CheckState.PROBLEM, f"{detail}; on a read-only filesystem{at}",
+                     "apply and revert cannot write it (exit 2, nothing written): mount it read-write, or apply "
+                     "when the image is built; status and apply --dry-run work read-only")
     if not os.access(".", os.W_OK, dir_fd=root.fd):
         return Check("root", CheckState.WARNING, f"{detail}; not writable by this user",
                      "status works; apply and revert need to write the tree (run them as its owner)")
@@ -158,6 +164,9 @@ def check_root_tree(root: Root) -> Check:
 def check_lock(root: Root) -> Check:
     mount = mount_of(root.path)
     where = f"{mount[1]} filesystem mounted at {mount[0]}" if mount else "an unknown filesystem"
+    if os.fstatvfs(root.fd).f_flag & os.ST_RDONLY:
+        return Check("lock", CheckState.PROBLEM, f"the lock file cannot be created or written on {where} (read-only)",
+                     "apply and revert take the lock before anything else and would exit 2")
     # flock belongs to an open file description: the root's own, opened again relative to its descriptor
     fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=root.fd)
     try:
@@ -216,6 +225,10 @@ def check_hook(root: Root, patches_dir: str | None, target: tuple[str, ...], sho
     command = commands.series_command("apply")
     if series.left:  # the first patch it refuses, and why: what the hook's log would show first
         said = f"{summary_line(series.left[0])}, so the whole series is refused"
+    if series.exit_code is ExitCode.OK and series.plan is not None and os.fstatvfs(root.fd).f_flag & os.ST_RDONLY:
+        return Check("hook", CheckState.PROBLEM,
+                     f"`{command}` would exit 2: it has files to write ({click.unstyle(said)}), but the root is on a "
+                     "read-only filesystem", "mount the root read-write, or apply when the image is built")
     if series.exit_code is ExitCode.OK:
         return Check("hook", CheckState.OK, f"`{command}` would exit 0: {click.unstyle(said)}")
     return Check("hook", CheckState.PROBLEM, f"`{command}` would exit {int(series.exit_code)}: {click.unstyle(said)}",

@@ -18,7 +18,7 @@ from patchkit.input.registry import check_registry_folder, find_locations, list_
 from patchkit.input.tree import open_root
 from patchkit.outcome import Action, PatchState, Result
 from patchkit.run.actions import Invocation, Options, Outcome, run
-from patchkit.speak.console import echo, json_option, progress, settings, warn
+from patchkit.speak.console import echo, json_option, print_lock_wait, progress, settings, warn
 from patchkit.speak.report import (
     cause_lines,
     change_lines,
@@ -35,7 +35,7 @@ from patchkit.speak.report import (
     table_totals,
     versioned,
 )
-from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, LockWait, recover_pending
 
 if TYPE_CHECKING:
     from patchkit.run.series import SeriesOutcome
@@ -279,13 +279,15 @@ def _run_patch_command(
 ) -> None:
     verbose = settings().verbose
     with progress() as shown:
-        if shown is not None:
-            options = replace(options, on_lock_wait=shown.lock_wait)
+        # One wait for the whole command: --lock-timeout is the time it waits in all, and who it waits for is
+        # said once, on a terminal's progress line or as a plain line (a container's log).
+        on_wait = shown.lock_wait if shown is not None else print_lock_wait
+        options = replace(options, on_lock_wait=on_wait, lock_wait=LockWait(options.lock_timeout, on_wait))
         # The root is opened here, once for the whole command: the lock, the state folder, recovery, every read
         # and the transaction work on this descriptor (tree.Root), and it is closed when the command ends.
         with open_root(Path(root)) as handle:
             # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
-            emit_recovery(recover_pending(handle, options.lock_timeout, options.on_lock_wait))
+            emit_recovery(recover_pending(handle, options.lock_patience()))
             patches = find_locations(patches=patches_dir).patches
             commands = invocation(root, patches, selection)
             options = replace(options, invocation=commands)

@@ -1,0 +1,124 @@
+"""Issue 32 item 6 (part), another process changing the tree during the write, as root on a tree an
+unprivileged user owns (the user's steps run as that user, in the forked child, at one operation of the write):
+
+- a same-size edit in place that puts the mtime back, before the original's kept link is made: refused (exit 7),
+  their edit kept (it was overwritten with exit 0: size, inode and mtime all matched);
+- a same-size edit in place right before the replace, after the last check: their edit is renamed back and the
+  run fails (exit 7; it was lost with exit 0);
+- a file the patch deletes, created again while patchkit finishes (after its check of every path): exit 7 saying
+  so, their file kept (it was exit 0 on a tree that reads conflict).
+
+Hook points: the transaction's own operations (workspace.disk.Disk), wrapped in the child.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import needs_root
+from tests.safety_helpers import Case, as_user, chown_tree, image, run_forked, shared_case
+from tests.test_moved_folders import strays
+
+pytestmark = needs_root
+HOOKED = "engine/tools/helper.py"  # modified by the patch
+DELETED = "engine/legacy/gone.py"  # deleted by the patch; its folder is left empty (and removed)
+
+
+@pytest.fixture(scope="module")
+def case() -> Iterator[Case]:
+    with shared_case() as made:
+        yield made
+
+
+def at_operation(op: str, wanted: Callable[[tuple[str, ...]], bool], step: Callable[[], None]) -> Callable[[], None]:
+    """In the forked child: run `step` once, right before the first Disk.<op> whose arguments `wanted` accepts."""
+
+    def install() -> None:
+        from patchkit.workspace.disk import Disk
+
+        real = getattr(Disk, op)
+        done: list[bool] = []
+
+        def hooked(self: Disk, dir_fd: int, *args: str) -> object:
+            if not done and wanted(args):
+                done.append(True)
+                step()
+            return real(self, dir_fd, *args)
+
+        setattr(Disk, op, hooked)
+
+    return install
+
+
+def edit_in_place(path: Path, *, keep_mtime: bool) -> Callable[[], None]:
+    def edit() -> None:
+        st = path.stat()
+        data = path.read_bytes()
+        with open(path, "r+b") as handle:
+            handle.write(b"X" if data[:1] != b"X" else b"Y")  # same size, other bytes
+        if keep_mtime:
+            os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+    return edit
+
+
+def tree_of_user(case: Case, name: str, user: tuple[int, int]) -> Path:
+    root = case.fresh(name)
+    chown_tree(root, *user)
+    return root
+
+
+def test_an_edit_in_place_that_puts_the_mtime_back_is_seen(case: Case, user: tuple[int, int]) -> None:
+    root = tree_of_user(case, "edit-mtime-back", user)
+    helper = root / HOOKED
+    edit = edit_in_place(helper, keep_mtime=True)
+    run = run_forked(case.args("apply", root), before=at_operation(
+        "link", lambda a: a[0] == Path(HOOKED).name, lambda: as_user(*user, edit)))
+    assert run.code == 7, (run.code, run.out, run.err)
+    theirs = helper.read_bytes()
+    assert theirs.startswith(b"X"), "the hook did not run, or their edit was overwritten"
+    assert f"{HOOKED} changed while patchkit was writing it" in run.err and "Traceback" not in run.err, run.err
+    assert image(root)[HOOKED][1] == theirs and theirs != case.patched[HOOKED][1], "their edit is kept"
+    assert strays(root) == [] and not (root / ".patchkit" / "journal.json").exists()
+
+
+def test_an_edit_in_place_right_before_the_replace_is_kept_not_overwritten(case: Case, user: tuple[int, int]) -> None:
+    root = tree_of_user(case, "edit-before-replace", user)
+    helper = root / HOOKED
+    edit = edit_in_place(helper, keep_mtime=False)
+    run = run_forked(case.args("apply", root), before=at_operation(
+        "replace", lambda a: a[1] == Path(HOOKED).name and a[0].endswith(".tmp"), lambda: as_user(*user, edit)))
+    assert run.code == 7, (run.code, run.out, run.err)
+    assert f"{HOOKED} changed while patchkit was writing it" in run.err, run.err
+    theirs = helper.read_bytes()
+    assert theirs.startswith(b"X") and theirs[1:] == case.original[HOOKED][1][1:], "their edit is back, not ours"
+    others = {p: v for p, v in image(root).items() if p != HOOKED}
+    assert others == {p: v for p, v in case.original.items() if p != HOOKED}, "every other file restored"
+    assert strays(root) == [] and not (root / ".patchkit" / "journal.json").exists()
+
+
+def test_a_deleted_file_created_again_while_patchkit_finishes_is_not_exit_0(case: Case, user: tuple[int, int]) -> None:
+    root = tree_of_user(case, "deleted-back", user)
+    gone = root / DELETED
+
+    def recreate() -> None:
+        gone.write_bytes(b"mine = 1\n")
+
+    run = run_forked(case.args("apply", root), before=at_operation(
+        "rmdir", lambda a: True, lambda: as_user(*user, recreate)))
+    assert gone.read_bytes() == b"mine = 1\n", "the hook did not run, or their file was not kept"
+    assert run.code == 7, (run.code, run.out, run.err)
+    assert f"the write completed, but {DELETED}, which this change deletes, was created again" in run.err, run.err
+    assert not (root / ".patchkit" / "journal.json").exists() and strays(root) == []
+
+
+def test_the_same_hooks_without_a_change_still_succeed(case: Case, user: tuple[int, int]) -> None:
+    for op in ("link", "replace", "rmdir"):
+        root = tree_of_user(case, f"hooks-unchanged-{op}", user)
+        run = run_forked(case.args("apply", root), before=at_operation(op, lambda a: True, lambda: None))
+        assert run.code == 0, (op, run.err)
+        assert image(root) == case.patched
