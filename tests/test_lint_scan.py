@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from patchkit.scan import ScanConfig, scan_files
+from patchkit.scan.bash import read_shell
 from patchkit.scan.shell import parse_shell
 
 # version_sensitive: tree-sitter-bash is a compiled wheel per Python version; the Python scan is the ast module.
@@ -252,10 +253,50 @@ def test_hostile_nesting_is_a_problem_not_a_crash() -> None:
     deep_python = b"import subprocess\nx = " + b"+".join([b"'a'"] * 20000) + b"\n"
     result = scan_files([("a.sh", deep_shell), ("b.py", deep_python)], CONFIG)
     assert result.sites == ()
-    assert [(p.path, p.message) for p in result.problems] == [
-        ("a.sh", "too deeply nested to read"),
-        ("b.py", "too deeply nested to read"),
+    assert [(p.path, p.line, p.message.split(":")[0]) for p in result.problems] == [
+        ("a.sh", 1, "command substitutions `$(...)` nested more than 8 deep"),  # read, the line named
+        ("b.py", None, "too deeply nested to read"),
     ]
+
+
+# Issue #32, 4: the conversion after tree-sitter was quadratic (20,000 closed `$(` took 17 s and 621 MB: each
+# level's word held the whole rest of the chain). Checked here by what it makes, not by time (the growth
+# check with timings is benchmarks/lint_growth.py).
+def test_20000_nested_substitutions_are_read_with_words_of_bounded_size() -> None:
+    text = "git apply /tmp/a.diff\nx=" + "$(" * 20000 + "git apply /tmp/in.diff" + ")" * 20000 + "\n"
+    commands = read_shell(text + "git apply /tmp/b.diff\n")
+    assert len(commands) == 20000 + 3  # x=..., one command per level (the innermost is git apply), and two
+    assert [c.words for c in commands if c.words[:2] == ("git", "apply")] == [
+        ("git", "apply", "/tmp/a.diff"), ("git", "apply", "/tmp/in.diff"), ("git", "apply", "/tmp/b.diff"),
+    ]
+    shown = sum(len(w) for c in commands for w in (*c.words, *(v for _, v in c.assignments)))
+    assert shown < 40 * len(text), f"{shown} characters in the words of a {len(text)}-character script"
+    assert commands[1].assignments == (("x", "$(" * 8 + "$(\u2026)" + ")" * 8),)  # 8 levels, then elided
+    assert commands[1].too_deep and not commands[-1].too_deep
+
+
+def test_40000_nested_if_blocks_are_read_and_the_site_after_them_found() -> None:
+    text = "if true; then\n" * 40000 + "git apply /tmp/in.diff\n" + "fi\n" * 40000 + "git apply /tmp/b.diff\n"
+    result = scan_files([("a.sh", text.encode())], CONFIG)
+    assert [(s.line, s.kind.label) for s in result.sites] == [(40001, "git-apply"), (80002, "git-apply")]
+    assert result.problems == ()
+
+
+def _chain(depth: int, innermost: str) -> str:
+    return "$(echo " * depth + innermost + ")" * depth
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["tree-sitter", "fallback reader"])
+def test_substitutions_are_followed_8_deep_and_a_problem_past_that(broken: bool) -> None:
+    # `$()` is an ERROR tree for tree-sitter-bash: the script is read by the hand-written reader instead.
+    tail = "y=$()\n" if broken else ""
+    for depth, followed in ((8, True), (9, False)):
+        text = f"F={_chain(depth, '/opt/vllm/x.py')}\nsed -i s/a/b/ $F\n{tail}"
+        result = scan_files([("a.sh", text.encode())], CONFIG)
+        engine_paths = [s.engine_path for s in result.sites]
+        assert engine_paths == (["/opt/vllm/x.py"] if followed else []), (depth, result.sites)
+        problems = [(p.line, p.message.split(":")[0]) for p in result.problems]
+        assert problems == ([] if followed else [(1, "command substitutions `$(...)` nested more than 8 deep")])
 
 
 _SHELLISH = "abc $'\"`\\#;&|()<>{}-=/\n\t EOF<<-"

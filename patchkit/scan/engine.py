@@ -17,11 +17,11 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from patchkit.scan.config import ScanConfig, normalise_package
-from patchkit.scan.shell import Command, argv_of, program_name
+from patchkit.scan.shell import SHOWN_DEPTH, Command, argv_of, program_name
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*])")
 _DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?[-=])([^{}]*)\}")  # ${VAR:-default}
@@ -101,6 +101,9 @@ class EngineResolver:
     # Folders that are clones of a repository, as written -> the package cloned (engine or not).
     clones: Mapping[str, str] = field(default_factory=dict)
     evaluate: Evaluator | None = None
+    # Substitutions being evaluated around this resolver: past SHOWN_DEPTH a substitution is not evaluated,
+    # so `$(echo $(echo ...))` thousands deep costs SHOWN_DEPTH parses of it, not a RecursionError.
+    depth: int = 0
 
     @classmethod
     def for_commands(cls, config: ScanConfig, commands: Iterable[Command],
@@ -159,7 +162,10 @@ class EngineResolver:
 
         def substitution(code: str) -> str:
             inner = code[2:-1] if code.startswith("$(") else code[1:-1]
-            found = self.evaluate(inner, scope, self) if self.evaluate is not None else None
+            if self.depth >= SHOWN_DEPTH:
+                return code  # the reader marked the command too deep (Command.too_deep): reported, not followed
+            deeper = replace(self, depth=self.depth + 1)
+            found = self.evaluate(inner, scope, deeper) if self.evaluate is not None else None
             if found is None and self.evaluate is None:
                 found = locate_idiom(self.config, code)
             if found is None:

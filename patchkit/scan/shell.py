@@ -11,12 +11,17 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _OPERATORS = ("&&", "||", ";;", ";&", "|&", ";", "&", "|", "(", ")")
 _REDIRECTS = ("<<<", "<<-", "<<", ">>", "&>>", "&>", ">&", "<&", "<>", ">|", ">", "<")
 _METACHARS = " \t\n;&|()<>"
 _OPERATOR_STARTS = ";&|()"
 _PLAIN = re.compile(r"[^\s;&|()<>\\'\"$`]+")
+_OPENING = {")": "(", "}": "{"}
+# Command substitutions nested in a word that the scan follows as values (no script needs 8); past it a word
+# shows `$(…)` (bash.py), the resolver stops (engine.py) and the command is marked too deep (a PK405 error).
+SHOWN_DEPTH = 8
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,9 @@ class Command:
     known: tuple[tuple[int, str, str], ...] = ()
     scope: str = ""  # the shell function it runs in ("" at the top level); its `local` names are its own
     substituted: bool = False  # inside `$(...)` / `<(...)`: a `cd` there does not move the script
+    # A word of it nests substitutions deeper than the reader shows (bash.SHOWN_DEPTH): the deeper ones are
+    # not followed as values, so the scan cannot tell what it computes (a problem of the file, PK405).
+    too_deep: bool = False
 
     @property
     def text(self) -> str:
@@ -64,6 +72,7 @@ class _Building:
     assignments: list[tuple[str, str]] = field(default_factory=list)
     redirects: list[Redirect] = field(default_factory=list)
     heredocs: list[Heredoc] = field(default_factory=list)
+    too_deep: bool = False
 
     def empty(self) -> bool:
         return not (self.words or self.assignments or self.redirects or self.heredocs)
@@ -233,35 +242,56 @@ class _Reader:
         return "".join(out)
 
     def _skip_expansion(self) -> None:
-        """Move past `$(...)`, `${...}` or a backtick command, with nesting and quotes inside."""
+        """Move past `$(...)`, `${...}` or a backtick command, with nesting and quotes inside. Iterative: a
+        stack of what each open level waits for (its closer and its depth in its own brackets), so hostile
+        nesting thousands deep is read, not a RecursionError. A command nesting deeper than SHOWN_DEPTH is
+        marked too deep (its values are not followed), as the tree-sitter reader marks it."""
         text = self.text
-        if text[self.pos] == "`":
-            self._advance(1)
-            while self.pos < len(text) and text[self.pos] != "`":
-                self._advance(2 if text[self.pos] == "\\" else 1)
-            self._advance(1)
-            return
-        closing = ")" if text[self.pos + 1] == "(" else "}"
-        opening = "(" if closing == ")" else "{"
-        self._advance(2)
-        depth = 1
-        while self.pos < len(text) and depth:
+        stack: list[list[Any]] = []  # [closer, depth in its own brackets, commands substituted around it]
+        self._open(stack)
+        while stack and self.pos < len(text):
+            closer = stack[-1][0]
             char = text[self.pos]
             if char == "\\":
                 self._advance(2)
-            elif char == "'" and closing == ")":
+            elif closer in '`"':
+                if char == closer:
+                    stack.pop()
+                    self._advance(1)
+                elif closer == '"' and (text.startswith(("$(", "${"), self.pos) or char == "`"):
+                    self._open(stack)
+                else:
+                    self._advance(1)
+            elif char == "'" and closer == ")":
                 end = text.find("'", self.pos + 1)
                 self._advance((len(text) if end < 0 else end + 1) - self.pos)
             elif char == '"':
-                self._read_double_quoted()
-            elif (char == "$" and text.startswith(("$(", "${"), self.pos)) or char == "`":
-                self._skip_expansion()
-            else:
-                if char == opening:
-                    depth += 1
-                elif char == closing:
-                    depth -= 1
+                stack.append(['"', 0, stack[-1][2]])
                 self._advance(1)
+            elif text.startswith(("$(", "${"), self.pos) or char == "`":
+                self._open(stack)
+            else:
+                if char == _OPENING[closer]:
+                    stack[-1][1] += 1
+                elif char == closer:
+                    stack[-1][1] -= 1
+                    if not stack[-1][1]:
+                        stack.pop()
+                self._advance(1)
+
+    def _open(self, stack: list[list[Any]]) -> None:
+        """Enter the `$(`, `${` or backtick at the position: push what closes it and how many commands are
+        substituted around it; past SHOWN_DEPTH the command being read is too deep."""
+        around = stack[-1][2] if stack else 0
+        if self.text[self.pos] == "`":
+            stack.append(["`", 0, around + 1])
+            self._advance(1)
+        else:
+            closer = ")" if self.text[self.pos + 1] == "(" else "}"
+            stack.append([closer, 1, around + (closer == ")")])
+            self._advance(2)
+        if stack[-1][2] > SHOWN_DEPTH:
+            self.current.too_deep = True
 
     def _advance(self, count: int) -> None:
         count = max(count, 0)
@@ -276,6 +306,7 @@ def _freeze(building: _Building) -> Command:
         tuple(building.redirects),
         tuple(building.heredocs),
         building.line,
+        too_deep=building.too_deep,
     )
 
 

@@ -12,7 +12,7 @@ import json
 import os
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -21,7 +21,7 @@ from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
 from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of, working_folders
 from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
-from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
+from patchkit.scan.shell import SHOWN_DEPTH, Command, Heredoc, argv_of, program_name
 
 
 class Language(Enum):
@@ -127,16 +127,16 @@ def walk_files(root: Path, prune: frozenset[str]) -> list[tuple[str, Path]]:
     return found
 
 
-def read_capped(path: Path, limit: int) -> bytes | None:
+def read_capped(path: Path, limit: int, head: bool = False) -> bytes | None:
     """A regular file's bytes, never through a final link; None when it holds more than `limit` bytes, known
-    from fstat before a byte is read (and checked while reading: the file may grow). OSError for a link (ELOOP),
-    a file that is not regular, or an I/O error."""
+    from fstat before a byte is read (and checked while reading: the file may grow); with `head`, its first
+    `limit` bytes whatever its size. OSError for a link (ELOOP), a file that is not regular, or an I/O error."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO never blocks
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
-        if st.st_size > limit:
+        if st.st_size > limit and not head:
             return None
         chunks = []
         left = limit + 1
@@ -146,6 +146,8 @@ def read_capped(path: Path, limit: int) -> bytes | None:
     finally:
         os.close(fd)
     data = b"".join(chunks)
+    if head:
+        return data[:limit]
     return None if len(data) > limit else data
 
 
@@ -196,6 +198,7 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
         if reading.error:
             problems.append((reading.error_line, f"Python does not parse ({reading.error})"))
         commands = list(reading.commands)
+        problems += _too_deep(commands)
         return ScriptView(
             path, language, tuple(commands), reading.writes, reading.diffs, resolver,
             _scratch(commands), tuple(problems),
@@ -208,7 +211,7 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
         commands = _requirement_commands(text)
     else:
         commands = read_shell(text)
-    commands = _with_embedded_shell(commands)
+    commands, problems = _with_embedded_shell(commands)
     resolver = _shell_resolver(config, commands)
     writes: list[PythonWrite] = []
     diffs: list[InlineDiff] = []
@@ -220,9 +223,21 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
         diffs += reading.diffs
         commands += [replace(c, scope=scope) for c in reading.commands]
     commands.sort(key=lambda c: c.line)
+    problems += _too_deep(commands)
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
     )
+
+
+def _too_deep(commands: Iterable[Command]) -> list[tuple[int | None, str]]:
+    """One problem for the commands nesting substitutions past what the scan follows (Command.too_deep):
+    at the first such line, with how many more lines there are (a hostile file may have thousands)."""
+    lines = sorted({command.line for command in commands if command.too_deep})
+    if not lines:
+        return []
+    more = f" (and on {len(lines) - 1} more line{'s' if len(lines) > 2 else ''})" if len(lines) > 1 else ""
+    return [(lines[0], f"command substitutions `$(...)` nested more than {SHOWN_DEPTH} deep{more}: the values "
+                       f"computed inside are not followed, so the engine paths they name are unknown")]
 
 
 def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
@@ -282,23 +297,44 @@ def _scratch(commands: Iterable[Command]) -> frozenset[str]:
 _PYTHON = re.compile(r"^python[\d.]*$")
 
 
-def _with_embedded_shell(commands: list[Command]) -> list[Command]:
-    """Commands plus those of `bash -c "..."`, `sh <<EOF` bodies and the like, recursively."""
+def _with_embedded_shell(commands: list[Command]) -> tuple[list[Command], list[tuple[int | None, str]]]:
+    """Commands plus those of `bash -c "..."`, `sh <<EOF` bodies and the like, in file order, shell embedded in
+    embedded shell too, SHOWN_DEPTH levels deep; the problem of a command whose embedded shell nests deeper.
+    Iterative, with the levels bounded: `sh <<A` inside `sh <<B` ... n deep reads each body once per level
+    above it, so the bound keeps it linear (and no RecursionError)."""
     out: list[Command] = []
-    for command in commands:
+    problems: list[tuple[int | None, str]] = []
+    levels: list[Iterator[Command]] = [iter(commands)]
+    while levels:
+        command = next(levels[-1], None)
+        if command is None:
+            levels.pop()
+            continue
         out.append(command)
-        words = command.words
-        for index, word in enumerate(words):
-            if program_name(word) not in _SHELLS:
-                continue
-            following = words[index + 1 :]
-            if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
-                out += _with_embedded_shell(read_shell(following[1], command.line))
-            elif not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
-                for heredoc in command.heredocs:
-                    out += _with_embedded_shell(read_shell(_body(heredoc), heredoc.line))
-            break
-    return out
+        embedded = _embedded_shell(command)
+        if not embedded:
+            continue
+        if len(levels) > SHOWN_DEPTH:
+            problems.append((command.line, f"shell run by shell (`sh <<EOF`, `bash -c`) nested more than "
+                                           f"{SHOWN_DEPTH} deep: the innermost is not read"))
+            continue
+        levels.append(iter([c for code, line in embedded for c in read_shell(code, line)]))
+    return out, problems
+
+
+def _embedded_shell(command: Command) -> list[tuple[str, int]]:
+    """(code, first line) of the shell a command runs: `bash -c CODE`, or the heredocs of `sh [-s] <<EOF`."""
+    words = command.words
+    for index, word in enumerate(words):
+        if program_name(word) not in _SHELLS:
+            continue
+        following = words[index + 1 :]
+        if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
+            return [(following[1], command.line)]
+        if not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
+            return [(_body(heredoc), heredoc.line) for heredoc in command.heredocs]
+        break
+    return []
 
 
 def _embedded_python(
