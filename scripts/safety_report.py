@@ -29,8 +29,8 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   tests/test_lint_hostile.py (lint on a repository whose pyproject.toml, links, layout and waivers attack it).
 - lint on hostile shell: a valid script hiding a site in a part too deep to follow (substitutions or embedded
   shells 1,000 deep, an ERROR tree): lint must fail with PK405 naming the line and still report the sites
-  before and after; and the scan's time and peak memory on shell nested n, 2n, 4n deep
-  (benchmarks/lint_growth.py's shapes) must grow near-linearly.
+  before and after; a site in `$(...)` behind an error tree must be found; and the scan's time and peak
+  memory on shell nested n, 2n, 4n deep (benchmarks/lint_growth.py's shapes) must grow near-linearly.
 
 Exit status 1 if any run ended in a mixed tree, a write outside the root, or an unexplained failure.
 """
@@ -58,6 +58,7 @@ from tests import (
     test_hostile,
     test_hostile_fs,
     test_lint_hostile,
+    test_lint_scan,
     test_moved_folders,
     test_untrusted_env,
     test_untrusted_state,
@@ -296,6 +297,19 @@ def _hostile_shell_figures(scratch: Path, quick: bool) -> tuple[list[tuple[str, 
     figures += [
         ("lint on hostile shell: valid scripts hiding a site in a part too deep to follow", len(shapes)),
         ("  failed the check (PK405 error naming the line), the sites before and after reported", caught),
+    ]
+    broken = [(b, h) for b in ("x=$()\n", "cat > a <<A; cat > b <<B\nx\nA\ny\nB\n")
+              for h in ("y=$(git apply /tmp/e.diff)", "y=$(echo $(cd /x && git apply /tmp/e.diff))")]
+    found = 0
+    for before, hidden in broken:
+        try:
+            test_lint_scan.test_an_error_tree_does_not_hide_the_commands_in_substitutions(before, hidden)
+            found += 1
+        except AssertionError as exc:
+            problems.append(f"hostile shell, an error tree hiding {hidden!r}: {str(exc)[:200]}")
+    figures += [
+        ("lint on hostile shell: a site in `$(...)` behind an error tree (the fallback reader)", len(broken)),
+        ("  found", found),
     ]
     growth = _shell_growth(quick)
     problems += [f"hostile shell growth: {line}" for ok, line in growth if not ok]

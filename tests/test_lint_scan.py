@@ -282,6 +282,19 @@ def test_40000_nested_if_blocks_are_read_and_the_site_after_them_found() -> None
     assert result.problems == ()
 
 
+# A tree with an error is read by the hand-written reader, which does not go inside `$(...)`: one `x=$()`
+# anywhere (an ERROR tree for tree-sitter-bash) hid every command substitution's command of the script.
+@pytest.mark.parametrize("broken", ["x=$()\n", "cat > a <<A; cat > b <<B\nx\nA\ny\nB\n"], ids=["$()", "heredocs"])
+@pytest.mark.parametrize("hidden", [
+    "y=$(git apply /tmp/e.diff)", 'y="${a:-`git apply /tmp/e.diff`}"', "y=$(echo $(cd /x && git apply /tmp/e.diff))",
+])
+def test_an_error_tree_does_not_hide_the_commands_in_substitutions(broken: str, hidden: str) -> None:
+    text = broken + hidden + "\n"
+    line = text.count("\n")
+    result = scan_files([("a.sh", text.encode())], CONFIG)
+    assert [(s.line, s.kind.label) for s in result.sites] == [(line, "git-apply")]
+
+
 def _chain(depth: int, innermost: str) -> str:
     return "$(echo " * depth + innermost + ")" * depth
 

@@ -9,7 +9,8 @@ becomes the command `for X in ...` (the loop variable's values), a bare `X=...` 
 tree-sitter-bash reads everything the hand-written reader (shell.py) does and more (arrays, `[[ ]]`, `case`,
 `$'...'`, functions, here-strings), but two heredocs started on one line (`cat > a <<A; cat > b <<B`, or
 `cat <<A | python - <<'B'`) come out as an error; a tree with an error is read again by the hand-written
-reader, which handles them (the figures are in docs/lint.md, "The shell parser").
+reader, which handles them (the figures are in docs/lint.md, "The shell parser"), and the substitutions it
+does not go inside are read in turn.
 
 The conversion is linear in the script, however deep it nests (hostile input: lint runs on forks' pull
 requests): the tree is walked with an explicit stack carrying each node's parent (tree-sitter's `Node.parent`
@@ -34,7 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import ScanUnavailableError
-from patchkit.scan.shell import SHOWN_DEPTH, Command, Heredoc, Redirect, parse_shell
+from patchkit.scan.shell import SHOWN_DEPTH, Command, Heredoc, Redirect, parse_shell_nested
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -65,14 +66,25 @@ def _parser() -> Parser:
 
 
 def read_shell(text: str, first_line: int = 1) -> list[Command]:
-    """Every simple command of the shell `text`, in order, lines counted from `first_line`."""
-    data = text.encode("utf-8", "surrogateescape")
-    tree = _parser().parse(data)
-    root = tree.root_node
-    if root.has_error:
-        return parse_shell(text, first_line)
-    reader = _Converter(data, first_line, root)
-    return sorted(reader.commands(root), key=lambda c: c.line)
+    """Every simple command of the shell `text`, in order, lines counted from `first_line`.
+
+    A tree with an error is read by the hand-written reader, which does not go inside substitutions: the code
+    of each is read here in turn (tree-sitter first again), SHOWN_DEPTH levels deep, with a work list rather
+    than recursion. Without it, one `x=$()` anywhere made every `$(git apply ...)` of the script invisible."""
+    commands: list[Command] = []
+    pending: list[tuple[str, int, int]] = [(text, first_line, 0)]  # (code, first line, substitutions around)
+    while pending:
+        code, line, around = pending.pop()
+        data = code.encode("utf-8", "surrogateescape")
+        root = _parser().parse(data).root_node
+        if root.has_error:
+            found, substitutions = parse_shell_nested(code, line)
+            if around < SHOWN_DEPTH:  # deeper: those commands are marked too deep (parse_shell)
+                pending += [(inner, at, around + 1) for inner, at in substitutions]
+        else:
+            found = list(_Converter(data, line, root).commands(root))
+        commands += [replace(c, substituted=True) for c in found] if around else found
+    return sorted(commands, key=lambda c: c.line)
 
 
 def require_parser() -> None:

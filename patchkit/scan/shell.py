@@ -83,6 +83,14 @@ def parse_shell(text: str, first_line: int = 1) -> list[Command]:
     return _Reader(text, first_line).read()
 
 
+def parse_shell_nested(text: str, first_line: int = 1) -> tuple[list[Command], list[tuple[str, int]]]:
+    """The commands of `text` and the (code, line) of every outermost command substitution in their words
+    (`$(...)` and backticks, in quotes and `${...}` too): the reader does not go inside them, its caller
+    reads them (bash.read_shell), so a command in `$(...)` is found when tree-sitter cannot read the script."""
+    reader = _Reader(text, first_line)
+    return reader.read(), reader.substitutions
+
+
 class _Reader:
     def __init__(self, text: str, first_line: int) -> None:
         self.text = text
@@ -92,6 +100,7 @@ class _Reader:
         self.current = _Building()
         # Heredocs whose delimiter has been read; their bodies start after the current line ends.
         self.pending: list[tuple[str, bool, bool, _Building]] = []
+        self.substitutions: list[tuple[str, int]] = []  # (code, line) of each outermost `$(...)` / backtick
 
     def read(self) -> list[Command]:
         text = self.text
@@ -247,7 +256,9 @@ class _Reader:
         nesting thousands deep is read, not a RecursionError. A command nesting deeper than SHOWN_DEPTH is
         marked too deep (its values are not followed), as the tree-sitter reader marks it."""
         text = self.text
-        stack: list[list[Any]] = []  # [closer, depth in its own brackets, commands substituted around it]
+        # [closer, depth in its own brackets, commands substituted around it (itself included), where its code
+        # starts, its line]
+        stack: list[list[Any]] = []
         self._open(stack)
         while stack and self.pos < len(text):
             closer = stack[-1][0]
@@ -256,7 +267,7 @@ class _Reader:
                 self._advance(2)
             elif closer in '`"':
                 if char == closer:
-                    stack.pop()
+                    self._close(stack)
                     self._advance(1)
                 elif closer == '"' and (text.startswith(("$(", "${"), self.pos) or char == "`"):
                     self._open(stack)
@@ -266,7 +277,7 @@ class _Reader:
                 end = text.find("'", self.pos + 1)
                 self._advance((len(text) if end < 0 else end + 1) - self.pos)
             elif char == '"':
-                stack.append(['"', 0, stack[-1][2]])
+                stack.append(['"', 0, stack[-1][2], 0, 0])
                 self._advance(1)
             elif text.startswith(("$(", "${"), self.pos) or char == "`":
                 self._open(stack)
@@ -276,7 +287,7 @@ class _Reader:
                 elif char == closer:
                     stack[-1][1] -= 1
                     if not stack[-1][1]:
-                        stack.pop()
+                        self._close(stack)
                 self._advance(1)
 
     def _open(self, stack: list[list[Any]]) -> None:
@@ -284,14 +295,20 @@ class _Reader:
         substituted around it; past SHOWN_DEPTH the command being read is too deep."""
         around = stack[-1][2] if stack else 0
         if self.text[self.pos] == "`":
-            stack.append(["`", 0, around + 1])
             self._advance(1)
+            stack.append(["`", 0, around + 1, self.pos, self.line])
         else:
             closer = ")" if self.text[self.pos + 1] == "(" else "}"
-            stack.append([closer, 1, around + (closer == ")")])
             self._advance(2)
+            stack.append([closer, 1, around + (closer == ")"), self.pos, self.line])
         if stack[-1][2] > SHOWN_DEPTH:
             self.current.too_deep = True
+
+    def _close(self, stack: list[list[Any]]) -> None:
+        """Leave the innermost level (at its closer); keep the code of an outermost command substitution."""
+        closer, _, around, start, line = stack.pop()
+        if closer in ")`" and around == 1:
+            self.substitutions.append((self.text[start : self.pos], line))
 
     def _advance(self, count: int) -> None:
         count = max(count, 0)
