@@ -216,7 +216,11 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     writes: list[PythonWrite] = []
     diffs: list[InlineDiff] = []
     for code, first_line, argv, scope in _embedded_python(commands, resolver):
-        reading = read_python(code, resolver, first_line, argv, scope)
+        try:
+            reading = read_python(code, resolver, first_line, argv, scope)
+        except RecursionError:  # `a + a + ...` thousands long: this code is unknown, the rest of the file is read
+            problems.append((first_line, "embedded Python nested too deeply to read"))
+            continue
         if reading.error:
             problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
