@@ -295,6 +295,13 @@ def test_an_error_tree_does_not_hide_the_commands_in_substitutions(broken: str, 
     assert [(s.line, s.kind.label) for s in result.sites] == [(line, "git-apply")]
 
 
+def test_a_long_chain_of_variables_in_file_order_is_followed_to_its_end() -> None:
+    # Each round of the resolver saw only the values of the round before: after 6 rounds, `$X7` was unknown.
+    text = "X0=/opt/vllm\n" + "".join(f"X{i}=$X{i - 1}/d\n" for i in range(1, 40)) + "sed -i s/a/b/ $X39/x.py\n"
+    result = scan_files([("a.sh", text.encode())], CONFIG)
+    assert [(s.line, s.engine_path) for s in result.sites] == [(41, "/opt/vllm" + "/d" * 39 + "/x.py")]
+
+
 def _chain(depth: int, innermost: str) -> str:
     return "$(echo " * depth + innermost + ")" * depth
 

@@ -115,9 +115,12 @@ class EngineResolver:
         calls = [c for c in commands if argv_of(c)[1][:1] and argv_of(c)[1][0] in functions]
         bindings: dict[str, dict[str, Resolved]] = {}
         # Names defined from names defined later in the file (functions), and a function's `$1` from its calls:
-        # recomputed from the previous round's values until nothing changes.
+        # recomputed from the previous round's values until nothing changes. Within a round a value is seen
+        # by the assignments after it (`visible`): a chain `X1=$X0/a`, `X2=$X1/b`, ... in file order is read
+        # in one round, however long (with only the previous round's values, a chain of 7 hid its last name).
         for _ in range(6):
-            resolver = cls(config, bindings, clones, evaluate)
+            visible = {scope: dict(names) for scope, names in bindings.items()}
+            resolver = cls(config, visible, clones, evaluate)
             fresh: dict[str, dict[str, Resolved]] = {}
             for scope, name, value, source_scope in pairs:
                 if name in fresh.get(scope, {}):
@@ -128,6 +131,7 @@ class EngineResolver:
                 through = f"${name}"
                 reason = shown.reason if through in shown.reason else f"{shown.reason}, through {through}"
                 fresh.setdefault(scope, {})[name] = Resolved(shown.shown, reason)
+                visible.setdefault(scope, {})[name] = fresh[scope][name]
             for call in calls:
                 _, argv = argv_of(call)
                 for position, word in enumerate(argv[1:10], 1):
