@@ -275,6 +275,16 @@ def test_20000_nested_substitutions_are_read_with_words_of_bounded_size() -> Non
     assert commands[1].too_deep and not commands[-1].too_deep
 
 
+def test_the_fallback_reader_shows_8_levels_of_a_20000_deep_word_too() -> None:
+    # The hand-written reader (a tree with an error) read each of 8 levels in turn with whole words: the
+    # resolver then parsed the rest of the chain 8 x 8 times for each (10 s for 5,000 levels).
+    commands = parse_shell('x="' + '$(echo "' * 20000 + "a" + '")' * 20000 + '" y\n')
+    assert [(c.assignments, c.words, c.too_deep) for c in commands] == [
+        ((("x", '$(echo "' * 8 + "$(\u2026)" + '")' * 8),), ("y",), True)
+    ]
+    assert [c.too_deep for c in parse_shell("x=" + "$(echo " * 8 + "a" + ")" * 8 + "\n")] == [False]
+
+
 def test_40000_nested_if_blocks_are_read_and_the_site_after_them_found() -> None:
     text = "if true; then\n" * 40000 + "git apply /tmp/in.diff\n" + "fi\n" * 40000 + "git apply /tmp/b.diff\n"
     result = scan_files([("a.sh", text.encode())], CONFIG)

@@ -35,7 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import ScanUnavailableError
-from patchkit.scan.shell import SHOWN_DEPTH, Command, Heredoc, Redirect, parse_shell_nested
+from patchkit.scan.shell import ELIDED, SHOWN_DEPTH, Command, Heredoc, Redirect, parse_shell_nested
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -47,7 +47,6 @@ _STATEMENT_PARENTS = frozenset(
      "subshell", "case_item", "command_substitution", "pipeline", "while_statement", "negated_command"}
 )
 _SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
-ELIDED = "$(\u2026)"  # a substitution nested past SHOWN_DEPTH, as a word shows it
 
 
 @functools.lru_cache(maxsize=1)

@@ -22,6 +22,7 @@ _OPENING = {")": "(", "}": "{"}
 # Command substitutions nested in a word that the scan follows as values (no script needs 8); past it a word
 # shows `$(…)` (bash.py), the resolver stops (engine.py) and the command is marked too deep (a PK405 error).
 SHOWN_DEPTH = 8
+ELIDED = "$(\u2026)"  # a substitution nested past SHOWN_DEPTH, as a word shows it
 
 
 @dataclass(frozen=True)
@@ -101,6 +102,7 @@ class _Reader:
         # Heredocs whose delimiter has been read; their bodies start after the current line ends.
         self.pending: list[tuple[str, bool, bool, _Building]] = []
         self.substitutions: list[tuple[str, int]] = []  # (code, line) of each outermost `$(...)` / backtick
+        self.cuts: list[tuple[int, int]] = []  # (start, end) of the substitutions the expansion read shows elided
 
     def read(self) -> list[Command]:
         text = self.text
@@ -216,9 +218,7 @@ class _Reader:
             elif char == '"':
                 out.append(self._read_double_quoted())
             elif (char == "$" and text.startswith(("$(", "${"), self.pos)) or char == "`":
-                start = self.pos
-                self._skip_expansion()
-                out.append(text[start : self.pos])
+                out.append(self._skip_expansion())
             else:
                 # A run of plain characters at once: the common case, and no newline in it.
                 plain = _PLAIN.match(text, self.pos)
@@ -241,21 +241,22 @@ class _Reader:
                 out.append(following if following in '"\\$`' else "\\" + following)
                 self._advance(2)
             elif (char == "$" and text.startswith(("$(", "${"), self.pos)) or char == "`":
-                start = self.pos
-                self._skip_expansion()
-                out.append(text[start : self.pos])
+                out.append(self._skip_expansion())
             else:
                 out.append(char)
                 self._advance(1)
         self._advance(1)
         return "".join(out)
 
-    def _skip_expansion(self) -> None:
-        """Move past `$(...)`, `${...}` or a backtick command, with nesting and quotes inside. Iterative: a
-        stack of what each open level waits for (its closer and its depth in its own brackets), so hostile
-        nesting thousands deep is read, not a RecursionError. A command nesting deeper than SHOWN_DEPTH is
-        marked too deep (its values are not followed), as the tree-sitter reader marks it."""
+    def _skip_expansion(self) -> str:
+        """Move past `$(...)`, `${...}` or a backtick command, with nesting and quotes inside, and return it as
+        a word shows it. Iterative: a stack of what each open level waits for (its closer and its depth in its
+        own brackets), so hostile nesting thousands deep is read, not a RecursionError. As in the tree-sitter
+        reader, command substitutions nested deeper than SHOWN_DEPTH are shown as ELIDED (a word holds at
+        most SHOWN_DEPTH levels: linear however deep) and the command is marked too deep."""
         text = self.text
+        start = self.pos
+        self.cuts = []
         # [closer, depth in its own brackets, commands substituted around it (itself included), where its code
         # starts, its line]
         stack: list[list[Any]] = []
@@ -289,6 +290,16 @@ class _Reader:
                     if not stack[-1][1]:
                         self._close(stack)
                 self._advance(1)
+        return self._shown(start, self.pos)
+
+    def _shown(self, start: int, end: int) -> str:
+        """The text from `start` to `end` with each cut substitution (self.cuts, in order) shown as ELIDED."""
+        parts: list[str] = []
+        for cut_start, cut_end in self.cuts:
+            parts += [self.text[start:cut_start], ELIDED]
+            start = cut_end
+        parts.append(self.text[start:end])
+        return "".join(parts)
 
     def _open(self, stack: list[list[Any]]) -> None:
         """Enter the `$(`, `${` or backtick at the position: push what closes it and how many commands are
@@ -309,6 +320,8 @@ class _Reader:
         closer, _, around, start, line = stack.pop()
         if closer in ")`" and around == 1:
             self.substitutions.append((self.text[start : self.pos], line))
+        if closer in ")`" and around == SHOWN_DEPTH + 1:
+            self.cuts.append((start - (2 if closer == ")" else 1), self.pos + 1))
 
     def _advance(self, count: int) -> None:
         count = max(count, 0)
