@@ -9,6 +9,11 @@ the time for 8n is at most SLACK x 8 times the time for n (a quadratic algorithm
 so the smallest run takes at least FLOOR (20 ms; at most 64x the base size, else growth is judged against
 the floor: clock and allocation noise).
 
+The scan of hostile shell (issue #32, 4) is timed the same way at n, 2n, 4n, and its peak memory (tracemalloc,
+a run of its own) too: `$(` nested n deep (20,000 took 17 s and 621 MB), `"$(echo "` n deep, `if` blocks n
+deep (40,000 took 80 s), embedded shells n deep, and a chain the fallback reader reads (an ERROR tree). Each
+run also checks the sites before and after the deep part are found: fast because it stopped reading is no pass.
+
 Usage: python benchmarks/lint_growth.py [--runs 5] [--scale 1.0]     # exit 1 when a shape grows too fast
 
 This is a benchmark, not a unit test: it is run by hand or in a benchmark job, never in the timed test suite.
@@ -21,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -28,7 +34,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
 from patchkit.lint.waivers import parse_waiver  # noqa: E402
-from patchkit.scan import ScanConfig, scan_tree  # noqa: E402
+from patchkit.scan import ScanConfig, scan_files, scan_tree  # noqa: E402
 
 STEPS = (1, 2, 4, 8)
 SLACK = 2.5  # allowed factor over linear growth across the 8x range (load, caches, GC)
@@ -48,6 +54,64 @@ def _waiver_shapes() -> dict[str, Callable[[int], str]]:
         "n nested headings": lambda n: "".join("#" * (1 + i % 6) + " h\nx\n" for i in range(n // 8)),
         "n lines of '> '": lambda n: "# Why\n" + "> \n" * (n // 2),
     }
+
+
+SHELL_STEPS = (1, 2, 4)
+SHELL_BASE = 5_000  # nesting levels at n: 4n = 20,000 is the issue's size
+
+
+def _shell_shapes() -> dict[str, Callable[[int], str]]:
+    """Scripts nesting n deep, each between two patch sites that the scan must still report."""
+    return {
+        "$( nested n deep": lambda n: "x=" + "$(" * n + "true" + ")" * n + "\n",
+        '"$(echo " nested n deep': lambda n: 'x="' + '$(echo "' * n + "hi" + '")' * n + '"\n',
+        "if blocks n deep": lambda n: "if true; then\n" * n + "fi\n" * n,
+        "sh <<EOF in sh <<EOF, n deep": lambda n: "".join(f"sh <<E{i}\n" for i in range(n))
+        + "".join(f"E{i}\n" for i in reversed(range(n))),
+        "$(echo n deep, an ERROR tree (fallback reader)": lambda n: "x=" + "$(echo " * n + "$()" + ")" * n + "\n",
+    }
+
+
+def _scan_script(middle: str) -> Callable[[], object]:
+    data = ("git apply /tmp/before.diff\n" + middle + "git apply /tmp/after.diff\n").encode()
+    config = ScanConfig()
+
+    def scan() -> object:
+        result = scan_files([("run.sh", data)], config)
+        assert len(result.sites) == 2, f"{len(result.sites)} sites found, not the two around the deep part"
+        return result
+
+    return scan
+
+
+def _peak(action: Callable[[], object]) -> int:
+    tracemalloc.start()
+    try:
+        action()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def measure_shell(name: str, shape: Callable[[int], str], base: int, runs: int) -> tuple[bool, str]:
+    """Time and peak memory of the scan of `shape` at n, 2n, 4n: each may grow SLACK x linear at most."""
+    times, peaks = [], []
+    for step in SHELL_STEPS:
+        scan = _scan_script(shape(base * step))
+        try:
+            times.append(_time(scan, runs))
+        except (AssertionError, RecursionError) as exc:  # the old reader: the sites around the deep part lost
+            return False, f"FAIL {name}: n={base * step}: {type(exc).__name__}: {exc}"
+        peaks.append(_peak(scan))
+        print(f"  {name}: n={base * step}: {times[-1] * 1000:.0f} ms, peak {peaks[-1] / 1e6:.1f} MB", flush=True)
+        if times[-1] > GIVE_UP:
+            return False, f"FAIL {name}: {times[-1]:.1f} s for n={base * step}, stopped (limit {GIVE_UP:.0f} s a run)"
+    growth, memory = times[-1] / max(times[0], FLOOR), peaks[-1] / peaks[0]
+    limit = SLACK * SHELL_STEPS[-1]
+    ok = growth <= limit and memory <= limit
+    return ok, (f"{'ok  ' if ok else 'FAIL'} scan of {name}: time x{growth:.1f}, peak memory x{memory:.1f} for "
+                f"x{SHELL_STEPS[-1]} input (limit x{limit:.0f}); {times[-1]:.2f} s, {peaks[-1] / 1e6:.0f} MB at "
+                f"n={base * SHELL_STEPS[-1]}")
 
 
 def _parse(text: str) -> Callable[[], object]:
@@ -100,6 +164,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     results = []
     for name, shape in _waiver_shapes().items():
         results.append(measure(name, lambda n, shape=shape: _parse(shape(n)), int(20_000 * args.scale), args.runs))
+    for name, shape in _shell_shapes().items():
+        # Best of three runs at most: the largest size takes seconds (5 shapes x 3 sizes).
+        results.append(measure_shell(name, shape, max(1, int(SHELL_BASE * args.scale)), min(args.runs, 3)))
     workdir = Path(tempfile.mkdtemp(prefix="lint-growth-"))
     try:
         # The walk is iterative (no RecursionError) and path-based: each folder costs a lookup of its whole

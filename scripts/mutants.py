@@ -67,6 +67,7 @@ LINT_RULES = "tests/test_lint_rules.py"
 LINT_POLICY = "tests/test_lint_policy.py"
 PORT = "tests/test_port.py"
 LINT_SCAN = "tests/test_lint_scan.py"
+HOSTILE_LINT = "tests/test_lint_hostile.py"
 LINT_CONSUMER = "tests/test_lint_consumer.py"
 
 CANARY_TEST = f"{MATCHING}::test_split_lines_keeps_endings_and_a_missing_final_newline"
@@ -409,6 +410,27 @@ MUTANTS: tuple[Mutant, ...] = (
       "    back = _deleted_but_back(roots, entries)\n", "    back = None\n",
       ["tests/test_write_mutations.py::test_a_deleted_file_created_again_while_patchkit_finishes_is_not_exit_0"],
       "a file the patch deletes, created again while the transaction finishes, ends in exit 0"),
+    # ------------------------------------------------------------------------ hostile shell (issue #32)
+    m("pk405-a-warning", "patchkit/lint/findings.py",
+      'SCAN_UNREADABLE = ("PK405", Severity.ERROR,', 'SCAN_UNREADABLE = ("PK405", Severity.WARNING,',
+      [f"{HOSTILE_LINT}::test_a_script_with_a_nul_byte_fails_lint_a_data_file_does_not"],
+      "a file lint cannot read is a warning the example CI workflow lets pass"),
+    m("shell-words-unbounded", "patchkit/scan/bash.py",
+      "starts, ends = self.spans.get(self.depth + SHOWN_DEPTH + 1, ((), ()))", "starts, ends = (), ()",
+      [f"{LINT_SCAN}::test_20000_nested_substitutions_are_read_with_words_of_bounded_size"],
+      "each level of `$($(...))` n deep holds the rest of the chain: n^2 characters"),
+    m("fallback-substitutions-unread", "patchkit/scan/bash.py",
+      "pending += [(inner, at, around + 1) for inner, at in substitutions]", "pending += []",
+      [f"{LINT_SCAN}::test_an_error_tree_does_not_hide_the_commands_in_substitutions"],
+      "one `x=$()` hides every command in a substitution of the script"),
+    m("skipped-script-silent", "patchkit/scan/__init__.py",
+      "problems += skipped_problem(path, data[:8192], len(data) > _MAX_BYTES)", "problems += []",
+      [f"{HOSTILE_LINT}::test_a_script_with_a_nul_byte_fails_lint_a_data_file_does_not"],
+      "a script with a NUL byte is skipped in silence"),
+    m("resolver-previous-round-only", "patchkit/scan/engine.py",
+      "visible.setdefault(scope, {})[name] = fresh[scope][name]", "pass",
+      [f"{LINT_SCAN}::test_a_long_chain_of_variables_in_file_order_is_followed_to_its_end"],
+      "a chain of 7 assignments hides the engine path of its last name"),
 )
 
 

@@ -31,6 +31,10 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
 - the engine environment and a hostile consuming repository: every test of tests/test_untrusted_env.py (as
   root, real venvs owned by an unprivileged user, a sentinel folder outside them) and of
   tests/test_lint_hostile.py (lint on a repository whose pyproject.toml, links, layout and waivers attack it).
+- lint on hostile shell: a valid script hiding a site in a part too deep to follow (substitutions or embedded
+  shells 1,000 deep, an ERROR tree): lint must fail with PK405 naming the line and still report the sites
+  before and after; a site in `$(...)` behind an error tree must be found; and the scan's time and peak
+  memory on shell nested n, 2n, 4n deep (benchmarks/lint_growth.py's shapes) must grow near-linearly.
 
 - the one trust rule: every test of tests/test_trust_rule.py once (its edges on patchkit/input/trust.py and
   through the CLI; a 1777 record and interpreter; a non-root status and restart on a tree root patched, run
@@ -63,6 +67,7 @@ from tests import (
     test_hostile,
     test_hostile_fs,
     test_lint_hostile,
+    test_lint_scan,
     test_lock_others,
     test_moved_folders,
     test_new_races,
@@ -267,6 +272,9 @@ def main(argv: list[str] | None = None) -> int:
         figures += trust_figures
         problems += trust_problems
         problems += _reads_and_lock_rows(case, workdir, figures)
+        shell_figures, shell_problems = _hostile_shell_figures(workdir / "hostile-shell", args.quick)
+        figures += shell_figures
+        problems += shell_problems
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
         figures += [
@@ -337,6 +345,59 @@ def _reads_and_lock_rows(case: Case, workdir: Path, figures: list[tuple[str, int
             ("  skipped (not root, or mount not allowed)", skipped),
         ]
     return problems
+def _hostile_shell_figures(scratch: Path, quick: bool) -> tuple[list[tuple[str, int | str]], list[str]]:
+    """The rows of lint on hostile shell: sites hidden in a part too deep to follow, and the scan's growth."""
+    figures: list[tuple[str, int | str]] = []
+    problems: list[str] = []
+    scratch.mkdir(parents=True)
+    shapes = test_lint_hostile._HOSTILE_MIDDLES
+    caught = 0
+    for shape in sorted(shapes):
+        try:
+            test_lint_hostile.test_a_script_too_deep_to_follow_fails_lint_and_its_other_sites_are_reported(
+                test_lint_hostile.make_repo(Path(tempfile.mkdtemp(dir=scratch))), shape
+            )
+            caught += 1
+        except AssertionError as exc:
+            problems.append(f"hostile shell, {shape}: {str(exc)[:200]}")
+    figures += [
+        ("lint on hostile shell: valid scripts hiding a site in a part too deep to follow", len(shapes)),
+        ("  failed the check (PK405 error naming the line), the sites before and after reported", caught),
+    ]
+    broken = [(b, h) for b in ("x=$()\n", "cat > a <<A; cat > b <<B\nx\nA\ny\nB\n")
+              for h in ("y=$(git apply /tmp/e.diff)", "y=$(echo $(cd /x && git apply /tmp/e.diff))")]
+    found = 0
+    for before, hidden in broken:
+        try:
+            test_lint_scan.test_an_error_tree_does_not_hide_the_commands_in_substitutions(before, hidden)
+            found += 1
+        except AssertionError as exc:
+            problems.append(f"hostile shell, an error tree hiding {hidden!r}: {str(exc)[:200]}")
+    figures += [
+        ("lint on hostile shell: a site in `$(...)` behind an error tree (the fallback reader)", len(broken)),
+        ("  found", found),
+    ]
+    growth = _shell_growth(quick)
+    problems += [f"hostile shell growth: {line}" for ok, line in growth if not ok]
+    figures += [
+        ("lint on hostile shell: scan time and peak memory at n, 2n, 4n (benchmarks/lint_growth.py shapes)",
+         len(growth)),
+        ("  growing near-linearly (at most 2.5 x linear)", sum(ok for ok, _ in growth)),
+    ]
+    return figures, problems
+
+
+def _shell_growth(quick: bool) -> list[tuple[bool, str]]:
+    """benchmarks/lint_growth.py's hostile shell shapes, measured (smaller with --quick)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parent.parent / "benchmarks" / "lint_growth.py"
+    spec = importlib.util.spec_from_file_location("lint_growth", path)
+    assert spec is not None and spec.loader is not None
+    growth = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(growth)
+    base = growth.SHELL_BASE // (5 if quick else 1)
+    return [growth.measure_shell(name, shape, base, 1) for name, shape in growth._shell_shapes().items()]
 
 
 def _user() -> tuple[int, int]:

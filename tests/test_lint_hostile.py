@@ -170,8 +170,50 @@ def test_a_huge_sparse_script_is_sized_before_it_is_read(repo: Path) -> None:
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert run.exit_code == 0, run.stderr
+    # Not read, and not skipped in silence either: a script lint cannot read fails the check (issue #32, 3).
+    assert run.exit_code == 1, run.stderr
+    assert run.stdout.startswith("tools/huge.sh: PK405 error: larger than 4 MiB: not read"), run.stdout
     assert peak < 64 << 20, f"lint allocated {peak >> 20} MiB for a 1 GiB file it does not scan"
+
+
+# Issue #32, 3: a valid script (bash -n accepts it) whose middle lint cannot follow. Each hides nothing: the
+# file fails the check (PK405 is an error naming the line) and the sites before and after it are reported.
+_BEFORE_AND_AFTER = "git apply /tmp/before.diff\n{middle}git apply /tmp/after.diff\n"
+_HOSTILE_MIDDLES = {
+    "substitutions 1,000 deep": 'x="' + "$(echo \"" * 1000 + "hi" + '\")' * 1000 + '"\n',
+    "substitutions 1,000 deep, a tree with an error": "x=" + "$(echo " * 1000 + "$()" + ")" * 1000 + "\n",
+    "embedded shells 1,000 deep": "".join(f"sh <<E{i}\n" for i in range(1000))
+    + "".join(f"E{i}\n" for i in reversed(range(1000))),
+    "embedded Python 20,000 terms long": 'python3 -c "import subprocess; x = ' + "+".join(["1"] * 20000) + '"\n',
+}
+
+
+@pytest.mark.parametrize("shape", sorted(_HOSTILE_MIDDLES))
+def test_a_script_too_deep_to_follow_fails_lint_and_its_other_sites_are_reported(repo: Path, shape: str) -> None:
+    script = repo / "tools" / "run.sh"
+    script.parent.mkdir()
+    script.write_text(_BEFORE_AND_AFTER.format(middle=_HOSTILE_MIDDLES[shape]))
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0  # valid shell
+    last = len(script.read_text().splitlines())
+    run = lint_in(repo, "--format", "json")
+    assert run.exit_code == 1, run.stderr
+    unreadable = [(f["severity"], f["path"], f["line"]) for f in run.json()["findings"] if f["rule"] == "PK405"]
+    assert unreadable == [("error", "tools/run.sh", 10 if "shells" in shape else 2)], run.stdout
+    uncovered = [(f["path"], f["line"]) for f in run.json()["findings"] if f["rule"] == "PK401"]
+    assert uncovered == [("tools/run.sh", 1), ("tools/run.sh", last)]
+    text = lint_in(repo).stdout
+    assert "nested" in text and "exclude it ([tool.patchkit] scan-exclude" in text, text
+
+
+def test_a_script_with_a_nul_byte_fails_lint_a_data_file_does_not(repo: Path) -> None:
+    (repo / "benchmarks").mkdir()
+    (repo / "benchmarks" / "weights.bin").write_bytes(b"\0" * 100 + b"git apply /tmp/x.diff\n")  # no script
+    (repo / "benchmarks" / "run.sh").write_bytes(b"echo start\ntrue \0\ngit apply /tmp/x.diff\n")
+    run = lint_in(repo, "--format", "json")
+    assert run.exit_code == 1, run.stderr
+    found = [(f["rule"], f["severity"], f["path"], f["line"]) for f in run.json()["findings"]]
+    assert found == [("PK405", "error", "benchmarks/run.sh", 2)], run.stdout
+    assert "remove the NUL bytes, or exclude it" in lint_in(repo).stdout
 
 
 def test_a_huge_waiver_is_refused_before_it_is_read(repo: Path) -> None:

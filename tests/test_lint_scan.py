@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from patchkit.scan import ScanConfig, scan_files
+from patchkit.scan.bash import read_shell
 from patchkit.scan.shell import parse_shell
 
 # version_sensitive: tree-sitter-bash is a compiled wheel per Python version; the Python scan is the ast module.
@@ -456,10 +457,80 @@ def test_hostile_nesting_is_a_problem_not_a_crash() -> None:
     deep_python = b"import subprocess\nx = " + b"+".join([b"'a'"] * 20000) + b"\n"
     result = scan_files([("a.sh", deep_shell), ("b.py", deep_python)], CONFIG)
     assert result.sites == ()
-    assert [(p.path, p.message) for p in result.problems] == [
-        ("a.sh", "too deeply nested to read"),
-        ("b.py", "too deeply nested to read"),
+    assert [(p.path, p.line, p.message.split(":")[0]) for p in result.problems] == [
+        ("a.sh", 1, "command substitutions `$(...)` nested more than 8 deep"),  # read, the line named
+        ("b.py", None, "too deeply nested to read"),
     ]
+
+
+# Issue #32, 4: the conversion after tree-sitter was quadratic (20,000 closed `$(` took 17 s and 621 MB: each
+# level's word held the whole rest of the chain). Checked here by what it makes, not by time (the growth
+# check with timings is benchmarks/lint_growth.py).
+def test_20000_nested_substitutions_are_read_with_words_of_bounded_size() -> None:
+    text = "git apply /tmp/a.diff\nx=" + "$(" * 20000 + "git apply /tmp/in.diff" + ")" * 20000 + "\n"
+    commands = read_shell(text + "git apply /tmp/b.diff\n")
+    assert len(commands) == 20000 + 3  # x=..., one command per level (the innermost is git apply), and two
+    assert [c.words for c in commands if c.words[:2] == ("git", "apply")] == [
+        ("git", "apply", "/tmp/a.diff"), ("git", "apply", "/tmp/in.diff"), ("git", "apply", "/tmp/b.diff"),
+    ]
+    shown = sum(len(w) for c in commands for w in (*c.words, *(v for _, v in c.assignments)))
+    assert shown < 40 * len(text), f"{shown} characters in the words of a {len(text)}-character script"
+    assert commands[1].assignments == (("x", "$(" * 8 + "$(\u2026)" + ")" * 8),)  # 8 levels, then elided
+    assert commands[1].too_deep and not commands[-1].too_deep
+
+
+def test_the_fallback_reader_shows_8_levels_of_a_20000_deep_word_too() -> None:
+    # The hand-written reader (a tree with an error) read each of 8 levels in turn with whole words: the
+    # resolver then parsed the rest of the chain 8 x 8 times for each (10 s for 5,000 levels).
+    commands = parse_shell('x="' + '$(echo "' * 20000 + "a" + '")' * 20000 + '" y\n')
+    assert [(c.assignments, c.words, c.too_deep) for c in commands] == [
+        ((("x", '$(echo "' * 8 + "$(\u2026)" + '")' * 8),), ("y",), True)
+    ]
+    assert [c.too_deep for c in parse_shell("x=" + "$(echo " * 8 + "a" + ")" * 8 + "\n")] == [False]
+
+
+def test_40000_nested_if_blocks_are_read_and_the_site_after_them_found() -> None:
+    text = "if true; then\n" * 40000 + "git apply /tmp/in.diff\n" + "fi\n" * 40000 + "git apply /tmp/b.diff\n"
+    result = scan_files([("a.sh", text.encode())], CONFIG)
+    assert [(s.line, s.kind.label) for s in result.sites] == [(40001, "git-apply"), (80002, "git-apply")]
+    assert result.problems == ()
+
+
+# A tree with an error is read by the hand-written reader, which does not go inside `$(...)`: one `x=$()`
+# anywhere (an ERROR tree for tree-sitter-bash) hid every command substitution's command of the script.
+@pytest.mark.parametrize("broken", ["x=$()\n", "cat > a <<A; cat > b <<B\nx\nA\ny\nB\n"], ids=["$()", "heredocs"])
+@pytest.mark.parametrize("hidden", [
+    "y=$(git apply /tmp/e.diff)", 'y="${a:-`git apply /tmp/e.diff`}"', "y=$(echo $(cd /x && git apply /tmp/e.diff))",
+])
+def test_an_error_tree_does_not_hide_the_commands_in_substitutions(broken: str, hidden: str) -> None:
+    text = broken + hidden + "\n"
+    line = text.count("\n")
+    result = scan_files([("a.sh", text.encode())], CONFIG)
+    assert [(s.line, s.kind.label) for s in result.sites] == [(line, "git-apply")]
+
+
+def test_a_long_chain_of_variables_in_file_order_is_followed_to_its_end() -> None:
+    # Each round of the resolver saw only the values of the round before: after 6 rounds, `$X7` was unknown.
+    text = "X0=/opt/vllm\n" + "".join(f"X{i}=$X{i - 1}/d\n" for i in range(1, 40)) + "sed -i s/a/b/ $X39/x.py\n"
+    result = scan_files([("a.sh", text.encode())], CONFIG)
+    assert [(s.line, s.engine_path) for s in result.sites] == [(41, "/opt/vllm" + "/d" * 39 + "/x.py")]
+
+
+def _chain(depth: int, innermost: str) -> str:
+    return "$(echo " * depth + innermost + ")" * depth
+
+
+@pytest.mark.parametrize("broken", [False, True], ids=["tree-sitter", "fallback reader"])
+def test_substitutions_are_followed_8_deep_and_a_problem_past_that(broken: bool) -> None:
+    # `$()` is an ERROR tree for tree-sitter-bash: the script is read by the hand-written reader instead.
+    tail = "y=$()\n" if broken else ""
+    for depth, followed in ((8, True), (9, False)):
+        text = f"F={_chain(depth, '/opt/vllm/x.py')}\nsed -i s/a/b/ $F\n{tail}"
+        result = scan_files([("a.sh", text.encode())], CONFIG)
+        engine_paths = [s.engine_path for s in result.sites]
+        assert engine_paths == (["/opt/vllm/x.py"] if followed else []), (depth, result.sites)
+        problems = [(p.line, p.message.split(":")[0]) for p in result.problems]
+        assert problems == ([] if followed else [(1, "command substitutions `$(...)` nested more than 8 deep")])
 
 
 _SHELLISH = "abc $'\"`\\#;&|()<>{}-=/\n\t EOF<<-"

@@ -56,7 +56,8 @@ class Rule(Enum):
     )
     HISTORY_SITE_BASE_UNWAIVED = ("PK403", Severity.ERROR, "pre-existing patch site without a waiver on the base")
     BASELINE_STALE = ("PK404", Severity.WARNING, "baseline entry that matches no patch site any more")
-    SCAN_UNREADABLE = ("PK405", Severity.WARNING, "scanned file that could not be read (its sites are unknown)")
+    # An error, not a warning: a pull request must not hide a patch site by making its file unreadable.
+    SCAN_UNREADABLE = ("PK405", Severity.ERROR, "scanned file, or a part of one, that could not be read")
 
     def __init__(self, code: str, severity: Severity, summary: str) -> None:
         self.code = code

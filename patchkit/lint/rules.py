@@ -413,14 +413,14 @@ def check_sites_covered(lint_input: LintInput) -> Iterator[Finding]:
 
 
 def check_scan_readable(lint_input: LintInput) -> Iterator[Finding]:
-    """PK405: a scanned file that could not be read: its patch sites are unknown."""
+    """PK405: a scanned file, or a part of one, that could not be read: its patch sites there are unknown, so
+    the check fails (a pull request must not hide a site by making it unreadable); the rest is still checked."""
     for problem in lint_input.scan_problems:
         yield Finding.of(
             Rule.SCAN_UNREADABLE,
             lint_input.root / problem.path,
             problem.line,
-            f"{problem.message}; its patch sites are not checked: fix the file or exclude it "
-            f"([tool.patchkit] scan-exclude)",
+            f"{problem.message}; lint cannot tell whether it patches the engine: {problem.fix}",
         )
 
 

@@ -4,6 +4,11 @@
 the same from any (path, bytes) pairs (a git commit's files in history mode). Each file becomes a ScriptView
 (sources.py); every enabled rule of SCAN_RULES (rules.py) reports the patch sites of its kind. Nothing here
 prints, exits or writes.
+
+A file the scan would read (a script, by its name or `#!` line) but cannot is a ScanProblem, never a silent
+skip: too large, binary (a NUL byte), a part nested too deep to follow, Python that does not parse. Lint makes
+each an error (PK405): a pull request must not hide a patch site by making its file unreadable. A problem in
+one part of a file does not stop the reading of the rest: its other sites are still reported.
 """
 
 from __future__ import annotations
@@ -26,11 +31,22 @@ _PRUNE = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".my
 MAX_SCANNED_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
 
 
+# What to do about a file the scan cannot read, unless the problem says better.
+DEFAULT_FIX = (
+    "make that part readable (simplify it, or fix its syntax) or, if the file never runs against an engine, "
+    "exclude it ([tool.patchkit] scan-exclude in pyproject.toml)"
+)
+_EXCLUDE_FIX = "exclude it ([tool.patchkit] scan-exclude in pyproject.toml) if it never runs against an engine"
+
+
 @dataclass(frozen=True)
 class ScanProblem:
+    """A file, or a part of one, the scan could not read: its patch sites there are unknown."""
+
     path: str
-    line: int | None
-    message: str
+    line: int | None  # 1-based; None for the file as a whole
+    message: str  # what could not be read, and why
+    fix: str = DEFAULT_FIX  # what to do about it
 
 
 @dataclass(frozen=True)
@@ -52,6 +68,7 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
     for path in select_paths(contents, config):
         data = contents[path]
         if len(data) > MAX_SCANNED_BYTES or b"\0" in data[:8192]:
+            problems += skipped_problem(path, data[:8192], len(data) > MAX_SCANNED_BYTES)
             continue
         text = data.decode("utf-8", errors="replace")
         language = language_of(path, text)
@@ -62,8 +79,8 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
             view = read_view(path, text, language, config, contents)
             # Filtered by the site's kind: an edit of *.dist-info is found by the edit rules as metadata-edit.
             found = [site for rule in SCAN_RULES.values() for site in rule(view) if site.kind not in config.ignore]
-        except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash
-            problems.append(ScanProblem(path, None, "too deeply nested to read"))
+        except RecursionError:  # nesting no reader bounds (a + b + ... in Python): reported, never a crash
+            problems.append(ScanProblem(path, None, "too deeply nested to read: none of its patch sites is known"))
             continue
         problems += [ScanProblem(path, line, message) for line, message in view.problems]
         sites += found
@@ -85,12 +102,32 @@ def own_modules(paths: Iterable[str]) -> frozenset[str]:
     return frozenset(n for n in names if n.isidentifier())
 
 
+def skipped_problem(path: str, head: bytes, too_large: bool) -> list[ScanProblem]:
+    """The problem of a file not read, too large or binary: none when it is not a script by its name or its
+    `#!` line (`head`: its first bytes), e.g. a data file under `benchmarks/`."""
+    if language_of(path, head.decode("utf-8", errors="replace")) is None:
+        return []
+    if too_large:
+        what = f"larger than {MAX_SCANNED_BYTES // (1024 * 1024)} MiB: not read, so none of its patch sites is known"
+        return [ScanProblem(path, None, what, f"split it into smaller scripts, or {_EXCLUDE_FIX}")]
+    line = head[: head.index(b"\0")].count(b"\n") + 1
+    what = "holds a NUL byte (binary data): not read, so none of its patch sites is known"
+    return [ScanProblem(path, line, what, f"remove the NUL bytes, or {_EXCLUDE_FIX}")]
+
+
 def scan_tree(root: Path, config: ScanConfig) -> ScanResult:
     """Sites of the work tree below `root`; symlinks are not followed (they may point anywhere)."""
-    return scan_files(_tree_files(root, config), config)
+    oversized: list[ScanProblem] = []
+    result = scan_files(_tree_files(root, config, oversized), config)
+    return replace(result, problems=tuple(sorted(result.problems + tuple(oversized), key=_problem_order)))
 
 
-def _tree_files(root: Path, config: ScanConfig) -> Iterable[tuple[str, bytes]]:
+def _problem_order(problem: ScanProblem) -> tuple[str, int]:
+    return problem.path, problem.line or 0
+
+
+def _tree_files(root: Path, config: ScanConfig, oversized: list[ScanProblem]) -> Iterable[tuple[str, bytes]]:
+    """(path, bytes) of the candidate files; the problems of those too large to read go to `oversized`."""
     candidates = walk_files(root, _PRUNE)
     wanted = set(select_paths((rel for rel, _ in candidates), config))
     for rel, path in candidates:
@@ -98,7 +135,9 @@ def _tree_files(root: Path, config: ScanConfig) -> Iterable[tuple[str, bytes]]:
             continue
         try:
             data = read_capped(path, MAX_SCANNED_BYTES)  # sized before it is read: a 1 GiB sparse file costs nothing
+            if data is None:
+                oversized += skipped_problem(rel, read_capped(path, 8192, head=True) or b"", True)
+                continue
         except OSError:
             continue  # replaced by a link or a non-file since the walk, or unreadable
-        if data is not None:
-            yield rel, data
+        yield rel, data

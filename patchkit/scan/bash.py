@@ -9,7 +9,16 @@ becomes the command `for X in ...` (the loop variable's values), a bare `X=...` 
 tree-sitter-bash reads everything the hand-written reader (shell.py) does and more (arrays, `[[ ]]`, `case`,
 `$'...'`, functions, here-strings), but two heredocs started on one line (`cat > a <<A; cat > b <<B`, or
 `cat <<A | python - <<'B'`) come out as an error; a tree with an error is read again by the hand-written
-reader, which handles them (the figures are in docs/lint.md, "The shell parser").
+reader, which handles them (the figures are in docs/lint.md, "The shell parser"), and the substitutions it
+does not go inside are read in turn.
+
+The conversion is linear in the script, however deep it nests (hostile input: lint runs on forks' pull
+requests): the tree is walked with an explicit stack carrying each node's parent (tree-sitter's `Node.parent`
+walks down from the root, so asking it at depth d costs d), and a word shows the substitutions nested in it
+only SHOWN_DEPTH levels deep, the deeper ones as `$(…)`. Without that bound a word of `$($($(...)))` n deep
+would hold the whole rest of the chain at every level: n^2 characters. The commands inside the deeper levels
+are still read (they are commands of their own, each showing its own SHOWN_DEPTH levels); a command with a word
+cut short is marked `too_deep`, since the values computed past the cut are not followed (read_view reports it).
 
 The grammar is a compiled extension: it is imported here, lazily, when the scan first reads shell (the lint
 boundary), so `apply`/`status`/`revert` and the single-file runner never load it. Without it the scan raises
@@ -18,6 +27,7 @@ ScanUnavailableError: lint from `patchkit.pyz` says it needs the installed packa
 
 from __future__ import annotations
 
+import bisect
 import codecs
 import functools
 from collections.abc import Iterator
@@ -25,7 +35,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from patchkit.errors import ScanUnavailableError
-from patchkit.scan.shell import Command, Heredoc, Redirect, parse_shell
+from patchkit.scan.shell import ELIDED, SHOWN_DEPTH, Command, Heredoc, Redirect, parse_shell_nested
 
 if TYPE_CHECKING:
     from tree_sitter import Node, Parser
@@ -36,6 +46,7 @@ _STATEMENT_PARENTS = frozenset(
     {"program", "compound_statement", "do_group", "list", "if_statement", "elif_clause", "else_clause",
      "subshell", "case_item", "command_substitution", "pipeline", "while_statement", "negated_command"}
 )
+_SUBSTITUTIONS = frozenset({"command_substitution", "process_substitution"})
 
 
 @functools.lru_cache(maxsize=1)
@@ -54,14 +65,25 @@ def _parser() -> Parser:
 
 
 def read_shell(text: str, first_line: int = 1) -> list[Command]:
-    """Every simple command of the shell `text`, in order, lines counted from `first_line`."""
-    data = text.encode("utf-8", "surrogateescape")
-    tree = _parser().parse(data)
-    root = tree.root_node
-    if root.has_error:
-        return parse_shell(text, first_line)
-    reader = _Converter(data, first_line)
-    return sorted(reader.commands(root), key=lambda c: c.line)
+    """Every simple command of the shell `text`, in order, lines counted from `first_line`.
+
+    A tree with an error is read by the hand-written reader, which does not go inside substitutions: the code
+    of each is read here in turn (tree-sitter first again), SHOWN_DEPTH levels deep, with a work list rather
+    than recursion. Without it, one `x=$()` anywhere made every `$(git apply ...)` of the script invisible."""
+    commands: list[Command] = []
+    pending: list[tuple[str, int, int]] = [(text, first_line, 0)]  # (code, first line, substitutions around)
+    while pending:
+        code, line, around = pending.pop()
+        data = code.encode("utf-8", "surrogateescape")
+        root = _parser().parse(data).root_node
+        if root.has_error:
+            found, substitutions = parse_shell_nested(code, line)
+            if around < SHOWN_DEPTH:  # deeper: those commands are marked too deep (parse_shell)
+                pending += [(inner, at, around + 1) for inner, at in substitutions]
+        else:
+            found = list(_Converter(data, line, root).commands(root))
+        commands += [replace(c, substituted=True) for c in found] if around else found
+    return sorted(commands, key=lambda c: c.line)
 
 
 def require_parser() -> None:
@@ -70,40 +92,55 @@ def require_parser() -> None:
 
 
 class _Converter:
-    def __init__(self, data: bytes, first_line: int) -> None:
+    """The commands of one tree. `depth` is the number of substitutions around the command being converted
+    (a word of it shows SHOWN_DEPTH more levels); `cut` records that a word of it was cut short there."""
+
+    def __init__(self, data: bytes, first_line: int, root: Node) -> None:
         self.data = data
         self.offset = first_line
+        self.depth = 0
+        self.cut = False
+        # depth (1 = a substitution in a top-level command) -> (start bytes, end bytes) of the substitutions
+        # at that depth, in file order: those at one depth never overlap, so a word's are found by bisection.
+        self.spans: dict[int, tuple[list[int], list[int]]] = _substitution_spans(root)
 
     def commands(self, root: Node) -> Iterator[Command]:
-        pending: list[tuple[Node, str, bool]] = [(root, "", False)]
+        """Every command below `root`, walked in pre-order with an explicit stack of (node, its parent, scope,
+        substitutions around it): no recursion, and no `Node.parent` (linear in the depth)."""
+        pending: list[tuple[Node, Node | None, str, int]] = [(root, None, "", 0)]
         while pending:
-            node, scope, nested = pending.pop()
+            node, parent, scope, depth = pending.pop()
             kind = node.type
-            if kind in ("command_substitution", "process_substitution"):
-                nested = True
+            if kind in _SUBSTITUTIONS:
+                depth += 1
+            self.depth, self.cut = depth, False
             if kind == "function_definition":
                 name = node.child_by_field_name("name")
                 scope = self.text(name) if name is not None else scope
             elif kind == "command":
-                yield replace(self.command(node, scope), substituted=nested)
+                yield self.marked(self.command(node, parent, scope))
             elif kind == "declaration_command":
-                yield self.declaration(node, scope)
-            elif kind == "variable_assignment" and node.parent is not None and (
-                node.parent.type in _STATEMENT_PARENTS
-            ):
-                yield Command((), (self.assignment(node),), (), (), self.line(node), scope=scope)
+                yield self.marked(self.declaration(node, scope))
+            elif kind == "variable_assignment" and parent is not None and parent.type in _STATEMENT_PARENTS:
+                yield self.marked(Command((), (self.assignment(node),), (), (), self.line(node), scope=scope))
             elif kind == "variable_assignments":
                 pairs = tuple(self.assignment(c) for c in node.named_children if c.type == "variable_assignment")
-                yield Command((), pairs, (), (), self.line(node), scope=scope)
+                yield self.marked(Command((), pairs, (), (), self.line(node), scope=scope))
             elif kind == "for_statement":
-                yield self.loop(node, scope)
+                yield self.marked(self.loop(node, scope))
             elif kind in ("heredoc_body", "comment"):
                 continue
-            pending.extend((child, scope, nested) for child in reversed(node.children))
+            pending.extend((child, node, scope, depth) for child in reversed(node.children))
+
+    def marked(self, command: Command) -> Command:
+        """The command with where it sits: inside a substitution or not, a word of it cut short or not."""
+        if not (self.depth or self.cut):
+            return command
+        return replace(command, substituted=self.depth > 0, too_deep=self.cut)
 
     # ------------------------------------------------------------------ commands
 
-    def command(self, node: Node, scope: str) -> Command:
+    def command(self, node: Node, parent: Node | None, scope: str) -> Command:
         words: list[str] = []
         assignments: list[tuple[str, str]] = []
         redirects: list[Redirect] = []
@@ -120,7 +157,6 @@ class _Converter:
                 heredocs.append(self.heredoc(child))
             elif kind != "comment":
                 words.append(self.word(child))
-        parent = node.parent
         if parent is not None and parent.type == "redirected_statement" and parent.child_by_field_name("body") == node:
             for child in parent.named_children:
                 if child.type in ("file_redirect", "herestring_redirect"):
@@ -214,10 +250,41 @@ class _Converter:
         return self.text(node)
 
     def text(self, node: Node) -> str:
-        return self.data[node.start_byte : node.end_byte].decode("utf-8", "surrogateescape")
+        """The node's source, with each substitution nested past SHOWN_DEPTH (below the current command)
+        shown as ELIDED: every byte is copied into at most SHOWN_DEPTH + 1 words, whatever the nesting."""
+        start, end = node.start_byte, node.end_byte
+        starts, ends = self.spans.get(self.depth + SHOWN_DEPTH + 1, ((), ()))
+        index = bisect.bisect_left(starts, start)
+        if index == len(starts) or starts[index] >= end:
+            return self.data[start:end].decode("utf-8", "surrogateescape")
+        self.cut = True
+        parts: list[bytes] = []
+        position = start
+        while index < len(starts) and starts[index] < end:
+            parts += [self.data[position : starts[index]], ELIDED.encode()]
+            position = ends[index]
+            index += 1
+        parts.append(self.data[position:end])
+        return b"".join(parts).decode("utf-8", "surrogateescape")
 
     def line(self, node: Node) -> int:
         return int(node.start_point[0]) + self.offset
+
+
+def _substitution_spans(root: Node) -> dict[int, tuple[list[int], list[int]]]:
+    """(start bytes, end bytes) of every `$(...)`, backtick and `<(...)` below `root`, by nesting depth (1 for
+    the outermost), each list in file order (a pre-order walk with an explicit stack)."""
+    spans: dict[int, tuple[list[int], list[int]]] = {}
+    pending: list[tuple[Node, int]] = [(root, 0)]
+    while pending:
+        node, depth = pending.pop()
+        if node.type in _SUBSTITUTIONS:
+            depth += 1
+            starts, ends = spans.setdefault(depth, ([], []))
+            starts.append(node.start_byte)
+            ends.append(node.end_byte)
+        pending.extend((child, depth) for child in reversed(node.children))
+    return spans
 
 
 def _unescape(text: str) -> str:

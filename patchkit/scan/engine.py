@@ -17,12 +17,12 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from patchkit.scan.config import ScanConfig, normalise_package
 from patchkit.scan.pip import is_local_tree, pip_arguments
-from patchkit.scan.shell import Command, argv_of, program_name
+from patchkit.scan.shell import SHOWN_DEPTH, Command, argv_of, program_name
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*])")
 _DEFAULTED = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9])(?::?[-=])([^{}]*)\}")  # ${VAR:-default}
@@ -105,6 +105,9 @@ class EngineResolver:
     # Folders the script installs from (`pip install -e DIR`, `cd DIR && pip install .`, `make install`), as
     # written -> how (#33): an installed checkout is the engine's wherever it is, and so is a clone holding one.
     installed: Mapping[str, str] = field(default_factory=dict)
+    # Substitutions being evaluated around this resolver: past SHOWN_DEPTH a substitution is not evaluated,
+    # so `$(echo $(echo ...))` thousands deep costs SHOWN_DEPTH parses of it, not a RecursionError.
+    depth: int = 0
 
     @classmethod
     def for_commands(cls, config: ScanConfig, commands: Iterable[Command],
@@ -117,9 +120,12 @@ class EngineResolver:
         calls = [c for c in commands if argv_of(c)[1][:1] and argv_of(c)[1][0] in functions]
         bindings: dict[str, dict[str, Resolved]] = {}
         # Names defined from names defined later in the file (functions), and a function's `$1` from its calls:
-        # recomputed from the previous round's values until nothing changes.
+        # recomputed from the previous round's values until nothing changes. Within a round a value is seen
+        # by the assignments after it (`visible`): a chain `X1=$X0/a`, `X2=$X1/b`, ... in file order is read
+        # in one round, however long (with only the previous round's values, a chain of 7 hid its last name).
         for _ in range(6):
-            resolver = cls(config, bindings, clones, evaluate, installed)
+            visible = {scope: dict(names) for scope, names in bindings.items()}
+            resolver = cls(config, visible, clones, evaluate, installed)
             fresh: dict[str, dict[str, Resolved]] = {}
             for scope, name, value, source_scope in pairs:
                 if name in fresh.get(scope, {}):
@@ -130,6 +136,7 @@ class EngineResolver:
                 through = f"${name}"
                 reason = shown.reason if through in shown.reason else f"{shown.reason}, through {through}"
                 fresh.setdefault(scope, {})[name] = Resolved(shown.shown, reason)
+                visible.setdefault(scope, {})[name] = fresh[scope][name]
             for call in calls:
                 _, argv = argv_of(call)
                 for position, word in enumerate(argv[1:10], 1):
@@ -164,7 +171,10 @@ class EngineResolver:
 
         def substitution(code: str) -> str:
             inner = code[2:-1] if code.startswith("$(") else code[1:-1]
-            found = self.evaluate(inner, scope, self) if self.evaluate is not None else None
+            if self.depth >= SHOWN_DEPTH:
+                return code  # the reader marked the command too deep (Command.too_deep): reported, not followed
+            deeper = replace(self, depth=self.depth + 1)
+            found = self.evaluate(inner, scope, deeper) if self.evaluate is not None else None
             if found is None and self.evaluate is None:
                 found = locate_idiom(self.config, code)
             if found is None:

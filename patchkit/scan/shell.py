@@ -11,12 +11,18 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 _OPERATORS = ("&&", "||", ";;", ";&", "|&", ";", "&", "|", "(", ")")
 _REDIRECTS = ("<<<", "<<-", "<<", ">>", "&>>", "&>", ">&", "<&", "<>", ">|", ">", "<")
 _METACHARS = " \t\n;&|()<>"
 _OPERATOR_STARTS = ";&|()"
 _PLAIN = re.compile(r"[^\s;&|()<>\\'\"$`]+")
+_OPENING = {")": "(", "}": "{"}
+# Command substitutions nested in a word that the scan follows as values (no script needs 8); past it a word
+# shows `$(…)` (bash.py), the resolver stops (engine.py) and the command is marked too deep (a PK405 error).
+SHOWN_DEPTH = 8
+ELIDED = "$(\u2026)"  # a substitution nested past SHOWN_DEPTH, as a word shows it
 
 
 @dataclass(frozen=True)
@@ -46,6 +52,9 @@ class Command:
     known: tuple[tuple[int, str, str], ...] = ()
     scope: str = ""  # the shell function it runs in ("" at the top level); its `local` names are its own
     substituted: bool = False  # inside `$(...)` / `<(...)`: a `cd` there does not move the script
+    # A word of it nests substitutions deeper than the reader shows (bash.SHOWN_DEPTH): the deeper ones are
+    # not followed as values, so the scan cannot tell what it computes (a problem of the file, PK405).
+    too_deep: bool = False
 
     @property
     def text(self) -> str:
@@ -64,6 +73,7 @@ class _Building:
     assignments: list[tuple[str, str]] = field(default_factory=list)
     redirects: list[Redirect] = field(default_factory=list)
     heredocs: list[Heredoc] = field(default_factory=list)
+    too_deep: bool = False
 
     def empty(self) -> bool:
         return not (self.words or self.assignments or self.redirects or self.heredocs)
@@ -72,6 +82,14 @@ class _Building:
 def parse_shell(text: str, first_line: int = 1) -> list[Command]:
     """Every simple command of `text`, in order; line numbers count from `first_line`."""
     return _Reader(text, first_line).read()
+
+
+def parse_shell_nested(text: str, first_line: int = 1) -> tuple[list[Command], list[tuple[str, int]]]:
+    """The commands of `text` and the (code, line) of every outermost command substitution in their words
+    (`$(...)` and backticks, in quotes and `${...}` too): the reader does not go inside them, its caller
+    reads them (bash.read_shell), so a command in `$(...)` is found when tree-sitter cannot read the script."""
+    reader = _Reader(text, first_line)
+    return reader.read(), reader.substitutions
 
 
 class _Reader:
@@ -83,6 +101,8 @@ class _Reader:
         self.current = _Building()
         # Heredocs whose delimiter has been read; their bodies start after the current line ends.
         self.pending: list[tuple[str, bool, bool, _Building]] = []
+        self.substitutions: list[tuple[str, int]] = []  # (code, line) of each outermost `$(...)` / backtick
+        self.cuts: list[tuple[int, int]] = []  # (start, end) of the substitutions the expansion read shows elided
 
     def read(self) -> list[Command]:
         text = self.text
@@ -198,9 +218,7 @@ class _Reader:
             elif char == '"':
                 out.append(self._read_double_quoted())
             elif (char == "$" and text.startswith(("$(", "${"), self.pos)) or char == "`":
-                start = self.pos
-                self._skip_expansion()
-                out.append(text[start : self.pos])
+                out.append(self._skip_expansion())
             else:
                 # A run of plain characters at once: the common case, and no newline in it.
                 plain = _PLAIN.match(text, self.pos)
@@ -223,45 +241,87 @@ class _Reader:
                 out.append(following if following in '"\\$`' else "\\" + following)
                 self._advance(2)
             elif (char == "$" and text.startswith(("$(", "${"), self.pos)) or char == "`":
-                start = self.pos
-                self._skip_expansion()
-                out.append(text[start : self.pos])
+                out.append(self._skip_expansion())
             else:
                 out.append(char)
                 self._advance(1)
         self._advance(1)
         return "".join(out)
 
-    def _skip_expansion(self) -> None:
-        """Move past `$(...)`, `${...}` or a backtick command, with nesting and quotes inside."""
+    def _skip_expansion(self) -> str:
+        """Move past `$(...)`, `${...}` or a backtick command, with nesting and quotes inside, and return it as
+        a word shows it. Iterative: a stack of what each open level waits for (its closer and its depth in its
+        own brackets), so hostile nesting thousands deep is read, not a RecursionError. As in the tree-sitter
+        reader, command substitutions nested deeper than SHOWN_DEPTH are shown as ELIDED (a word holds at
+        most SHOWN_DEPTH levels: linear however deep) and the command is marked too deep."""
         text = self.text
-        if text[self.pos] == "`":
-            self._advance(1)
-            while self.pos < len(text) and text[self.pos] != "`":
-                self._advance(2 if text[self.pos] == "\\" else 1)
-            self._advance(1)
-            return
-        closing = ")" if text[self.pos + 1] == "(" else "}"
-        opening = "(" if closing == ")" else "{"
-        self._advance(2)
-        depth = 1
-        while self.pos < len(text) and depth:
+        start = self.pos
+        self.cuts = []
+        # [closer, depth in its own brackets, commands substituted around it (itself included), where its code
+        # starts, its line]
+        stack: list[list[Any]] = []
+        self._open(stack)
+        while stack and self.pos < len(text):
+            closer = stack[-1][0]
             char = text[self.pos]
             if char == "\\":
                 self._advance(2)
-            elif char == "'" and closing == ")":
+            elif closer in '`"':
+                if char == closer:
+                    self._close(stack)
+                    self._advance(1)
+                elif closer == '"' and (text.startswith(("$(", "${"), self.pos) or char == "`"):
+                    self._open(stack)
+                else:
+                    self._advance(1)
+            elif char == "'" and closer == ")":
                 end = text.find("'", self.pos + 1)
                 self._advance((len(text) if end < 0 else end + 1) - self.pos)
             elif char == '"':
-                self._read_double_quoted()
-            elif (char == "$" and text.startswith(("$(", "${"), self.pos)) or char == "`":
-                self._skip_expansion()
-            else:
-                if char == opening:
-                    depth += 1
-                elif char == closing:
-                    depth -= 1
+                stack.append(['"', 0, stack[-1][2], 0, 0])
                 self._advance(1)
+            elif text.startswith(("$(", "${"), self.pos) or char == "`":
+                self._open(stack)
+            else:
+                if char == _OPENING[closer]:
+                    stack[-1][1] += 1
+                elif char == closer:
+                    stack[-1][1] -= 1
+                    if not stack[-1][1]:
+                        self._close(stack)
+                self._advance(1)
+        return self._shown(start, self.pos)
+
+    def _shown(self, start: int, end: int) -> str:
+        """The text from `start` to `end` with each cut substitution (self.cuts, in order) shown as ELIDED."""
+        parts: list[str] = []
+        for cut_start, cut_end in self.cuts:
+            parts += [self.text[start:cut_start], ELIDED]
+            start = cut_end
+        parts.append(self.text[start:end])
+        return "".join(parts)
+
+    def _open(self, stack: list[list[Any]]) -> None:
+        """Enter the `$(`, `${` or backtick at the position: push what closes it and how many commands are
+        substituted around it; past SHOWN_DEPTH the command being read is too deep."""
+        around = stack[-1][2] if stack else 0
+        if self.text[self.pos] == "`":
+            self._advance(1)
+            stack.append(["`", 0, around + 1, self.pos, self.line])
+        else:
+            closer = ")" if self.text[self.pos + 1] == "(" else "}"
+            self._advance(2)
+            stack.append([closer, 1, around + (closer == ")"), self.pos, self.line])
+        if stack[-1][2] > SHOWN_DEPTH:
+            self.current.too_deep = True
+
+    def _close(self, stack: list[list[Any]]) -> None:
+        """Leave the innermost level (at its closer); keep the code of an outermost command substitution."""
+        closer, _, around, start, line = stack.pop()
+        if closer in ")`" and around == 1:
+            self.substitutions.append((self.text[start : self.pos], line))
+        if closer in ")`" and around == SHOWN_DEPTH + 1:
+            self.cuts.append((start - (2 if closer == ")" else 1), self.pos + 1))
 
     def _advance(self, count: int) -> None:
         count = max(count, 0)
@@ -276,6 +336,7 @@ def _freeze(building: _Building) -> Command:
         tuple(building.redirects),
         tuple(building.heredocs),
         building.line,
+        too_deep=building.too_deep,
     )
 
 

@@ -13,7 +13,7 @@ import os
 import posixpath
 import re
 import stat
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -29,7 +29,7 @@ from patchkit.scan.engine import (
     working_folders,
 )
 from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python, shell_placeholders
-from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
+from patchkit.scan.shell import SHOWN_DEPTH, Command, Heredoc, argv_of, program_name
 
 
 class Language(Enum):
@@ -136,16 +136,16 @@ def walk_files(root: Path, prune: frozenset[str]) -> list[tuple[str, Path]]:
     return found
 
 
-def read_capped(path: Path, limit: int) -> bytes | None:
+def read_capped(path: Path, limit: int, head: bool = False) -> bytes | None:
     """A regular file's bytes, never through a final link; None when it holds more than `limit` bytes, known
-    from fstat before a byte is read (and checked while reading: the file may grow). OSError for a link (ELOOP),
-    a file that is not regular, or an I/O error."""
+    from fstat before a byte is read (and checked while reading: the file may grow); with `head`, its first
+    `limit` bytes whatever its size. OSError for a link (ELOOP), a file that is not regular, or an I/O error."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)  # a FIFO never blocks
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(f"{path} is not a regular file")
-        if st.st_size > limit:
+        if st.st_size > limit and not head:
             return None
         chunks = []
         left = limit + 1
@@ -155,6 +155,8 @@ def read_capped(path: Path, limit: int) -> bytes | None:
     finally:
         os.close(fd)
     data = b"".join(chunks)
+    if head:
+        return data[:limit]
     return None if len(data) > limit else data
 
 
@@ -211,6 +213,7 @@ def read_view(
         if reading.error:
             problems.append((reading.error_line, f"Python does not parse ({reading.error})"))
         commands = list(reading.commands)
+        problems += _too_deep(commands)
         return ScriptView(
             path, language, tuple(commands), reading.writes, reading.diffs, resolver,
             _scratch(commands), tuple(problems),
@@ -225,15 +228,19 @@ def read_view(
         commands = read_shell(makefile_shell(text))
     else:
         commands = read_shell(text)
-    commands = _with_embedded_shell(commands)
+    commands, problems = _with_embedded_shell(commands)
     resolver = _shell_resolver(config, commands)
     writes: list[PythonWrite] = []
     diffs: list[InlineDiff] = []
     for code, first_line, argv, scope in _embedded_python(commands, resolver):
-        reading = read_python(code, resolver, first_line, argv, scope)
-        if reading.error and "$" in code:  # `python3 -c "x = ${N:-3}"`: Python once the shell has expanded it
-            expanded = read_python(shell_placeholders(code), resolver, first_line, argv, scope)
-            reading = reading if expanded.error else expanded
+        try:
+            reading = read_python(code, resolver, first_line, argv, scope)
+            if reading.error and "$" in code:  # `python3 -c "x = ${N:-3}"`: Python once the shell has expanded it
+                expanded = read_python(shell_placeholders(code), resolver, first_line, argv, scope)
+                reading = reading if expanded.error else expanded
+        except RecursionError:  # `a + a + ...` thousands long: this code is unknown, the rest of the file is read
+            problems.append((first_line, "embedded Python nested too deeply to read"))
+            continue
         if reading.error:
             problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
@@ -247,9 +254,21 @@ def read_view(
             for w in reading.writes if w.target is not None
         ]
     commands.sort(key=lambda c: c.line)
+    problems += _too_deep(commands)
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
     )
+
+
+def _too_deep(commands: Iterable[Command]) -> list[tuple[int | None, str]]:
+    """One problem for the commands nesting substitutions past what the scan follows (Command.too_deep):
+    at the first such line, with how many more lines there are (a hostile file may have thousands)."""
+    lines = sorted({command.line for command in commands if command.too_deep})
+    if not lines:
+        return []
+    more = f" (and on {len(lines) - 1} more line{'s' if len(lines) > 2 else ''})" if len(lines) > 1 else ""
+    return [(lines[0], f"command substitutions `$(...)` nested more than {SHOWN_DEPTH} deep{more}: the values "
+                       f"computed inside are not followed, so the engine paths they name are unknown")]
 
 
 def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
@@ -332,23 +351,44 @@ def is_python(word: str, values: Mapping[str, str] | None = None, depth: int = 0
     return _PYTHON_VARIABLE.match(name) is not None
 
 
-def _with_embedded_shell(commands: list[Command]) -> list[Command]:
-    """Commands plus those of `bash -c "..."`, `sh <<EOF` bodies and the like, recursively."""
+def _with_embedded_shell(commands: list[Command]) -> tuple[list[Command], list[tuple[int | None, str]]]:
+    """Commands plus those of `bash -c "..."`, `sh <<EOF` bodies and the like, in file order, shell embedded in
+    embedded shell too, SHOWN_DEPTH levels deep; the problem of a command whose embedded shell nests deeper.
+    Iterative, with the levels bounded: `sh <<A` inside `sh <<B` ... n deep reads each body once per level
+    above it, so the bound keeps it linear (and no RecursionError)."""
     out: list[Command] = []
-    for command in commands:
+    problems: list[tuple[int | None, str]] = []
+    levels: list[Iterator[Command]] = [iter(commands)]
+    while levels:
+        command = next(levels[-1], None)
+        if command is None:
+            levels.pop()
+            continue
         out.append(command)
-        words = command.words
-        for index, word in enumerate(words):
-            if program_name(word) not in _SHELLS:
-                continue
-            following = words[index + 1 :]
-            if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
-                out += _with_embedded_shell(read_shell(following[1], command.line))
-            elif not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
-                for heredoc in command.heredocs:
-                    out += _with_embedded_shell(read_shell(_body(heredoc), heredoc.line))
-            break
-    return out
+        embedded = _embedded_shell(command)
+        if not embedded:
+            continue
+        if len(levels) > SHOWN_DEPTH:
+            problems.append((command.line, f"shell run by shell (`sh <<EOF`, `bash -c`) nested more than "
+                                           f"{SHOWN_DEPTH} deep: the innermost is not read"))
+            continue
+        levels.append(iter([c for code, line in embedded for c in read_shell(code, line)]))
+    return out, problems
+
+
+def _embedded_shell(command: Command) -> list[tuple[str, int]]:
+    """(code, first line) of the shell a command runs: `bash -c CODE`, or the heredocs of `sh [-s] <<EOF`."""
+    words = command.words
+    for index, word in enumerate(words):
+        if program_name(word) not in _SHELLS:
+            continue
+        following = words[index + 1 :]
+        if len(following) >= 2 and re.fullmatch(r"-[a-z]*c[a-z]*", following[0]):
+            return [(following[1], command.line)]
+        if not following or following[0] in ("-", "-s", "-e", "-ex", "-eu", "-eux", "-euxo"):
+            return [(_body(heredoc), heredoc.line) for heredoc in command.heredocs]
+        break
+    return []
 
 
 def _embedded_python(

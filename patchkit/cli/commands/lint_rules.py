@@ -93,6 +93,8 @@ RULE_TEXT = {
         'a baseline entry that matches no site any more (removed or changed); rerun `--write-baseline`'
     ),
     "PK405": (
-        'a scanned file that could not be read (a Python syntax error): its sites are unknown'
+        'a scanned file, or a part of one, that could not be read: Python that does not parse, shell nesting '
+        'substitutions or embedded shells too deep to follow, a script over 4 MiB or holding a NUL byte; an '
+        'error (the sites there are unknown), the rest of the file is still checked'
     ),
 }
