@@ -179,14 +179,49 @@ def test_a_sed_site_whose_file_is_not_under_the_base_tree_names_the_path(tmp_pat
     assert b"+b = 1\n" in (tmp_path / "repo" / "registry" / "sed-fix" / "sed-fix.diff").read_bytes()
 
 
-def test_a_python_write_site_is_refused_saying_why(tmp_path: Path) -> None:
-    consumer(tmp_path, ["python3 - <<'PY'", "import vllm, pathlib", 'p = pathlib.Path(vllm.__file__).parent / "a.py"',
-                        "p.write_text(compute(p.read_text()))", "PY"])
-    refused = new(tmp_path, "py-fix", *site(tmp_path, 7), "--base-tree", tmp_path / "pristine")
+def python_site(name: str, statement: str) -> list[str]:
+    return ["python3 - <<'PY'", "import vllm, pathlib", f'p = pathlib.Path(vllm.__file__).parent / "{name}"',
+            "s = p.read_text()", statement, "PY"]
+
+
+def test_a_python_write_of_literal_replacements_vendors_what_python_writes(tmp_path: Path) -> None:
+    statement = "p.write_text(s.replace('value(3)', 'three').replace('a 1', 'A 1', 1))"
+    consumer(tmp_path, python_site("a.py", statement))
+    made = new(tmp_path, "py-fix", *site(tmp_path, 8), "--base-tree", tmp_path / "pristine")
+    assert made.returncode == 0, made.stderr
+    ours = applied(tmp_path, tmp_path / "repo" / "registry" / "py-fix" / "py-fix.diff", "ours")
+    theirs = tmp_path / "theirs"
+    shutil.copytree(tmp_path / "pristine", theirs)
+    oracle = f"import pathlib\np = pathlib.Path({str(theirs / 'vllm' / 'a.py')!r})\ns = p.read_text()\n{statement}\n"
+    subprocess.run([sys.executable, "-c", oracle], check=True)  # the script's own statements, run by Python
+    assert (ours / "vllm/a.py").read_bytes() == (theirs / "vllm/a.py").read_bytes() != ENGINE["vllm/a.py"]
+
+
+PY_REFUSED = [
+    ("a.py", "p.write_text(compute(p.read_text()))", "the statement does not write back literal replacements"),
+    ("crlf.py", "p.write_text(s.replace('value(3)', 'three'))", "as text, which would change its CR bytes"),
+]
+
+
+@pytest.mark.parametrize(("name", "statement", "said"), PY_REFUSED, ids=[n for n, _, _ in PY_REFUSED])
+def test_a_python_write_patchkit_cannot_convert_is_refused_saying_why(
+    tmp_path: Path, name: str, statement: str, said: str
+) -> None:
+    consumer(tmp_path, python_site(name, statement))
+    refused = new(tmp_path, "py-fix", *site(tmp_path, 8), "--base-tree", tmp_path / "pristine")
     assert refused.returncode == 2, refused.stdout
-    assert "the python-write site at line 7 carries no diff" in refused.stderr, refused.stderr
-    assert "it never runs the script's code" in refused.stderr
+    assert "docker/patch.sh:8" in refused.stderr and said in refused.stderr, refused.stderr
     assert "pass --from-tree EDITED --base-tree PRISTINE" in refused.stderr
+    without = new(tmp_path, "py-fix", *site(tmp_path, 8))
+    assert "pass --base-tree PRISTINE (the tree the script edits)" in without.stderr, without.stderr
+
+
+def test_a_site_of_another_kind_is_refused_saying_patchkit_never_runs_it(tmp_path: Path) -> None:
+    consumer(tmp_path, ["cp docker/fixed.py \"$SITE/vllm/a.py\""])
+    refused = new(tmp_path, "cp-fix", *site(tmp_path, 4), "--base-tree", tmp_path / "pristine")
+    assert refused.returncode == 2, refused.stdout
+    assert "the copy-over site at line 4 carries no diff" in refused.stderr, refused.stderr
+    assert "it never runs the script's code" in refused.stderr
 
 
 # ------------------------------------------------------------------------------- git apply "$3" in a function

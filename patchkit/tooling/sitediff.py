@@ -5,7 +5,10 @@ body), so `--from-site` takes exactly what `patchkit lint` reports. For a heredo
 is a diff) the body is read back from the file's bytes and taken only when its digest is the one the scan
 recorded; for a `git apply` / `patch` line, the diff file it names is read (relative to the script's folder,
 then to the project). A heredoc whose delimiter is unquoted is refused when its body holds `$`, a backtick or
-a backslash: the shell expands those, so the text is not what the script applied. Nothing here writes.
+a backslash: the shell expands those, so the text is not what the script applied. A `git apply "$3"` in a
+function reads the file every call of the function passes. A `sed -i` or python-write site carries no diff:
+with the pristine base tree, patchkit.tooling.siteedit does its edit on a copy of the file and git makes the
+diff, as --from-tree does. Nothing here writes.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from patchkit.errors import BadInputError
 from patchkit.scan import PatchSite, ScanConfig, SiteKind, scan_files
 from patchkit.scan.shell import program_name
 from patchkit.scan.sources import ScriptView, language_of, read_view
-from patchkit.tooling.siteedit import FROM_TREE, sed_site_diff
+from patchkit.tooling.siteedit import FROM_TREE, python_site_diff, sed_site_diff
 
 _SITE_DIGEST = re.compile(r"\[diff sha256:([0-9a-f]{16})\]")
 _HEREDOC = re.compile(r"(?<![<\w])<<(?!<)(-?)[ \t]*(?:'([^'\n]*)'|\"([^\"\n]*)\"|\\?([^\s;&|<>()'\"]+))")
@@ -107,24 +110,28 @@ def _view(rel: str, data: bytes, config: ScanConfig) -> ScriptView | None:
 def _edited(
     root: Path, rel: str, data: bytes, site: PatchSite, config: ScanConfig, base_tree: Path | None, where: str
 ) -> SiteDiff:
-    """A site that carries no diff: a `sed -i` is converted (patchkit does its edit on the base tree's file);
-    any other kind is refused, saying why."""
-    if site.kind is not SiteKind.IN_PLACE_EDIT:
+    """A site that carries no diff: a `sed -i` or a literal python-write is converted (patchkit does its edit on
+    the base tree's file); any other kind is refused, saying why."""
+    if site.kind not in (SiteKind.IN_PLACE_EDIT, SiteKind.PYTHON_WRITE):
         raise BadInputError(
             f"the {site.kind.label} site at line {site.line} carries no diff, and patchkit converts only a sed -i "
-            f"edit (it never runs the script's code): `{site.command}`", where=where, hint=FROM_TREE,
+            f"or a literal python-write edit (it never runs the script's code): `{site.command}`", where=where,
+            hint=FROM_TREE,
         )
+    shown = "a sed -i" if site.kind is SiteKind.IN_PLACE_EDIT else "a python-write"
     if base_tree is None:
         raise BadInputError(
-            f"the site at line {site.line} is a sed -i edit, not a diff: patchkit can do its edit on a copy of "
+            f"the site at line {site.line} is {shown} edit, not a diff: patchkit can do its edit on a copy of "
             "the file it edits", where=where,
             hint="pass --base-tree PRISTINE (the tree the script edits) to run the site's edit on a copy",
         )
+    base = Path(os.path.abspath(base_tree))
+    if site.kind is SiteKind.PYTHON_WRITE:
+        return SiteDiff(site, python_site_diff(site, base, config, where), 1, None, None)
     view = _view(rel, data, config)
     assert view is not None  # the scan found a site in it
     text = data.decode("utf-8", errors="replace")
-    diff = sed_site_diff(site, view, text, Path(os.path.abspath(base_tree)), config, where)
-    return SiteDiff(site, diff, 1, None, None)
+    return SiteDiff(site, sed_site_diff(site, view, text, base, config, where), 1, None, None)
 
 
 def _strip_of(command: str) -> int:

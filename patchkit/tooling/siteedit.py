@@ -9,6 +9,11 @@ naming the construct: other commands, addresses, flags other than `g`, back-refe
 (POSIX takes the longest alternative, Python the first), a repeated group, case conversion, and a
 locale-dependent construct (`.`, a bracket, `\\w`) on a file with non-ASCII bytes.
 
+A python-write site is converted only when its statement, as the scan reports it, writes back a chain of
+`.replace(OLD, NEW)` with literal strings: `p.write_text(text.replace("a", "b"))` (or `write_bytes`), the
+text being the file's own (read with `read_text()`, so a file with CR bytes or that is not UTF-8 is refused:
+reading it as text would change it beyond the replacement).
+
 The file the site edits is its engine path (as the scan shows it: `<site-packages>/vllm/a.py`, `<vllm>/a.py`,
 `$ROOT/vllm/a.py`, `/opt/ATOM/atom/x.py`) placed under the pristine tree given; the diff from its bytes to
 the edited bytes is made by git, as `--from-tree` makes one. Nothing here writes.
@@ -16,6 +21,7 @@ the edited bytes is made by git, as `--from-tree` makes one. Nothing here writes
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import stat
@@ -512,3 +518,78 @@ def _regular_inside(base: Path, relative: str) -> bool:
             return False
     target = base / relative
     return target.is_file() and not target.is_symlink()
+
+
+@dataclass(frozen=True)
+class Replacement:
+    old: bytes
+    new: bytes
+    count: int  # -1: every occurrence
+
+
+def python_site_diff(site: PatchSite, base: Path, config: ScanConfig, where: str) -> bytes:
+    """The diff of a python-write site that writes back literal `.replace(OLD, NEW)`s of the file's text."""
+    try:
+        as_text, replacements = read_replacements(site.command)
+    except Unconvertible as exc:
+        raise BadInputError(f"cannot convert this python-write: {exc}", where=where, hint=FROM_TREE) from None
+    relative, before = _base_file(site, base, config, where)
+    data = before.data or b""
+    if as_text and (b"\r" in data or not _is_utf8(data)):
+        raise BadInputError(
+            f"the python-write reads {base / relative} as text, which would change its CR bytes or its encoding "
+            "beyond the replacement", where=where, hint=FROM_TREE,
+        )
+    edited = data
+    for replacement in replacements:
+        edited = edited.replace(replacement.old, replacement.new, replacement.count)
+    if edited == data:
+        raise BadInputError(
+            f"the python-write changes nothing in {base / relative}: the text it replaces is not there",
+            where=where, hint="pass as --base-tree the pristine tree the script edits (not one it has edited)",
+        )
+    return diff_snapshots({relative: before}, {relative: Snapshot(relative, edited, before.mode)})
+
+
+def read_replacements(statement: str) -> tuple[bool, tuple[Replacement, ...]]:
+    """(read as text, the replacements in order) of `X.write_text(Y.replace(A, B)...)` / `write_bytes`."""
+    reason = ("the statement does not write back literal replacements (patchkit converts "
+              f"`path.write_text(text.replace('old', 'new'))`): `{statement}`")
+    try:
+        node = ast.parse(statement, mode="eval").body
+    except SyntaxError:
+        raise Unconvertible(reason) from None
+    if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and len(node.args) == 1
+            and node.func.attr in ("write_text", "write_bytes") and not node.keywords):
+        raise Unconvertible(reason)
+    as_text = node.func.attr == "write_text"
+    chain: list[Replacement] = []
+    value = node.args[0]
+    while isinstance(value, ast.Call) and isinstance(value.func, ast.Attribute) and value.func.attr == "replace":
+        chain.append(_literal_replacement(value, as_text, reason))
+        value = value.func.value
+    if not chain or not isinstance(value, ast.Name):
+        raise Unconvertible(reason)
+    return as_text, tuple(reversed(chain))
+
+
+def _literal_replacement(call: ast.Call, as_text: bool, reason: str) -> Replacement:
+    """One `.replace(OLD, NEW[, COUNT])` of literals of the write's type (str for write_text)."""
+    kind = str if as_text else bytes
+    values = [a.value if isinstance(a, ast.Constant) else None for a in call.args]
+    if call.keywords or len(values) not in (2, 3) or not all(isinstance(v, kind) for v in values[:2]):
+        raise Unconvertible(reason)
+    count = values[2] if len(values) == 3 else -1
+    if not isinstance(count, int) or isinstance(count, bool):
+        raise Unconvertible(reason)
+    old, new = (v.encode("utf-8", "surrogateescape") if isinstance(v, str) else v for v in values[:2])
+    assert isinstance(old, bytes) and isinstance(new, bytes)
+    return Replacement(old, new, count)
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
