@@ -8,6 +8,8 @@ vendored diff, applied by real `git apply` to a first copy, must leave the same 
 
 from __future__ import annotations
 
+import os
+import random
 import shlex
 import shutil
 import subprocess
@@ -16,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.tooling.siteedit import Unconvertible, read_sed, run_sed
 from tests.conftest import git, git_diff, write_tree
 
 OFFLINE = {"PATH": "/usr/bin:/bin", "HTTPS_PROXY": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
@@ -255,3 +258,58 @@ def test_git_apply_of_a_functions_argument_called_with_several_files_says_to_pas
     made = new(tmp_path, "fn-fix", "--from", tmp_path / "repo" / "docker" / "fix.diff",
                "--base-tree", tmp_path / "pristine")  # the hint, with the file the message names
     assert made.returncode == 0, made.stderr
+
+
+def test_git_apply_of_the_scripts_own_argument_says_to_pass_the_file(tmp_path: Path) -> None:
+    diff = fix_diff(tmp_path)
+    consumer(tmp_path, ['git -C "$SITE" apply -p1 "$1"'], {"docker/fix.diff": diff})
+    refused = new(tmp_path, "arg-fix", *site(tmp_path, 4), "--base-tree", tmp_path / "pristine")
+    assert refused.returncode == 2, refused.stdout
+    assert "the diff file is the script's argument $1: pass it with --from FILE" in refused.stderr, refused.stderr
+    made = new(tmp_path, "arg-fix", "--from", tmp_path / "repo" / "docker" / "fix.diff",
+               "--base-tree", tmp_path / "pristine")
+    assert made.returncode == 0, made.stderr
+
+
+def test_what_new_prints_after_a_sed_site_runs_as_printed(tmp_path: Path) -> None:
+    argv = ["-i", "s/value(9)/nine/"]
+    consumer(tmp_path, [f'sed {shlex.join(argv)} "$SITE/vllm/a.py"'])
+    made = new(tmp_path, "sed-fix", *site(tmp_path, 4), "--base-tree", tmp_path / "pristine")
+    assert made.returncode == 0, made.stderr
+    again = made.stdout.split("(then vendor again: ", 1)[1].split(")\n", 1)[0]
+    call = next(w for w in made.stdout.splitlines() if "lint then stops reporting the site" in w).rsplit(": ", 1)[1]
+    rerun = patchkit(*shlex.split(again)[1:], cwd=tmp_path / "elsewhere")
+    assert rerun.returncode == 0 and "already vendored" in rerun.stdout, rerun.stderr
+    theirs = sedded(tmp_path, argv, "vllm/a.py", "theirs")
+    done = patchkit(*shlex.split(call)[1:], cwd=tmp_path / "elsewhere")  # applies to the base tree it names
+    assert done.returncode == 0, done.stderr
+    assert (tmp_path / "pristine/vllm/a.py").read_bytes() == (theirs / "vllm/a.py").read_bytes()
+
+
+# ------------------------------------------------------------------------ the translation against real sed
+
+ATOMS = ["a", "b", "ab", ".", "[ab]", "[^a ]", "x", "\\(a\\)", "\\(ab*\\)", "^", "$", "\\w", "\\s", "\\b", "\\<",
+         " ", "[[:digit:]]", "1"]
+REPEATS = ["", "", "*", "\\+", "\\?", "\\{1,2\\}", "\\{2\\}", "\\{,2\\}"]
+
+
+def test_random_substitutions_leave_the_bytes_real_sed_leaves(tmp_path: Path) -> None:
+    """Seeded random basic expressions and lines (PATCHKIT_SED_EXAMPLES, default 300): every one patchkit
+    converts gives sed's bytes; those it refuses are counted, not compared."""
+    rng = random.Random(34)
+    converted = 0
+    target = tmp_path / "f"
+    for _ in range(int(os.environ.get("PATCHKIT_SED_EXAMPLES", "300"))):
+        pattern = "".join(rng.choice(ATOMS) + rng.choice(REPEATS) for _ in range(rng.randint(1, 4)))
+        script = f"s/{pattern}/{rng.choice(['X', '<&>', '', '[&]'])}/{rng.choice(['', 'g'])}"
+        data = "".join(rng.choice("ab x1\n\r") for _ in range(rng.randint(0, 30))).encode()
+        try:
+            ours = run_sed(read_sed(("sed", "-i", script, "f")), data, "f")
+        except Unconvertible:
+            continue
+        target.write_bytes(data)
+        done = subprocess.run(["sed", "-i", script, str(target)], env={"LC_ALL": "C"}, capture_output=True)
+        assert done.returncode == 0, (script, done.stderr)
+        assert ours == target.read_bytes(), (script, data)
+        converted += 1
+    assert converted > 100  # most are converted: the comparison is not vacuous

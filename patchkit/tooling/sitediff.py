@@ -78,7 +78,9 @@ def read_site_diff(
         if not edits:
             raise BadInputError(f"no heredoc diff, `git apply`, `patch` or `sed -i` site at line {line}",
                                 where=where, hint=_sites_hint(rel, every, line))
-        return _edited(root, rel, data, edits[0], config, base_tree, where)
+        convertible = (SiteKind.IN_PLACE_EDIT, SiteKind.PYTHON_WRITE)
+        return _edited(root, rel, data, next((s for s in edits if s.kind in convertible), edits[0]), config,
+                       base_tree, where)
     site = next((s for s in here if s.kind is SiteKind.HEREDOC_DIFF), here[0])
     strip = _strip_of(site.command)
     # a heredoc's own site names the file it patches; the command reading it (git apply, patch) the folder
