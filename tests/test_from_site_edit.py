@@ -144,6 +144,8 @@ REFUSED = [
     ('sed -i "s/a/$NAME/" "$SITE/vllm/a.py"', "holds a shell expansion"),
     ("sed -i 's/value(.)/X/' \"$SITE/vllm/latin1.py\"", "holds non-ASCII bytes"),
     ("sed -i 's/a/b/' \"$SITE/vllm/a.py\" \"$SITE/vllm/crlf.py\"", "edits 2 files"),
+    ("perl -pi -e 's/a/b/' \"$SITE/vllm/a.py\"", "is not a plain `sed -i` command"),
+    ("find \"$SITE/vllm\" -name '*.py' -exec sed -i 's/a/b/' {} +", "is not a plain `sed -i` command"),
 ]
 
 
@@ -156,6 +158,22 @@ def test_a_sed_site_patchkit_cannot_convert_is_refused_saying_why(tmp_path: Path
     assert "docker/patch.sh:4" in refused.stderr
     assert "pass --from-tree EDITED --base-tree PRISTINE" in refused.stderr
     assert not (tmp_path / "repo" / "registry").exists()
+
+
+@pytest.mark.parametrize("kind", ["sed", "python"])
+def test_an_edit_that_changes_nothing_in_the_base_tree_says_to_pass_the_pristine_one(tmp_path: Path, kind: str) -> None:
+    if kind == "sed":
+        lines, at = ["sed -i 's/value(3)/three/' \"$SITE/vllm/a.py\""], 4
+    else:
+        lines, at = python_site("a.py", "p.write_text(s.replace('value(3)', 'three'))"), 8
+    consumer(tmp_path, lines)
+    edited = sedded(tmp_path, ["-i", "s/value(3)/three/"], "vllm/a.py", "edited")  # a tree the script edited
+    refused = new(tmp_path, "fix", *site(tmp_path, at), "--base-tree", edited)
+    assert refused.returncode == 2, refused.stdout
+    assert f"changes nothing in {edited / 'vllm' / 'a.py'}" in refused.stderr, refused.stderr
+    assert "pass as --base-tree the pristine tree the script edits (not one it has edited)" in refused.stderr
+    made = new(tmp_path, "fix", *site(tmp_path, at), "--base-tree", tmp_path / "pristine")  # as the hint says
+    assert made.returncode == 0, made.stderr
 
 
 def test_the_from_tree_hint_runs_on_a_copy_the_user_edits(tmp_path: Path) -> None:
