@@ -76,7 +76,7 @@ def read_site_diff(
     if not here:
         edits = [s for s in every if s.line == line]
         if not edits:
-            raise BadInputError(f"no heredoc diff, `git apply`, `patch` or `sed -i` site at line {line}",
+            raise BadInputError(f"no heredoc diff, `git apply`, `patch`, `sed -i` or python-write site at line {line}",
                                 where=where, hint=_sites_hint(rel, every, line))
         convertible = (SiteKind.IN_PLACE_EDIT, SiteKind.PYTHON_WRITE)
         return _edited(root, rel, data, next((s for s in edits if s.kind in convertible), edits[0]), config,
