@@ -129,10 +129,11 @@ def recorded_path(path: Path, project: Path | None) -> str:
     return str(full)
 
 
-def read_site(text: str, project: Path, config: ScanConfig) -> Fetched:
-    """`--from-site FILE:LINE`: the diff of a patch site the scan reports (patchkit.tooling.sitediff)."""
+def read_site(text: str, project: Path, config: ScanConfig, base_tree: Path | None = None) -> Fetched:
+    """`--from-site FILE:LINE`: the diff of a patch site the scan reports, or of a `sed -i` site's edit done on
+    `base_tree` (patchkit.tooling.sitediff)."""
     script, line = parse_site_arg(text)
-    found = read_site_diff(project, Path(script), line, config)
+    found = read_site_diff(project, Path(script), line, config, base_tree)
     _check_size(found.data, MAX_DIFF_BYTES, text)
     details: tuple[tuple[str, str | int], ...] = (("path", found.site.path), ("line", found.site.line))
     if found.diff_file is not None:

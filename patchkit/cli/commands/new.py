@@ -65,7 +65,8 @@ def command(
     """Create patches/ID/manifest.toml from the commented template; with a source, vendor it too.
 
     The source is a diff (--from FILE|URL, --from-git REPO --range A..B), a patch site lint reports
-    (--from-site FILE:LINE: its heredoc diff, or the diff file its `git apply` / `patch` line names), or an
+    (--from-site FILE:LINE: its heredoc diff, the diff file its `git apply` / `patch` line names, or with
+    --base-tree the edit of its `sed -i` or literal python-write done by patchkit on a copy), or an
     edited copy of the base tree (--from-tree EDITED --base-tree PRISTINE: the diff is made by git, byte-exact,
     of the files that differ). Refuses an id that exists; creates the patches folder if there is none. The
     manifest is checked like any other before it is put in place; if vendoring fails, the new (pending) entry

@@ -41,8 +41,9 @@ def vendor_options(func: F) -> F:
                      help="With --from-git: the commits to diff (BASE...HEAD diffs from their merge base, as a PR "
                      "does)."),
         click.option("--from-site", "site", metavar="FILE:LINE",
-                     help="A patch site `patchkit lint` reports: the heredoc diff there, or the diff file its "
-                     "`git apply` / `patch` line names."),
+                     help="A patch site `patchkit lint` reports: the heredoc diff there, the diff file its "
+                     "`git apply` / `patch` line names, or (with --base-tree) the edit of its `sed -i` done on a "
+                     "copy."),
         click.option("--from-tree", "edited_tree", metavar="EDITED", type=click.Path(file_okay=False, path_type=Path),
                      help="An edited copy of --base-tree: the diff is made (by git) of every file that differs."),
         click.option("--base-tree", metavar="DIR", type=click.Path(file_okay=False, path_type=Path),
@@ -112,7 +113,7 @@ def fetch_source(given: Source, base_tree: Path | None, timeout: float, patches:
         # anywhere), read with that project's scan settings, as lint reads it.
         script = Path(os.path.abspath(given.site.rpartition(":")[0] or "."))
         holder = find_project_config(script.parent)
-        return read_site(given.site, holder.root, read_scan_config(holder))
+        return read_site(given.site, holder.root, read_scan_config(holder), base_tree)
     if given.edited_tree is not None and base_tree is not None:
         return read_tree(given.edited_tree, base_tree, project)
     assert given.source is not None
