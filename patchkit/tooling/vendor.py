@@ -31,7 +31,7 @@ from patchkit.diff.hunkset import HunkSet
 from patchkit.diff.mbox import count_mbox_commits, repeated_paths
 from patchkit.errors import BadInputError, ManifestError
 from patchkit.input.manifest import PatchSpec
-from patchkit.input.registry import load_registry
+from patchkit.input.registry import find_project_config, load_registry
 from patchkit.input.tree import Root, Snapshot, open_root, read_snapshot
 from patchkit.judge.state import judge_sections, scan_tree
 from patchkit.judge.treestate import TreeState
@@ -127,6 +127,14 @@ def recorded_path(path: Path, project: Path | None) -> str:
         except ValueError:
             pass
     return str(full)
+
+
+def registry_project(patches: Path) -> Path:
+    """The project a registry belongs to, wherever the command runs: the nearest folder above it with a
+    pyproject.toml, else the folder holding the registry. [source] records local paths relative to it, so
+    PatchSpec.recorded_file finds them again from the manifest alone."""
+    found = find_project_config(Path(os.path.abspath(patches)))
+    return found.root if found.source is not None else Path(os.path.abspath(patches)).parent
 
 
 def read_site(text: str, project: Path, config: ScanConfig, base_tree: Path | None = None) -> Fetched:
@@ -501,7 +509,8 @@ def _net_of_mbox(
             f"the {commits} commits of {fetched.label} cancel out: their net diff is empty",
             where=fetched.label, hint="nothing to vendor; check the range the mbox was made from",
         )
-    details = tuple(("path", str(kept)) if kept is not None and key == "path" else (key, value)
+    kept_at = recorded_path(kept, registry_project(spec.folder.parent)) if kept is not None else None
+    details = tuple(("path", kept_at) if kept_at is not None and key == "path" else (key, value)
                     for key, value in fetched.details)
     details = (*details, ("net_of_commits", commits))
     return Fetched(SourceKind.MBOX, f"net diff of {commits} commits of {fetched.label}", data, details)

@@ -13,7 +13,6 @@ from patchkit.cli.commands.vendor import (
     Source,
     check_source,
     fetch_source,
-    registry_project,
     result_json,
     result_lines,
     vendor_options,
@@ -25,7 +24,14 @@ from patchkit.input.registry import find_locations, load_registry
 from patchkit.speak.console import echo, settings
 from patchkit.speak.report import render_json, spec_json, spec_line, versioned
 from patchkit.tooling.scaffold import NewPatch, create_patch, parse_exclude_option
-from patchkit.tooling.vendor import Fetched, SourceKind, VendorResult, recorded_path, vendor_patch
+from patchkit.tooling.vendor import (
+    Fetched,
+    SourceKind,
+    VendorResult,
+    recorded_path,
+    registry_project,
+    vendor_patch,
+)
 
 
 @click.command("new")

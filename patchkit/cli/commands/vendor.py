@@ -24,6 +24,7 @@ from patchkit.tooling.vendor import (
     read_site,
     read_source,
     read_tree,
+    registry_project,
     vendor_patch,
 )
 
@@ -92,14 +93,6 @@ def check_source(given: Source, base_tree: Path | None) -> None:
         raise click.UsageError("--from-git and --range go together")
     if given.edited_tree is not None and base_tree is None:
         raise click.UsageError("--from-tree needs --base-tree PRISTINE, the tree EDITED is a copy of")
-
-
-def registry_project(patches: Path) -> Path:
-    """The project a registry belongs to, wherever the command runs: the nearest folder above it with a
-    pyproject.toml, else the folder holding the registry. [source] records local paths relative to it, so
-    PatchSpec.recorded_file finds them again from the manifest alone."""
-    found = find_project_config(Path(os.path.abspath(patches)))
-    return found.root if found.source is not None else Path(os.path.abspath(patches)).parent
 
 
 def fetch_source(given: Source, base_tree: Path | None, timeout: float, patches: Path) -> Fetched:
