@@ -110,7 +110,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "root": str(tree.root),
         "state": tree.state.value,
         "result": outcome.result.value if outcome.result else None,
-        "reason": outcome.reason,
+        "reason": reason_text(outcome),
         "exit_code": int(outcome.exit_code),
         "upstream": upstream_json(spec),
         "hunk_set_sha256": outcome.recorded.hunk_set_sha256 if outcome.recorded is not None else tree.hunk_set.digest,
@@ -123,6 +123,20 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         ),
         **_provenance_json(outcome),
     }
+
+
+def reason_text(outcome: Outcome, *, name_undecided: bool = True) -> str | None:
+    """Why the action was refused, as the report says it: the decision's reason, then the first hunk or file
+    at fault (left out with `name_undecided=False`, below lines that name the hunks), then the patches a series
+    judged it without."""
+    if outcome.reason is None:
+        return None
+    text = outcome.reason
+    if name_undecided and outcome.undecided is not None:
+        text += f" ({outcome.undecided})"
+    if outcome.judged_without:
+        text += f" (judged without {', '.join(outcome.judged_without)}, left earlier in the series)"
+    return text
 
 
 def _change_op(before: bool, after: bool) -> str:
@@ -339,10 +353,7 @@ def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
         if applied and missing:
             lines.append(f"  patched: {_few(applied)}; not patched: {_few(missing)}")
     if outcome.reason and not refused_by_strict_base(outcome):
-        reason = outcome.reason
-        if lines and tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
-            reason = reason.replace(f" ({tree.first_undecided()})", "", 1)  # the hunk lines above said it
-        lines.append(f"  {reason}")
+        lines.append(f"  {reason_text(outcome, name_undecided=not lines)}")  # the hunk lines above name it
     return lines
 
 
@@ -396,8 +407,9 @@ def hunk_table(outcome: Outcome) -> list[str]:
     excluded = _excluded(outcome)
     if excluded:
         rows.append("  excluded (never read, never written): " + ", ".join(show_path(p) for p in excluded))
-    if outcome.reason:
-        rows.append(f"  {escape_controls(outcome.reason)}")
+    reason = reason_text(outcome)
+    if reason:
+        rows.append(f"  {escape_controls(reason)}")
     return rows
 
 
@@ -757,8 +769,8 @@ def _details(
         lines += hunk_table(outcome)
     elif outcome.result is Result.REFUSED:
         lines += cause_lines(outcome)
-    elif outcome.reason and (skip_reason or outcome.result is not Result.SKIPPED):
-        lines.append(f"  {escape_controls(outcome.reason)}")
+    elif (reason := reason_text(outcome)) and (skip_reason or outcome.result is not Result.SKIPPED):
+        lines.append(f"  {escape_controls(reason)}")
     return lines
 
 
@@ -776,7 +788,7 @@ def _refusal_advice(outcome: Outcome, commands: Invocation) -> list[str]:
         where = "the tree is not verifiably the pinned base (--strict-base)"
     else:
         where = _STATE_TEXT[tree.state]
-    todo = outcome.reason
+    todo = reason_text(outcome)
     if missing_files(tree) and tree.state is PatchState.CONFLICT:
         where = f"{show_path(bad.section.path) if bad else 'a file'} is not under the root"
     elif tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
