@@ -308,7 +308,7 @@ def decide_patch(
     refusal = _refuse_provenance(spec, action, facts, options, tree.root)
     if refusal is not None:
         return Decision(facts, Result.REFUSED, refusal, None)
-    result, reason, forward = _decide(spec, action, tree.state, options, tree.root)
+    result, reason, forward = _decide_by_state(spec, action, tree.state, options, tree.root)
     adoptable = result is Result.ALREADY_APPLIED and facts.record.state is not RecordState.CURRENT
     if options.adopt and adoptable and not options.dry_run:
         return Decision(facts, Result.ADOPTED, None, None)
@@ -362,10 +362,11 @@ def _refuse_provenance(
     return None
 
 
-def _decide(
+def _decide_by_state(
     spec: PatchSpec, action: Action, state: PatchState, options: Options, root: Path
 ) -> tuple[Result, str | None, bool | None]:
-    """(result, refusal reason, direction to plan in, or None for nothing to write)."""
+    """What the action does to a tree in `state`, once provenance allowed it (decide_patch): (result, refusal
+    reason, direction to plan in, or None for nothing to write)."""
     complete = options.complete
     forward = action is Action.APPLY
     done_state = PatchState.APPLIED if forward else PatchState.UNAPPLIED
