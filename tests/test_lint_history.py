@@ -101,6 +101,10 @@ def test_unknown_pr_number_is_a_warning_and_an_error_under_strict(repo: Path) ->
     code, found = _history()
     assert code == 0
     assert [(f["rule"], f["severity"]) for f in found] == [("PK303", "warning")]
+    assert found[0]["message"] == (
+        "cannot check that new patch engine-pr2106 names this pull request: its number is unknown; pass --pr N, "
+        "or run in a pull-request build of a CI that sets e.g. GITHUB_REF"
+    )
     strict = lint("--base", "main", "--strict", "--format", "json")
     assert strict.exit_code == 1
     assert [f["severity"] for f in findings(strict, "PK303")] == ["error"]

@@ -284,6 +284,21 @@ def test_a_refusal_leads_with_the_failing_hunk_and_the_table_waits_for_v(
     assert "eng/b.py" in full.out and "hunk 1 @@" in full.out and "every hunk:" not in full.out
 
 
+def test_a_conflict_refusal_names_its_first_conflicting_hunk_where_no_line_above_does(
+    registry: Registry, two_file: Path
+) -> None:
+    # The decision's first undecided hunk (a field of it): in the JSON reason and under the -v table; the
+    # short text's hunk lines above name it already, so its reason line leaves it out.
+    write_tree(two_file, _edit(BEFORE, "eng/a.py", b"a line 25\n", b"a line 25 (local fix)\n"))
+    common = ["--root", two_file, "--patches", registry.path]
+    drifted = "some hunks match neither the old nor the new content; the tree has drifted"
+    named = f"{drifted} (eng/a.py hunk 2 @@ -22,7 +22,7 @@: "
+    reason = cli("apply", "p", *common, "--json").json()["reason"]
+    assert reason.startswith(named) and reason.endswith(")"), reason
+    assert f"  {drifted}" in cli("apply", "p", *common).out.splitlines()
+    assert f"  {reason}" in cli("apply", "p", *common, "-v").out.splitlines()
+
+
 def test_a_partial_refusal_names_what_is_patched_and_what_is_not(registry: Registry, two_file: Path) -> None:
     write_tree(two_file, {"eng/b.py": AFTER["eng/b.py"]})
     res = cli("apply", "p", "--root", two_file, "--patches", registry.path)

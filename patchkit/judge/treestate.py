@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from patchkit.outcome import PatchState, combine
+from patchkit.outcome import HunkState, PatchState, combine
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -38,7 +38,7 @@ class TreeState:
         """The first hunk (or file) that keeps the tree from a clean state, with why: refusals name it."""
         for verdict in self.files:
             for hv in verdict.hunks:
-                if hv.state.value in ("ambiguous", "conflict"):
+                if hv.state in (HunkState.AMBIGUOUS, HunkState.CONFLICT):
                     return f"{verdict.section.path} hunk {hv.hunk.index} {hv.hunk.header}: {hv.located.detail}"
             if verdict.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
                 return f"{verdict.section.path}: {verdict.detail}"

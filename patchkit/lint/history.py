@@ -265,15 +265,7 @@ def _check_new_site(
     what = f"patch site ({site.kind.label}) added or changed in {changes.rev}..HEAD, patching {site.what}"
     if pull_request is None:
         if waivers_naming(lint_input, site, added):
-            return [
-                Finding.of(
-                    Rule.HISTORY_PR_UNKNOWN,
-                    place,
-                    site.line,
-                    f"cannot check that the waiver of the {what} is named after this pull request: its number "
-                    f"is unknown; pass --pr N, or run in a pull-request build of a CI that sets e.g. GITHUB_REF",
-                )
-            ]
+            return [_pr_unknown(place, site.line, f"the waiver of the {what} is named after this pull request")]
         return [
             Finding.of(
                 Rule.HISTORY_SITE_UNWAIVED,
@@ -332,15 +324,7 @@ def check_history(
         if not is_new:
             continue
         if pull_request is None:
-            findings.append(
-                Finding.of(
-                    Rule.HISTORY_PR_UNKNOWN,
-                    spec.manifest_path,
-                    line,
-                    f"cannot check that new patch {spec.id} names this pull request: its number is unknown; "
-                    f"pass --pr N, or run in a pull-request build of a CI that sets e.g. GITHUB_REF",
-                )
-            )
+            findings.append(_pr_unknown(spec.manifest_path, line, f"new patch {spec.id} names this pull request"))
         elif number != pull_request.number:
             upstream_note = " (that is the upstream PR)" if number == spec.upstream.pr else ""
             findings.append(
@@ -355,6 +339,17 @@ def check_history(
                 )
             )
     return findings
+
+
+def _pr_unknown(place: Path, line: int | None, what: str) -> Finding:
+    """PK303: `what` cannot be checked without this pull request's number, and how to give it."""
+    return Finding.of(
+        Rule.HISTORY_PR_UNKNOWN,
+        place,
+        line,
+        f"cannot check that {what}: its number is unknown; pass --pr N, or run in a pull-request build of a CI "
+        "that sets e.g. GITHUB_REF",
+    )
 
 
 def _moved_note(changes: RangeChanges, waiver: Path, pull_request: PullRequest) -> str:
@@ -391,13 +386,7 @@ def _check_moved(
         )
     if pull_request is None:
         findings.append(
-            Finding.of(
-                Rule.HISTORY_PR_UNKNOWN,
-                spec.manifest_path,
-                line,
-                f"cannot check that moved patch {spec.id} names this pull request in moved_in: its number is "
-                f"unknown; pass --pr N, or run in a pull-request build of a CI that sets e.g. GITHUB_REF",
-            )
+            _pr_unknown(spec.manifest_path, line, f"moved patch {spec.id} names this pull request in moved_in")
         )
     elif spec.moved_in != pull_request.number:
         findings.append(

@@ -111,12 +111,14 @@ class Outcome:
     tree: TreeState  # as found, before the action
     result: Result | None  # None for status
     plan: Plan | None  # what was (or, with --dry-run, would be) written
-    reason: str | None  # why the action was refused
+    reason: str | None  # why the action was refused (speak.report.reason_text says it with the fields below)
     recovered: Recovery | None = None  # an interrupted transaction this run rolled back first
     provenance: Provenance | None = None  # base, applied record and origin, as found under the lock
     strict_base: bool = False
     fast_path: bool = False  # answered from the applied record (patchkit.run.fastpath): `tree` holds no verdicts
     recorded: RecordedReport | None = None  # a fast path's verdicts as recorded (-v, --json), for the report
+    undecided: str | None = None  # the first hunk or file the refusal names (Decision.undecided)
+    judged_without: tuple[str, ...] = ()  # a series' refusal: the patches left earlier, judged without
 
     @property
     def hunk_set(self) -> HunkSet:
@@ -162,7 +164,8 @@ def run(
 
         def outcome(result: Result | None, plan: Plan | None) -> Outcome:
             return Outcome(
-                spec, action, tree, result, plan, decision.reason, recovered, decision.provenance, options.strict_base
+                spec, action, tree, result, plan, decision.reason, recovered, decision.provenance, options.strict_base,
+                undecided=decision.undecided,
             )
 
         if decision.forward is None:
@@ -283,6 +286,9 @@ class Decision(NamedTuple):  # immutable and compared by value, ~5x cheaper to c
     result: Result | None  # None for status
     reason: str | None  # why the action is refused
     forward: bool | None  # the direction to plan in; None: nothing to write to the tree
+    # A refusal of an ambiguous or conflicting tree: the first hunk (or file) at fault, with why
+    # (TreeState.first_undecided); the report names it after the reason.
+    undecided: str | None = None
 
     @property
     def drops_record(self) -> bool:
@@ -302,14 +308,14 @@ def decide_patch(
     refusal = _refuse_provenance(spec, action, facts, options, tree.root)
     if refusal is not None:
         return Decision(facts, Result.REFUSED, refusal, None)
-    result, reason, forward = _decide(spec, action, tree.state, options, tree.root)
+    result, reason, forward = _decide_by_state(spec, action, tree.state, options, tree.root)
     adoptable = result is Result.ALREADY_APPLIED and facts.record.state is not RecordState.CURRENT
     if options.adopt and adoptable and not options.dry_run:
         return Decision(facts, Result.ADOPTED, None, None)
     if missing and result is Result.REFUSED:
-        reason = missing_reason(missing, tree.root)
-    elif reason is not None and tree.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
-        reason += f" ({tree.first_undecided()})"
+        return Decision(facts, result, missing_reason(missing, tree.root), forward)
+    if reason is not None and tree.state in (PatchState.AMBIGUOUS, PatchState.CONFLICT):
+        return Decision(facts, result, reason, forward, tree.first_undecided())
     return Decision(facts, result, reason, forward)
 
 
@@ -356,10 +362,11 @@ def _refuse_provenance(
     return None
 
 
-def _decide(
+def _decide_by_state(
     spec: PatchSpec, action: Action, state: PatchState, options: Options, root: Path
 ) -> tuple[Result, str | None, bool | None]:
-    """(result, refusal reason, direction to plan in, or None for nothing to write)."""
+    """What the action does to a tree in `state`, once provenance allowed it (decide_patch): (result, refusal
+    reason, direction to plan in, or None for nothing to write)."""
     complete = options.complete
     forward = action is Action.APPLY
     done_state = PatchState.APPLIED if forward else PatchState.UNAPPLIED

@@ -6,8 +6,8 @@ on the same bytes) and stores the verdicts there as one JSON string (`report_tex
 answer decodes them (`load_report`) and the report prints them as they are, without parsing the diff and
 without rebuilding a single verdict.
 
-Both paths print the same rows: the report (patchkit.speak.report) renders every file from its `Entry`, the
-verdict as the report shows it: made here from a judgement's FileVerdict (`verdict_entry`), or decoded from
+Both paths print the same rows: the report (patchkit.speak.report) renders every file from its `FileEntry`,
+the verdict as the report shows it: made here from a judgement's FileVerdict (`verdict_entry`), or decoded from
 the record. Entries are trusted exactly as far as the rest of the block (patchkit.run.fastpath): sealed, owned
 by this user, bound to this code, this manifest, this diff and the bytes of every file, so the full judgement
 could only find the same verdicts. Anything malformed raises ValueError: the caller then runs the full
@@ -18,38 +18,59 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     from patchkit.diff.hunkset import HunkSet
     from patchkit.judge.verdicts import FileVerdict
 
-# One file as the report shows it (a JSON list, as stored):
-#   [path, old_path, op, state, detail, mode state, old_mode, new_mode, hunks]
-# and each of its hunks: [index, header, state, expected (0-based), found (0-based or None), candidates, detail].
-Entry = Sequence[Any]
+class HunkEntry(NamedTuple):
+    """One hunk as the report shows it (stored as a JSON list of these fields, in this order)."""
+
+    number: int  # Hunk.index: its place in its section, from 1 (the JSON document's `index`)
+    header: str
+    state: str  # a HunkState value
+    expected: int  # 0-based
+    found: int | None  # 0-based; None: not located
+    candidates: Sequence[int]  # 0-based: each match of an ambiguous hunk
+    detail: str | None
+
+
+class FileEntry(NamedTuple):
+    """One file as the report shows it (stored as a JSON list of these fields, in this order)."""
+
+    path: str
+    old_path: str | None
+    op: str  # a FileOp value
+    state: str  # a PatchState value
+    detail: str | None
+    mode: str | None  # the state of its mode change (a HunkState value), None without one
+    old_mode: int | None
+    new_mode: int | None
+    hunks: Sequence[HunkEntry]
 
 
 class RecordedReport(NamedTuple):
-    """What the report prints of an applied tree: the hunk set's digest and excluded paths, each file's Entry."""
+    """What the report prints of an applied tree: the hunk set's digest and excluded paths, each file's entry."""
 
     hunk_set_sha256: str
     excluded: tuple[str, ...]
-    files: Sequence[Entry]
+    files: Sequence[FileEntry]
 
 
-def verdict_entry(v: FileVerdict) -> list[Any]:
+def verdict_entry(v: FileVerdict) -> FileEntry:
     """One file's verdict as the report shows it (and the record stores it)."""
     s = v.section
     hunks = [
-        [h.hunk.index, h.hunk.header, h.located.state.value, h.expected, h.located.pos, list(h.located.candidates),
-         h.located.detail]
+        HunkEntry(h.hunk.index, h.hunk.header, h.located.state.value, h.expected, h.located.pos,
+                  list(h.located.candidates), h.located.detail)
         for h in v.hunks
     ]
-    return [
+    return FileEntry(
         s.path, s.old_path, s.op.value, v.state.value, v.detail, v.mode.value if v.mode is not None else None,
         s.old_mode, s.new_mode, hunks,
-    ]
+    )
 
 
 def report_text(hunk_set: HunkSet, verdicts: Sequence[FileVerdict]) -> str:
@@ -74,15 +95,18 @@ def load_report(report: Any) -> RecordedReport:
             raise TypeError("files, excluded, hunk_set_sha256")
         if not all(isinstance(path, str) for path in excluded):
             raise TypeError("excluded")
-        for entry in files:
-            _check_entry(entry)
+        entries = [_file_entry(entry) for entry in files]
     except (KeyError, TypeError, ValueError) as error:
         raise ValueError(f"a recorded report that patchkit did not write: {error}") from error
-    return RecordedReport(digest, tuple(excluded), files)
+    return RecordedReport(digest, tuple(excluded), entries)
 
 
-def _check_entry(entry: Any) -> None:
-    """An Entry of an applied file, every field of the type the report prints (TypeError, ValueError)."""
+def _file_entry(entry: Any) -> FileEntry:
+    """A stored file entry of an applied file, every field of the type the report prints (TypeError, ValueError).
+
+    Each hunk's list becomes its record through tuple.__new__ once its length is checked (by the unpacking):
+    the NamedTuple's own __new__, Python code taking each field by name, doubled load_report's time on a
+    restart's 10k hunks."""
     path, old_path, op, state, detail, mode, old_mode, new_mode, hunks = entry
     if not (type(path) is str and type(op) is str and type(hunks) is list and _opt(old_path, str)
             and _opt(detail, str) and _opt(mode, str) and _opt(old_mode, int) and _opt(new_mode, int)):
@@ -97,6 +121,8 @@ def _check_entry(entry: Any) -> None:
             raise TypeError(f"a hunk entry of {path!r}")
         if hunk_state != "applied":
             raise ValueError(f"a hunk of {path!r} is not applied")
+    records = list(map(tuple.__new__, repeat(HunkEntry), hunks))  # each list as its record (see above)
+    return FileEntry(path, old_path, op, state, detail, mode, old_mode, new_mode, records)
 
 
 def _opt(value: Any, kind: type) -> bool:

@@ -325,13 +325,12 @@ def _settle(
                 patch.spec, action, tree, root, patch.record, options,
                 used_stored_copy=stale and action is Action.REVERT,
             )
-            reason = decision.reason
-            if reason is not None and left and decision.result is Result.REFUSED:
-                reason += f" (judged without {', '.join(left)}, left earlier in the series)"
+            refused_without = decision.reason is not None and decision.result is Result.REFUSED
             decisions[i] = decision
             outcomes[i] = Outcome(
-                patch.spec, action, tree, decision.result, None, reason, None, decision.provenance,
-                options.strict_base,
+                patch.spec, action, tree, decision.result, None, decision.reason, None, decision.provenance,
+                options.strict_base, undecided=decision.undecided,
+                judged_without=tuple(left) if refused_without else (),
             )
         refused = [i for i in active if decisions[i].result is Result.REFUSED]
         if not (keep_going and refused):

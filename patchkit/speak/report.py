@@ -33,7 +33,7 @@ from patchkit.outcome import (
 )
 from patchkit.run.actions import Invocation
 from patchkit.run.provenance import missing_files
-from patchkit.run.recorded import Entry, verdict_entry
+from patchkit.run.recorded import FileEntry, HunkEntry, verdict_entry
 
 if TYPE_CHECKING:
     from patchkit.diff.hunkset import HunkSet
@@ -90,7 +90,7 @@ def _excluded_json(spec: PatchSpec, paths: Sequence[str]) -> list[dict[str, str]
     return [{"path": path, "reason": reason(path)} for path in paths]
 
 
-def _entries(outcome: Outcome) -> Sequence[Entry]:
+def _entries(outcome: Outcome) -> Sequence[FileEntry]:
     """Every file's verdict as the report shows it: as recorded (a restart's fast path) or as judged now."""
     if outcome.recorded is not None:
         return outcome.recorded.files
@@ -110,7 +110,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "root": str(tree.root),
         "state": tree.state.value,
         "result": outcome.result.value if outcome.result else None,
-        "reason": outcome.reason,
+        "reason": reason_text(outcome),
         "exit_code": int(outcome.exit_code),
         "upstream": upstream_json(spec),
         "hunk_set_sha256": outcome.recorded.hunk_set_sha256 if outcome.recorded is not None else tree.hunk_set.digest,
@@ -123,6 +123,20 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         ),
         **_provenance_json(outcome),
     }
+
+
+def reason_text(outcome: Outcome, *, name_undecided: bool = True) -> str | None:
+    """Why the action was refused, as the report says it: the decision's reason, then the first hunk or file
+    at fault (left out with `name_undecided=False`, below lines that name the hunks), then the patches a series
+    judged it without."""
+    if outcome.reason is None:
+        return None
+    text = outcome.reason
+    if name_undecided and outcome.undecided is not None:
+        text += f" ({outcome.undecided})"
+    if outcome.judged_without:
+        text += f" (judged without {', '.join(outcome.judged_without)}, left earlier in the series)"
+    return text
 
 
 def _change_op(before: bool, after: bool) -> str:
@@ -155,7 +169,7 @@ def render_json(data: Any) -> str:
     return marked.sub(lambda m: m[1] + m[2] + raw[int(m[3])].replace("\n", "\n" + m[1]), text)
 
 
-def _files_text(entries: Sequence[Entry]) -> str:
+def _files_text(entries: Sequence[FileEntry]) -> str:
     """The document's `files` (see docs/output.md), as json.dumps(indent=2) renders its list of objects
     {path, old_path, op, state, detail, mode, hunks: [{index, header, state, expected_line, found_line,
     candidate_lines, detail}]}: written out here because a restart prints ten thousand of them, and json's
@@ -163,23 +177,23 @@ def _files_text(entries: Sequence[Entry]) -> str:
     return _json_list([_file_text(e) for e in entries], "")
 
 
-def _file_text(entry: Entry) -> str:
-    path, old_path, op, state, detail, mode, _, _, hunks = entry
+def _file_text(entry: FileEntry) -> str:
     return (
-        f'  {{\n    "path": {_scalar(path)},\n    "old_path": {_scalar(old_path)},\n    "op": {_scalar(op)},\n'
-        f'    "state": {_scalar(state)},\n    "detail": {_scalar(detail)},\n    "mode": {_scalar(mode)},\n'
-        f'    "hunks": {_json_list([_hunk_text(h) for h in hunks], "    ")}\n  }}'
+        f'  {{\n    "path": {_scalar(entry.path)},\n    "old_path": {_scalar(entry.old_path)},\n'
+        f'    "op": {_scalar(entry.op)},\n    "state": {_scalar(entry.state)},\n'
+        f'    "detail": {_scalar(entry.detail)},\n    "mode": {_scalar(entry.mode)},\n'
+        f'    "hunks": {_json_list([_hunk_text(h) for h in entry.hunks], "    ")}\n  }}'
     )
 
 
-def _hunk_text(hunk: Entry) -> str:
-    index, header, state, expected, found, candidates, detail = hunk
-    lines = _json_list([f"          {pos + 1}" for pos in candidates], "        ")  # ambiguous: each match
+def _hunk_text(hunk: HunkEntry) -> str:
+    lines = _json_list([f"          {pos + 1}" for pos in hunk.candidates], "        ")  # ambiguous: each match
+    found = hunk.found + 1 if hunk.found is not None else None
     return (
-        f'      {{\n        "index": {index},\n        "header": {_scalar(header)},\n'
-        f'        "state": {_scalar(state)},\n        "expected_line": {expected + 1},\n'
-        f'        "found_line": {_scalar(found + 1 if found is not None else None)},\n'
-        f'        "candidate_lines": {lines},\n        "detail": {_scalar(detail)}\n      }}'
+        f'      {{\n        "index": {hunk.number},\n        "header": {_scalar(hunk.header)},\n'
+        f'        "state": {_scalar(hunk.state)},\n        "expected_line": {hunk.expected + 1},\n'
+        f'        "found_line": {_scalar(found)},\n'
+        f'        "candidate_lines": {lines},\n        "detail": {_scalar(hunk.detail)}\n      }}'
     )
 
 
@@ -339,10 +353,7 @@ def cause_lines(outcome: Outcome, limit: int = 5) -> list[str]:
         if applied and missing:
             lines.append(f"  patched: {_few(applied)}; not patched: {_few(missing)}")
     if outcome.reason and not refused_by_strict_base(outcome):
-        reason = outcome.reason
-        if lines and tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS):
-            reason = reason.replace(f" ({tree.first_undecided()})", "", 1)  # the hunk lines above said it
-        lines.append(f"  {reason}")
+        lines.append(f"  {reason_text(outcome, name_undecided=not lines)}")  # the hunk lines above name it
     return lines
 
 
@@ -359,45 +370,59 @@ def table_hint(outcome: Outcome, commands: Invocation | None = None) -> str:
 
 # The state every hunk is in after a run that wrote: the hunk table of `apply -v` and `revert -v`.
 _GOAL = {Result.APPLIED: HunkState.APPLIED.value, Result.REVERTED: HunkState.UNAPPLIED.value}
+_UNDECIDED = (HunkState.CONFLICT.value, HunkState.AMBIGUOUS.value)  # the hunk states whose rows say why
 
 
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
-    from patchkit.diff.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
-
     rows: list[str] = []
-    undecided = (HunkState.CONFLICT.value, HunkState.AMBIGUOUS.value)
     # After a write the tree is the goal (the plan was judged to read so before a byte was written): each row says
     # the state it is in now, and the one it was found in where that differs, not the state from before alone.
     goal = _GOAL.get(outcome.result) if outcome.result is not None else None
-    for path, old_path, op, state, detail, mode, old_mode, new_mode, hunks in _entries(outcome):
-        name = show_path(path)
-        if op == FileOp.RENAME.value:
-            name = f"{show_path(old_path or '')} -> {name}"
-        extra = f" ({op})" if op != FileOp.MODIFY.value else ""
-        now, was = (goal, f" (was {state})" if state != goal else "") if goal else (state, "")
-        rows.append(f"  {_paint(now, f'{now:<10}')} {name}{extra}{was}")
-        if mode is not None:
-            mode_now, mode_was = (goal, f" (was {mode})" if mode != goal else "") if goal else (mode, "")
-            rows.append(f"      mode {old_mode:o} -> {new_mode:o}: {_paint(mode_now)}{mode_was}")
-        for index, header, hunk_state, expected, found, candidates, hunk_detail in hunks:
-            where = f"expected line {expected + 1}"
-            if found is not None:
-                where += f", found at {found + 1}"
-            elif candidates:
-                where += ", matches at " + " and ".join(str(pos + 1) for pos in candidates)
-            if goal and hunk_state != goal:
-                where = f"was {hunk_state}, {where}"
-            rows.append(f"      hunk {index} {header}: {_paint(goal or hunk_state)} ({where})")
-            if hunk_detail and hunk_state in undecided:
-                rows.append(f"        {escape_controls(hunk_detail)}")
-        if detail and not hunks:
-            rows.append(f"        {escape_controls(detail)}")
+    for entry in _entries(outcome):
+        rows += _file_rows(entry, goal)
+        rows += [row for hunk in entry.hunks for row in _hunk_rows(hunk, goal)]
+        if entry.detail and not entry.hunks:
+            rows.append(f"        {escape_controls(entry.detail)}")
     excluded = _excluded(outcome)
     if excluded:
         rows.append("  excluded (never read, never written): " + ", ".join(show_path(p) for p in excluded))
-    if outcome.reason:
-        rows.append(f"  {escape_controls(outcome.reason)}")
+    reason = reason_text(outcome)
+    if reason:
+        rows.append(f"  {escape_controls(reason)}")
+    return rows
+
+
+def _file_rows(entry: FileEntry, goal: str | None) -> list[str]:
+    """A file's rows of the hunk table: its state (now, and as found where that differs), its mode change."""
+    from patchkit.diff.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
+
+    name = show_path(entry.path)
+    if entry.op == FileOp.RENAME.value:
+        name = f"{show_path(entry.old_path or '')} -> {name}"
+    extra = f" ({entry.op})" if entry.op != FileOp.MODIFY.value else ""
+    state = entry.state
+    now, was = (goal, f" (was {state})" if state != goal else "") if goal else (state, "")
+    rows = [f"  {_paint(now, f'{now:<10}')} {name}{extra}{was}"]
+    mode = entry.mode
+    if mode is not None:
+        mode_now, mode_was = (goal, f" (was {mode})" if mode != goal else "") if goal else (mode, "")
+        rows.append(f"      mode {entry.old_mode:o} -> {entry.new_mode:o}: {_paint(mode_now)}{mode_was}")
+    return rows
+
+
+def _hunk_rows(hunk: HunkEntry, goal: str | None) -> list[str]:
+    """A hunk's rows of the hunk table: its state and lines, and why where it is undecided."""
+    where = f"expected line {hunk.expected + 1}"
+    if hunk.found is not None:
+        where += f", found at {hunk.found + 1}"
+    elif hunk.candidates:
+        where += ", matches at " + " and ".join(str(pos + 1) for pos in hunk.candidates)
+    if goal and hunk.state != goal:
+        where = f"was {hunk.state}, {where}"
+    rows = [f"      hunk {hunk.number} {hunk.header}: {_paint(goal or hunk.state)} ({where})"]
+    if hunk.detail and hunk.state in _UNDECIDED:
+        rows.append(f"        {escape_controls(hunk.detail)}")
     return rows
 
 
@@ -411,8 +436,8 @@ def table_totals(outcome: Outcome, table: Sequence[str]) -> list[str]:
     goal = _GOAL.get(outcome.result) if outcome.result is not None else None
     counts: dict[str, int] = {}
     for entry in _entries(outcome):
-        for hunk in entry[8]:  # the hunk rows of a file's entry (see hunk_table)
-            state = goal or hunk[2]
+        for hunk in entry.hunks:
+            state = goal or hunk.state
             counts[state] = counts.get(state, 0) + 1
     tally = ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
     return [f"{summary_line(outcome)}: {tally}" if tally else summary_line(outcome)]
@@ -757,8 +782,8 @@ def _details(
         lines += hunk_table(outcome)
     elif outcome.result is Result.REFUSED:
         lines += cause_lines(outcome)
-    elif outcome.reason and (skip_reason or outcome.result is not Result.SKIPPED):
-        lines.append(f"  {escape_controls(outcome.reason)}")
+    elif (reason := reason_text(outcome)) and (skip_reason or outcome.result is not Result.SKIPPED):
+        lines.append(f"  {escape_controls(reason)}")
     return lines
 
 
@@ -776,7 +801,7 @@ def _refusal_advice(outcome: Outcome, commands: Invocation) -> list[str]:
         where = "the tree is not verifiably the pinned base (--strict-base)"
     else:
         where = _STATE_TEXT[tree.state]
-    todo = outcome.reason
+    todo = reason_text(outcome)
     if missing_files(tree) and tree.state is PatchState.CONFLICT:
         where = f"{show_path(bad.section.path) if bad else 'a file'} is not under the root"
     elif tree.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS) and not stale:
