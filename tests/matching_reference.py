@@ -173,15 +173,18 @@ def _preview(line: bytes | None) -> str:
 
 def possible_places(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc]) -> list[list[tuple[State, int]]]:
     """By brute force: every (state, line) of each hunk that some placement of all the hunks in order uses
-    (each image at or past the end of the one before; pins ignored; an empty image only where `chosen` has it)."""
+    (each image at or past the end of the one before; an image git anchors to the start or the end of the file
+    only there; an empty image only where `chosen` has it)."""
     n = len(content.lines)
     options: list[list[tuple[State, int, int]]] = []
     for hunk, loc in zip(hunks, chosen, strict=True):
         places = []
         for state in (State.UNAPPLIED, State.APPLIED):
             image = image_of(hunk, state)
+            at_start, at_end = _pinned(hunk, state)
             if image:
-                places += [(state, p, len(image)) for p in range(n) if content.matches_at(image, p)]
+                places += [(state, p, len(image)) for p in range(n) if content.matches_at(image, p)
+                           and (not at_start or p == 0) and (not at_end or p + len(image) == n)]
             elif loc.state is state and loc.pos is not None:
                 places.append((state, loc.pos, 0))
         options.append(places)
