@@ -1401,11 +1401,12 @@ def without_index(diff: bytes) -> bytes:
 
 
 def fingerprint_table(tree: dict[str, bytes], applied: dict[str, bytes], paths: Sequence[str]) -> str:
-    """The manifest's [base] table for the ported image (sha256 of each file the diff reads, pristine)."""
+    """The manifest's [base] and [base_applied] tables for the ported image: the sha256 of each file the diff
+    reads, pristine and patched (the oracle's own hashes of the construction's trees)."""
     import hashlib
 
-    del applied  # the post-image digests: recorded once the manifest can hold them
-    return "[base]\n" + "".join(f'"{p}" = "{hashlib.sha256(tree[p]).hexdigest()}"\n' for p in paths)
+    return "".join(f"[{table}]\n" + "".join(f'"{p}" = "{hashlib.sha256(files[p]).hexdigest()}"\n' for p in paths)
+                   for table, files in (("base", tree), ("base_applied", applied)))
 
 
 def pinned_hunk(h: Hunk) -> bool:
@@ -1483,7 +1484,9 @@ def run_ported(worker: int) -> Tally:
             if PORT_EXAMPLES > 100 and time.monotonic() - last > 30:
                 last = time.monotonic()
                 progress(f"[worker {worker}] {tally.examples} ported examples in {last - started:.0f}s: "
-                         f"{tally.ported_summary()}")
+                         + " | ".join(line.strip() for line in tally.ported_summary().splitlines()
+                                      if line.startswith(("ported", "  over-cautious ported anchored",
+                                                          "  over-cautious ported interior"))))
     return tally
 
 

@@ -17,7 +17,9 @@ with a known pinned commit, so status on a plain tree stays cheap.
 from __future__ import annotations
 
 import hashlib
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -152,6 +154,26 @@ def compare_head(root: Path, pinned: str) -> HeadCheck:
 def read_paths(hunk_set: HunkSet) -> list[str]:
     """The files whose existing content the hunk set reads: every section's old path, except for creations."""
     return list(dict.fromkeys(f.old_path for f in hunk_set.files if f.old_path is not None))
+
+
+def with_fingerprint(hunk_set: HunkSet, spec: PatchSpec) -> HunkSet:
+    """The hunk set with the manifest's fingerprint of the image it targets on each section it proves.
+
+    [base] names the sha256 of each file the hunk set reads on that image, [base_applied] of the same file with
+    its hunks applied: evidence for the judgement like the diff's blob ids (FilePatch.base_sha256), which prove
+    nothing once the diff is ported to another image. Only a section alone on its paths takes them: a file
+    touched twice has no digest of its own between the sections.
+    """
+    before, after = dict(spec.base_files), dict(spec.applied_files)
+    if not before:
+        return hunk_set
+    touched = Counter(p for f in hunk_set.files for p in f.paths)
+    files = tuple(
+        replace(f, base_sha256=before.get(f.old_path), applied_sha256=after.get(f.old_path))
+        if f.old_path is not None and f.new_path is not None and all(touched[p] == 1 for p in f.paths) else f
+        for f in hunk_set.files
+    )
+    return replace(hunk_set, files=files)
 
 
 def fingerprint_tree(tree: TreeState) -> dict[str, str]:
