@@ -182,3 +182,58 @@ def _round_trip_registered(tmp_path: Path, registry: Registry, tree: bytes, patc
     assert _run(root, registry, "status") == 0
     assert _run(root, registry, "revert", "--force") == 0
     assert read_tree(root)[PATH][0] == tree
+
+
+def test_vendor_fingerprints_the_ported_image_so_that_status_can_read_it(tmp_path: Path) -> None:
+    """`vendor --base-tree` on the ported image: content alone reads it `ambiguous`, so the fingerprint is taken
+    with the tree named as the pristine image, [base] and [base_applied] both, and then the tree reads unapplied
+    with them, the patched tree git makes reads applied, and apply writes git's tree."""
+    import hashlib
+
+    from tests.provenance_helpers import PID, add_entry
+
+    diff, older, patched = _ported_json(tmp_path)
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    add_entry(patches, None)
+    (tmp_path / "pr.diff").write_bytes(diff)
+    base_tree = tmp_path / "base-tree"
+    base_tree.mkdir()
+    write_tree(base_tree, {PATH: older})
+    done = cli("vendor", PID, "--patches", patches, "--from", tmp_path / "pr.diff", "--base-tree", base_tree)
+    assert done.code == 0, done.out + done.err
+    manifest = (patches / PID / "manifest.toml").read_text()
+    assert f'"{PATH}" = "{hashlib.sha256(older).hexdigest()}"' in manifest
+    assert "[base_applied]" in manifest and hashlib.sha256(patched).hexdigest() in manifest
+    root = tmp_path / "engine-root"
+    root.mkdir()
+    write_tree(root, {PATH: older})
+    assert cli("status", PID, "--root", root, "--patches", patches).code == 3
+    assert cli("apply", PID, "--root", root, "--patches", patches).code == 0
+    assert read_tree(root)[PATH][0] == patched
+    assert cli("status", PID, "--root", root, "--patches", patches).code == 0
+    write_tree(root, {PATH: b"// drifted\n" + older})  # not the fingerprinted image: nothing proves it
+    assert cli("status", PID, "--root", root, "--patches", patches).code == 5
+
+
+def test_vendor_drops_base_applied_when_a_new_diff_changes_the_hunk_set(tmp_path: Path) -> None:
+    # [base_applied] is the image with *these* hunks applied: a new diff without --base-tree keeps [base] (the
+    # same files are read) and drops the digest the new hunks would not give.
+    from tests.provenance_helpers import PID, add_entry
+
+    diff, older, _ = _ported_json(tmp_path)
+    patches = tmp_path / "patches"
+    patches.mkdir()
+    add_entry(patches, None)
+    (tmp_path / "pr.diff").write_bytes(diff)
+    base_tree = tmp_path / "base-tree"
+    base_tree.mkdir()
+    write_tree(base_tree, {PATH: older})
+    assert cli("vendor", PID, "--patches", patches, "--from", tmp_path / "pr.diff", "--base-tree", base_tree).code == 0
+    other = diff.replace(b'+    {"name": "gemm"', b'+    {"name": "norm"')
+    assert other != diff
+    (tmp_path / "other.diff").write_bytes(other)
+    done = cli("vendor", PID, "--patches", patches, "--from", tmp_path / "other.diff")
+    assert done.code == 0, done.out + done.err
+    manifest = (patches / PID / "manifest.toml").read_text()
+    assert "[base]" in manifest and "[base_applied]" not in manifest

@@ -517,6 +517,19 @@ def _fingerprinted(content: FileLines, hunks: Sequence[Hunk], digests: Digests) 
     return None
 
 
+def git_applied(data: bytes, hunks: Sequence[Hunk]) -> bytes | None:
+    """The file with every hunk applied where `git apply` puts it, each on an exact match of its pre-image
+    (None: git would not place them so). What [base_applied] fingerprints for a base tree that content alone
+    cannot read (vendor --base-tree names it as the pristine image)."""
+    content = FileLines.from_bytes(data)
+    located = []
+    for hunk, pos in zip(hunks, simulate_git(content, hunks, reverse=False), strict=True):
+        if pos is None or not content.matches_at(hunk.old_lines, pos):
+            return None
+        located.append(Located(U, pos, len(hunk.old_lines), None))
+    return b"".join(rewrite_lines(list(content.lines), hunks, located, forward=True))
+
+
 def _gives(lines: list[bytes], blob: str | None, hashed: Hashed) -> bool:
     """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
     if not blob:
