@@ -1323,7 +1323,7 @@ def test_seed_20261201_chain_13187_a_later_section_reads_context_inside_a_droppe
 # fingerprint of the ported image (sha256 of each file of the pristine ported tree, as `vendor --base-tree`
 # records it, and of the same file with the hunks applied). Oracles: the construction, and real `git apply`.
 
-PORT_EXAMPLES = int(os.environ.get("PATCHKIT_PORT_EXAMPLES", "24"))
+PORT_EXAMPLES = int(os.environ.get("PATCHKIT_PORT_EXAMPLES", "16"))
 PORT_SIZES = [1, 1, 2, 3, 5, 8, 15, 30, 60, 120, 200]
 
 
