@@ -19,6 +19,14 @@ must make the same tree; and a file whose pre- and post-image sit at the same li
 copy of itself: one more JSON list element, a duplicated test block) in a patch whose other files read one way
 only, on pristine, patched and partial trees (only that file patched, only the others).
 
+Ported trees (issue #37, test_ported_trees_against_git): the diff made on C, judged on trees of an older or
+newer image of the same history (lines added and removed around the hunks: offsets of 1 to 200 lines, files
+shorter or longer; appended and prepended hunks, blocks that repeat their context, repeated blocks, copies of
+an image), with and without the diff's `index` lines and with and without a `[base]` / `[base_applied]`
+fingerprint of the ported image; over-caution is counted where real `git apply` applies cleanly (giving the
+construction's tree) and the truth is certain. PATCHKIT_PORT_EXAMPLES sets their number (default 16), with
+PATCHKIT_DIFF_SEED and PATCHKIT_DIFF_JOBS as above.
+
 Oracles, never patchkit's own code: the construction (the true state, the true result of apply, revert and
 --complete; a tree whose bytes another construction of the same example also gives has that one's truth too)
 and real `git apply` on the same tree. Each tree counts as one of:

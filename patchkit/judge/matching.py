@@ -282,7 +282,8 @@ def possible_places(content: FileLines, hunks: Sequence[Hunk], reading: Reading)
     The evidence is the order of the hunks: they sit in the file one after the other, each image past the end of
     the one before. A place is possible when the hunks before it fit, in order, above it and the hunks after it
     below it. The hunks' own positions are not evidence: a tree may have lines added or removed anywhere, and
-    any occurrence of an image may be the hunk while the one a reading chose is a copy. `reading` gives the
+    any occurrence of an image may be the hunk while the one a reading chose is a copy; except where git
+    anchors an image to the start or the end of the file (_at_pin): there only. `reading` gives the
     place of an image that is empty (it occurs everywhere, so only its reading's place is taken).
     """
     n = len(content.lines)
