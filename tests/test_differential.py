@@ -1460,6 +1460,9 @@ def ported_example(tally: Tally, work: Path, rng: random.Random, number: int) ->
             Registry(folder).add("p", diff, strip=2,
                                  extra=fingerprint_table(pristine, patched, read) if with_base else "")
             registries.append((with_index, with_base, folder, diff))
+    # git ports it cleanly: it applies the diff to the ported image where the construction puts it, and reverts
+    # it from there (else patchkit's round trip, which asks exactly that of git, cannot hold)
+    round_trips = git_result(work, pristine, full) == patched and git_result(work, patched, full, "-R") == pristine
     for applied in variants:
         tree = construct(ids, steps, applied, port)
         assert tree is not None
@@ -1477,7 +1480,10 @@ def ported_example(tally: Tally, work: Path, rng: random.Random, number: int) ->
             theirs = git_result(work, tree, diff, *(() if name == "pristine" else ("-R",)))
             if theirs is None or theirs not in goal[next(iter(truth.states))]:
                 continue
-            for tag in (group, f"ported {'anchored' if anchored else 'interior'} {holds}"):
+            tags = [group, f"ported {'anchored' if anchored else 'interior'} {holds}"]
+            if round_trips:
+                tags += [f"{tag} git-round-trips" for tag in tags]
+            for tag in tags:
                 tally.eligible[tag] += 1
                 tally.cautious[tag] += verdict in ("ambiguous", "conflict")
 
