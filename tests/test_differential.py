@@ -1480,7 +1480,9 @@ def ported_example(tally: Tally, work: Path, rng: random.Random, number: int) ->
             theirs = git_result(work, tree, diff, *(() if name == "pristine" else ("-R",)))
             if theirs is None or theirs not in goal[next(iter(truth.states))]:
                 continue
-            tags = [group, f"ported {'anchored' if anchored else 'interior'} {holds}"]
+            tags = [group, f"ported {'anchored' if anchored else 'interior'} {'+' if with_base else '-'}base {holds}"]
+            if round_trips and with_base and verdict in ("ambiguous", "conflict"):
+                progress(f"OVER-CAUTIOUS with a fingerprint: {label} {name} ({group})")
             if round_trips:
                 tags += [f"{tag} git-round-trips" for tag in tags]
             for tag in tags:
