@@ -72,6 +72,11 @@ class DiffError(BadInputError):
     """The diff is malformed, unsupported, or contradicts itself."""
 
 
+class NotADiffError(DiffError):
+    """The file is no usable diff whatever the manifest says (empty, an HTML page, CRLF headers, no file changes):
+    only another file mends it, so `new` keeps no pending entry for it."""
+
+
 class UnsafePathError(BadInputError):
     """A path would leave the root, cross a symlink out of it, or is otherwise unsafe to touch."""
 

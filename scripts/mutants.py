@@ -55,6 +55,7 @@ def m(name: str, file: str, find: str, replace: str, tests: Sequence[str], what:
 
 
 TRUST = "tests/test_state_trust.py"
+RULE = "tests/test_trust_rule.py"
 EDGES = "tests/test_rule_edges.py"
 
 MATCHING = "tests/test_matching.py"
@@ -64,6 +65,7 @@ WORKSPACE = "tests/test_workspace.py"
 FAST = "tests/test_fastpath.py"
 LINT_RULES = "tests/test_lint_rules.py"
 LINT_POLICY = "tests/test_lint_policy.py"
+PORT = "tests/test_port.py"
 LINT_SCAN = "tests/test_lint_scan.py"
 LINT_CONSUMER = "tests/test_lint_consumer.py"
 
@@ -201,12 +203,28 @@ MUTANTS: tuple[Mutant, ...] = (
       ["tests/test_diffs.py", "tests/test_scenarios.py", "tests/test_cli.py"],
       "a hunk that rewrites a whole file from line 1 (no context to have) is refused as a -U0 diff"),
     # -------------------------------------------------------------------------------------------- trust
-    m("trust-group-writable", "patchkit/workspace/trust.py",
-      "elif st.st_mode & 0o022:", "elif st.st_mode & 0o002:",
-      [TRUST], "state writable by its group (not others) is trusted"),
-    m("trust-owner-folders-only", "patchkit/workspace/trust.py",
-      "if uid not in (0, os.geteuid()):", "if uid not in (0, os.geteuid()) and stat.S_ISDIR(st.st_mode):",
+    m("trust-group-writable", "patchkit/input/trust.py",
+      "_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH", "_OTHERS_WRITE = stat.S_IWOTH",
+      [TRUST, RULE], "state (or anything the rule checks) writable by its group, not others, is trusted"),
+    m("trust-owner-folders-only", "patchkit/input/trust.py",
+      "    if not trusted_owner(st.st_uid):", "    if not trusted_owner(st.st_uid) and stat.S_ISDIR(mode):",
       [TRUST], "the owner check applies to folders only: another user's journal or record in root's folder is read"),
+    m("trust-sticky-file", "patchkit/input/trust.py",
+      "not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX)", "not (mode & stat.S_ISVTX)",
+      [RULE, "tests/test_untrusted_env.py::test_a_world_writable_sticky_interpreter_file_is_never_run"],
+      "the sticky exception of folders taken for files: a 1777 interpreter is run, a 1777 record believed"),
+    m("trust-no-sticky-folder", "patchkit/input/trust.py",
+      "not (stat.S_ISDIR(mode) and mode & stat.S_ISVTX)", "True",
+      [RULE], "a sticky folder of root's (/tmp) is refused like any world-writable one"),
+    m("trust-own-user-only", "patchkit/input/trust.py",
+      "return uid == 0 or uid == os.geteuid()", "return uid == os.geteuid()",
+      [f"{RULE}::test_a_non_root_status_reads_roots_records",
+       f"{RULE}::test_a_non_root_restart_is_answered_from_roots_records"],
+      "root's state refused to a non-root user (invisible to a suite that runs only as root)"),
+    m("trust-link-trusted", "patchkit/input/trust.py",
+      "    if stat.S_ISLNK(mode):\n        return Refusal(shown, Flaw.LINK, st.st_uid, mode)\n", "",
+      [f"{RULE}::test_a_link_is_refused_at_the_end_and_on_the_way"],
+      "a link checked by its lstat (or opened as O_PATH) is trusted"),
     m("trust-state-file-unchecked", "patchkit/workspace/trust.py",
       "        if stat.S_ISREG(st.st_mode):\n            check_trusted(st, shown, state_path)\n",
       "        pass\n",
@@ -214,9 +232,15 @@ MUTANTS: tuple[Mutant, ...] = (
     m("trust-nested-folder-unchecked", "patchkit/workspace/trust.py",
       "fd = trusted_fd(child, str(shown), state_path)", "fd = child",
       [TRUST], "a folder under .patchkit (applied/) is used without checking its owner and mode"),
-    m("compiled-trusts-group-writable", "patchkit/diff/compiled.py",
-      "and not st.st_mode & 0o022 and", "and not st.st_mode & 0o002 and",
-      ["tests/test_compiled.py"], "a compiled hunk set its group could write is believed"),
+    m("git-dir-unvetted", "patchkit/run/provenance.py",
+      "        check_trusted(st, shown, Path(shown))\n", "        pass\n",
+      ["tests/test_git_trust.py"], "git runs on a .git the tree's owner owns or others may write"),
+    m("git-objects-subfolders-unvetted", "patchkit/input/sealedgit.py",
+      "        if vet is not None:\n            _vet_subfolders(", "        if False:\n            _vet_subfolders(",
+      ["tests/test_git_trust.py"], "git reads objects from a pack or fan-out folder another user may write"),
+    m("compiled-trust-rule-skipped", "patchkit/diff/compiled.py",
+      "refusal(st, str(spec.diff_path)) is None", "True",
+      ["tests/test_compiled.py"], "a compiled hunk set another user owns or may write is believed"),
     m("compiled-binding-ignored", "patchkit/diff/compiled.py",
       'header.get("binding") != binding', "False",
       ["tests/test_compiled.py"], "a compiled hunk set made for another diff, manifest or patchkit is believed"),
@@ -224,10 +248,10 @@ MUTANTS: tuple[Mutant, ...] = (
       "            check_path(path)\n        hunks = []", "        hunks = []",
       ["tests/test_compiled.py"], "a compiled hunk set may name a path outside the root"),
     m("fast-path-trusts-other-owner", "patchkit/run/fastpath.py",
-      "if not stat.S_ISREG(st.st_mode) or st.st_uid != me or st.st_mode & _UNSAFE_BITS:",
-      "if not stat.S_ISREG(st.st_mode) or st.st_mode & _UNSAFE_BITS:",
+      "child = open_trusted_child(fd, name, shown, folder=not last, flags=_READ_FLAGS if last else None)",
+      "child = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)",
       [f"{FAST}::test_a_record_owned_by_another_user_is_not_trusted"],
-      "the restart fast path believes a record another user owns"),
+      "the restart fast path reads its record without the trust rule"),
     # ------------------------------------------------------------------------------------------ journal
     m("journal-any-root", "patchkit/workspace/journal.py",
       "if written_for != os.fsdecode(root) and written_ino != root_ino:",
@@ -332,6 +356,28 @@ MUTANTS: tuple[Mutant, ...] = (
       '_SCRATCH_PREFIXES = ("/tmp/", "/var/tmp/",', '_SCRATCH_PREFIXES = ("/var/tmp/",',
       [f"{EDGES}::test_patching_in_a_scratch_folder_under_tmp_is_not_a_patch_site"],
       "patching under /tmp is reported as patching the engine"),
+    # ------------------------------------------------------------------------------------------------ port
+    m("port-stale-pin-ignored", "patchkit/tooling/port.py",
+      "    check_hunkset_pin(spec, hunk_set)  # as status", "    # as status",
+      [f"{PORT}::test_a_stale_hunkset_pin_is_refused_as_status_refuses"],
+      "port runs on a manifest whose hunkset_sha256 is stale, where status refuses"),
+    m("port-writes-into-the-tree", "patchkit/tooling/port.py",
+      "resolve().is_relative_to(tree):", "resolve().is_relative_to(tree / '.nowhere'):",
+      [f"{PORT}::test_port_never_writes_into_the_engine_tree"], "--output inside --root is written"),
+    m("port-earlier-output-clobbered", "patchkit/tooling/port.py",
+      "    there = next((p for p in files if os.path.lexists(p)), None)",
+      "    there = next((p for p in files[:1] if os.path.lexists(p)), None)",
+      [f"{PORT}::test_a_reject_with_hunk_excludes_and_an_earlier_port_is_never_written_over"],
+      "an earlier port's reject folder or manifest does not stop a second port"),
+    m("port-rejects-reject-all", "patchkit/tooling/port.py",
+      "rejected = [row for hunk, _, report in located if not report.placed for row in _body_rows(lines, hunk)]",
+      "rejected = [row for hunk, _, report in located for row in _body_rows(lines, hunk)]",
+      [f"{PORT}::test_a_hunk_that_fits_nowhere_gets_git_s_reject_file_and_the_placed_hunks_a_diff"],
+      "the reject file holds the placed hunks too"),
+    m("port-manifest-keeps-excludes", "patchkit/tooling/port.py",
+      "    if spec.excludes:\n        table", "    if False:\n        table",
+      [f"{PORT}::test_hunk_excludes_port_to_the_filtered_set_and_a_repinned_manifest"],
+      "the ported manifest keeps excludes that name nothing (or another hunk) in the ported diff"),
 )
 
 

@@ -2,6 +2,7 @@
 
     python scripts/safety_report.py            # everything (a few minutes on 2 cores)
     python scripts/safety_report.py --quick    # the same checks, sampled like the test suite
+    python scripts/safety_report.py --only git # one row: git in the engine tree and lint's repository
 
 It reuses the test helpers (tests/safety_helpers.py): a tree and diff made by git with every kind of change,
 patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AFTER / PATCHKIT_FAULT_ERRNO.
@@ -24,9 +25,16 @@ patchkit runs in forked children, and the test-only fault hook PATCHKIT_FAULT_AF
   patched path, just over the bound, the total of one command's reads), stale bytecode caches (a 512 MiB
   sparse cache killed at every operation and recovered, hard-linked caches applied and rolled back), and
   placed paths and patch ids over the path bounds (as root with an unprivileged owner of the tree).
+- git in the tree: every test of tests/test_git_trust.py once (as root, real git, a hostile `.git/config` the
+  unprivileged user wrote or a `.git` they own, and a fork's files in lint's repository; a marker file for
+  every command a config could run).
 - the engine environment and a hostile consuming repository: every test of tests/test_untrusted_env.py (as
   root, real venvs owned by an unprivileged user, a sentinel folder outside them) and of
   tests/test_lint_hostile.py (lint on a repository whose pyproject.toml, links, layout and waivers attack it).
+
+- the one trust rule: every test of tests/test_trust_rule.py once (its edges on patchkit/input/trust.py and
+  through the CLI; a 1777 record and interpreter; a non-root status and restart on a tree root patched, run
+  as the unprivileged user) and the sticky interpreter of tests/test_untrusted_env.py.
 
 Exit status 1 if any run ended in a mixed tree, a write outside the root, or an unexplained failure.
 """
@@ -51,10 +59,12 @@ from hypothesis import strategies as st
 from tests import (
     test_bounds,
     test_fuzz,
+    test_git_trust,
     test_hostile,
     test_hostile_fs,
     test_lint_hostile,
     test_moved_folders,
+    test_trust_rule,
     test_untrusted_env,
     test_untrusted_state,
 )
@@ -81,6 +91,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sample recovery kills and races like the tests")
     parser.add_argument("--race-rounds", type=int, default=None)
     parser.add_argument("--fuzz-examples", type=int, default=None)
+    parser.add_argument("--only", choices=["git"], help="run one row only (git: git in the tree)")
     args = parser.parse_args(argv)
     rounds = args.race_rounds or (5 if args.quick else 25)
     fuzz_examples = args.fuzz_examples or (250 if args.quick else 2000)
@@ -92,6 +103,9 @@ def main(argv: list[str] | None = None) -> int:
     problems: list[str] = []
     try:
         case = build_case(workdir)
+        if args.only == "git":
+            _git_rows(case, workdir, figures, problems)
+            return _print(figures, problems, started)
 
         # ------------------------------------------------------------------------------- kills
         def recovery_faults(n: int) -> range | list[int]:
@@ -244,6 +258,10 @@ def main(argv: list[str] | None = None) -> int:
                 ("  refused or contained as documented, nothing read or written outside", passed),
                 ("  skipped (not root)", skipped),
             ]
+        _git_rows(case, workdir, figures, problems)
+        trust_figures, trust_problems = _trust_rule_rows(case, workdir / "trust-rule", {"world": world})
+        figures += trust_figures
+        problems += trust_problems
         signal_runs, signal_bad = _signal_campaign(case)
         problems += signal_bad
         figures += [
@@ -260,7 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         ]
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    return _print(figures, problems, started)
 
+
+def _print(figures: list[tuple[str, int | str]], problems: list[str], started: float) -> int:
     print("| What was tried | Count |")
     print("|---|---|")
     for label, value in figures:
@@ -269,6 +290,23 @@ def main(argv: list[str] | None = None) -> int:
     for problem in problems[:50]:
         print(f"  - {problem}")
     return 1 if problems else 0
+
+
+def _git_rows(case: Case, workdir: Path, figures: list[tuple[str, int | str]], problems: list[str]) -> None:
+    """git in the tree: every test of tests/test_git_trust.py once, each in its own scratch folder."""
+    (workdir / "git-trust").mkdir()
+    tried, passed, skipped, failed = _run_checks(
+        test_git_trust, case, workdir / "git-trust", {"world": test_git_trust.make_world}
+    )
+    problems += [f"git in the tree: {f}" for f in failed]
+    figures += [
+        ("git in the tree: hostile `.git/config` (promisor sshCommand/uploadpack, fsmonitor, pager, diff.external, "
+         "hooksPath), a `.git` the user owns or may write in part, packed/shallow/worktree HEADs, a fork's files "
+         "for lint --base (every test of tests/test_git_trust.py)", tried),
+        ("  no command run, the base answered or 'cannot tell' with the owner named, exit codes as documented",
+         passed),
+        ("  skipped (not root)", skipped),
+    ]
 
 
 def _user() -> tuple[int, int]:
@@ -331,6 +369,37 @@ def _run_checks(
                 except BaseException as exc:
                     failed.append(f"{name}{params or ''}: {type(exc).__name__}: {str(exc)[:200]}")
     return tried, passed, skipped, failed
+
+
+def _trust_rule_rows(
+    case: Case, scratch: Path, factories: dict[str, Callable[[Path], object]]
+) -> tuple[list[tuple[str, int | str]], list[str]]:
+    """The one trust rule (patchkit/input/trust.py, issue 32): its edges, and the two findings mutants showed
+    unpinned (a sticky file taken for a sticky folder; root's state refused to a non-root user), a row each."""
+    rows: list[tuple[str, int | str]] = []
+    problems: list[str] = []
+    scratch.mkdir(parents=True, exist_ok=True)
+    offered = {"scratch": lambda folder: folder, **factories}
+    edges = ("another_user", "others_may_write", "sticky_folder", "sticky_state", "link", "walk", "rule_refuses")
+    for title, checks in (
+        ("trust rule edges, on the module and through status, apply, revert and the restart fast path (another "
+         "owner, group/other write, a sticky folder of root's, a link)", ((test_trust_rule, edges),)),
+        ("a world-writable file with the sticky bit (1777): a record, and an interpreter given by --python / "
+         "PATCHKIT_PYTHON (a marker shows it did not run)",
+         ((test_trust_rule, ("sticky_world_writable_record",)), (test_untrusted_env, ("sticky_interpreter",)))),
+        ("a non-root user on a tree root patched: `status` (text, --json) and a restart answered from root's "
+         "records, exit 0, nothing written", ((test_trust_rule, ("non_root", "roots_entries")),)),
+    ):
+        tried = passed = skipped = 0
+        for module, words in checks:
+            counts = _run_checks(module, case, scratch / words[0], offered,
+                                 select=lambda name, w=words: any(x in name for x in w))
+            tried, passed, skipped = tried + counts[0], passed + counts[1], skipped + counts[2]
+            problems += [f"trust rule: {f}" for f in counts[3]]
+        if not tried and not skipped:
+            problems.append(f"trust rule: no test selected for {title}")
+        rows += [(f"{title}: runs", tried), ("  as documented / skipped (not root)", f"{passed} / {skipped}")]
+    return rows, problems
 
 
 def _signal_campaign(case: Case) -> tuple[int, list[str]]:

@@ -13,6 +13,10 @@ naming another path is a miss too ("wrong engine path"). Every reported site tha
 line and kind) is a false positive, and so is a reported labelled look-alike.
 
 recall = found labelled sites / labelled sites; precision = reported sites that are labelled sites / reported.
+
+A folder of the corpus with a labels.toml of its own (a held-out batch, e.g. heldout-2026-12/) is a corpus of its
+own: it is scanned from its own root (so its `.github/workflows/` is a workflow folder), left out of the parent's
+scan, and its figures are added to the whole; `--corpus THAT_FOLDER` measures it alone.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import argparse
 import json
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -52,6 +56,17 @@ class Evaluation:
     def precision(self) -> float:
         return self.true_reports / self.reported if self.reported else 1.0
 
+    def add(self, part: Evaluation, prefix: str) -> None:
+        """Count a sub-corpus's figures into this one, its places named from this corpus's root."""
+        self.labelled += part.labelled
+        self.look_alikes += part.look_alikes
+        self.reported += part.reported
+        self.found += part.found
+        self.true_reports += part.true_reports
+        self.files += part.files
+        self.misses += [f"{prefix}/{m}" for m in part.misses]
+        self.false_positives += [f"{prefix}/{f}" for f in part.false_positives]
+
 
 class LabelError(Exception):
     pass
@@ -71,9 +86,24 @@ def read_labels(corpus: Path) -> tuple[list[dict[str, object]], list[dict[str, o
     return sites, others
 
 
+def sub_corpora(corpus: Path) -> list[Path]:
+    """The folders directly below `corpus` that hold a labels.toml of their own."""
+    return sorted(p.parent for p in corpus.glob("*/labels.toml") if p.is_file())
+
+
 def evaluate(corpus: Path = CORPUS) -> Evaluation:
+    subs = sub_corpora(corpus)
+    report = evaluate_one(corpus, tuple(f"{sub.name}/**" for sub in subs))
+    for sub in subs:
+        report.add(evaluate(sub), sub.name)
+    return report
+
+
+def evaluate_one(corpus: Path, skip: tuple[str, ...] = ()) -> Evaluation:
+    """The figures of one corpus folder, leaving out the sub-corpora `skip` names."""
     sites, others = read_labels(corpus)
-    result = scan_tree(corpus, ScanConfig())
+    config = ScanConfig()
+    result = scan_tree(corpus, replace(config, exclude=config.exclude + skip))
     report = Evaluation(labelled=len(sites), look_alikes=len(others), reported=len(result.sites),
                         files=len(result.files))
     reported = Counter((s.path, s.line, s.kind.label) for s in result.sites)

@@ -61,6 +61,9 @@ def test_without_a_root_it_checks_patchkit_and_the_registry(setup: tuple[Registr
     assert rows["patchkit"].startswith("ok: patchkit ") and rows["interpreter"].startswith("ok: Python 3.")
     assert rows["hook"].startswith("-: no --root"), rows
     assert res.out.splitlines()[-1] == "doctor: no problems, no warnings"
+    # the same install folder as --version names (the package, not one of its subfolders)
+    version = run_plain(command("--version"), cli_env()).out.splitlines()[2]
+    assert rows["patchkit"].endswith(version), (rows["patchkit"], version)
 
 
 def test_the_hook_answer_is_the_dry_runs_and_nothing_is_written(setup: tuple[Registry, Path], tmp_path: Path) -> None:

@@ -45,3 +45,11 @@ def test_an_unknown_rule_gets_did_you_mean_and_exit_2() -> None:
     assert far.code == 2 and "did you mean" not in far.err and "PK401..PK405" in far.err
     hinted = re.search(r"`(patchkit lint --explain \w+)`", res.err)
     assert hinted is not None and cli(*hinted.group(1).split()[1:]).code == 0
+
+
+@pytest.mark.parametrize("code", ["PK999", "PK500", "PK601"])
+def test_a_code_out_of_every_family_suggests_no_other_rule(code: str) -> None:
+    res = cli("lint", "--explain", code)
+    assert res.code == 2 and res.out == ""
+    assert res.err.splitlines()[0] == f"patchkit: error: no lint rule {code!r}"  # PK999 is no typo of PK209
+    assert "`patchkit lint --explain" not in res.err and "the rules are PK101..PK105" in res.err

@@ -175,7 +175,8 @@ BOUNDARIES = (
     "the parser",  # unidiff and patchkit's parse: a parse-cache hit and a restart the records answer parse nothing
     "the judgement",  # state, matching, rewrite, hunks: a restart the records answer judges nothing
     "the write stage",  # planner, bytecode scan, transaction, recovery: status writes nothing
-    "gitpython",  # ~140 ms: only a git checkout with a pinned commit, vendoring from git, lint's history mode
+    "gitpython",  # ~140 ms: vendoring from git
+    "sealed git",  # subprocess and a private repository (input.sealedgit): a pinned git checkout, lint --base
     "the CLI",  # a command's modules load when it runs: `--version` loads cli, console, display and errors
     "--root-from-package",  # importlib.metadata (~15 ms) and running the engine's interpreter
     "vendor's fetch",  # urllib.request (~20 ms): only a URL is fetched

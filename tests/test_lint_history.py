@@ -166,14 +166,15 @@ def test_history_needs_a_git_repository(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_static_lint_does_not_import_git(repo: Path) -> None:
-    # gitpython costs ~140 ms at import; only history mode may pay for it (a fresh interpreter to see it).
+    # Only history mode runs git (sealed: patchkit.input.sealedgit), and gitpython (~140 ms) is never loaded by
+    # lint at all (a fresh interpreter to see it).
     code = (
         "import sys\n"
         "from patchkit.lint import LintRequest, run_lint\n"
         "run_lint(LintRequest())\n"
-        "assert 'git' not in sys.modules, 'git imported'\n"
+        "assert 'patchkit.input.sealedgit' not in sys.modules, 'sealed git imported'\n"
         "run_lint(LintRequest(base='main'))\n"
-        "assert 'git' in sys.modules\n"
+        "assert 'patchkit.input.sealedgit' in sys.modules and 'git' not in sys.modules\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=repo, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
@@ -188,3 +189,32 @@ def test_json_verdict_says_whether_the_change_patches_the_engine(repo: Path) -> 
     data = lint("--base", "main", "--pr", "2816", "--format", "json").json()
     assert data["change_patches_engine"] is True and data["passed"] is True
     assert lint("--format", "json").json()["change_patches_engine"] is None  # not history mode
+
+
+@pytest.mark.parametrize("base", ["main", "v1", "refs/heads/main", "FETCH_HEAD", "HEAD~1", "packed", "worktree"])
+def test_base_resolves_as_git_would_from_refs_patchkit_reads(repo: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             base: str) -> None:
+    """git never reads this repository's refs store itself (patchkit.input.sealedgit): a branch, a tag, a full
+    ref name, FETCH_HEAD, a revision expression, refs only in packed-refs, and a linked worktree all resolve."""
+    main = git(repo, "rev-parse", "main").stdout.decode().strip()
+    git(repo, "tag", "-a", "-m", "release", "v1", "main")
+    manifest = repo / "patches" / "enginex-pr512" / "manifest.toml"
+    manifest.write_text(manifest.read_text().replace("title = ", "title = 'edited' # ", 1))
+    waiver = repo / "waivers" / "7001.md"
+    waiver.write_text(waiver.read_text() + "\nEdited with the patch.\n")
+    _commit(repo, "a change on the branch")
+    (repo / ".git" / "FETCH_HEAD").write_text(f"{main}\t\tbranch 'main' of https://example.invalid/r\n")
+    if base == "packed":
+        git(repo, "pack-refs", "--all")
+        assert not (repo / ".git" / "refs" / "heads" / "main").exists()
+        base = "main"
+    if base == "worktree":
+        git(repo, "worktree", "add", "-q", "-b", "elsewhere", str(repo.parent / "linked"), "feature")
+        monkeypatch.chdir(repo.parent / "linked")
+        base = "main"
+    run = lint("--base", base, "--format", "json")
+    assert run.exit_code == 0, run.stderr
+    changed = git(repo, "diff", "--name-only", f"{main}..feature").stdout.decode().split()
+    assert changed == ["patches/enginex-pr512/manifest.toml", "waivers/7001.md"]  # the oracle: git itself
+    report = run.json()  # the range was read: the registry changed, and with its waiver (no PK301)
+    assert (report["change_patches_engine"], report["findings"]) == (True, []), report

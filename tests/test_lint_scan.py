@@ -84,7 +84,7 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
         "patch --dry-run -p1 < fix.diff\n",
         "patch() { echo patching; }\n",  # a function named patch
         "grep -rn 'patch -p1' .\n",
-        "pip install git+https://github.com/example/bench-tools.git\n",  # not an engine package
+        "pip install pandas==2.2.2 tabulate\n",  # the default index, pinned or not: not a fork
         "pip install sglang==0.4.1\n",  # the registry's release, not a fork
         "cp /sgl-workspace/sglang/python/x.py backup/\n",  # copies FROM the engine
         "patchkit apply --all --root /sgl-workspace/sglang\n",  # managed patching
@@ -94,6 +94,194 @@ def test_sed_in_place_resolved_through_find_spec_and_a_loop_variable() -> None:
 )
 def test_look_alikes_are_not_sites(text: str) -> None:
     assert sites("run.sh", text) == []
+
+
+def test_any_installed_package_counts_not_only_the_engine_list() -> None:
+    """#33: a write into any installed package's file, or a fork/URL/index install of any package, is a site;
+    the engine list names an engine package in the reason, it does not decide whether a site exists."""
+    text = (
+        "R=$(python3 -c 'import rixl, os; print(os.path.dirname(rixl._api.__file__))')\n"
+        "sed -i 's/a/b/' \"$R/_api.py\"\n"
+        "pip install git+https://github.com/example/bench-tools.git\n"
+        "pip install --extra-index-url https://wheels.example.com/simple lm-eval==0.4.5\n"
+        "pip install ./dist/minisweagent-1.0-py3-none-any.whl\n"
+        "D=$(python3 -c 'import os; print(os.path.dirname(os.__file__))')\n"
+        "sed -i 's/a/b/' \"$D/local_notes.txt\"\n"  # the standard library's folder: not an installed package
+    )
+    result = scan_files([("run.sh", text.encode())], CONFIG)
+    assert [(s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        (2, "in-place-edit", "<rixl>/_api.py"),
+        (3, "pip-fork", "bench-tools from git+https://github.com/example/bench-tools.git"),
+        (4, "pip-index", "lm-eval from https://wheels.example.com/simple"),
+        (5, "pip-fork", "minisweagent from ./dist/minisweagent-1.0-py3-none-any.whl"),
+    ]
+    assert "installed package rixl" in result.sites[0].reason
+    python = (
+        "import os, swebench\n"
+        "path = os.path.join(os.path.dirname(swebench.__file__), 'harness', 'run.py')\n"
+        "open(path, 'w').write('x')\n"
+    )
+    assert sites("fix.py", python) == [(3, "python-write", "<swebench>/harness/run.py")]
+    vllm = sites("v.sh", "pip install git+https://github.com/someone/vllm.git@x\n")
+    assert vllm == [(1, "pip-fork", "vllm from git+https://github.com/someone/vllm.git@x")]
+    reason = scan_files([("v.sh", b"pip install git+https://github.com/someone/vllm.git@x\n")], CONFIG).sites[0].reason
+    assert reason.startswith("engine package vllm")
+
+
+def test_the_repositorys_own_modules_are_not_installed_packages() -> None:
+    """`benchtools.__file__` of the repository's own package (benchtools/__init__.py) is the repository's file."""
+    python = b"import os, benchtools\nopen(os.path.join(os.path.dirname(benchtools.__file__), 'cache.json'), 'w')\n"
+    files = [("scripts/warm.py", python), ("benchtools/__init__.py", b"")]
+    assert scan_files(files, CONFIG).sites == ()
+    assert [s.engine_path for s in scan_files(files[:1], CONFIG).sites] == ["<benchtools>/cache.json"]
+
+
+@pytest.mark.parametrize(
+    "runner",
+    ['$PY', '"$PYTHON"', '${PY:-python3}', 'uv run python', '/opt/venv/bin/python', '"$INTERP"', 'sudo -E $PY3'],
+)
+def test_a_heredoc_run_by_a_variable_interpreter_is_read_as_python(runner: str) -> None:
+    """#33: `$PY - "$T" <<X` is Python as `python3 - "$T" <<X` is ($INTERP through its assignment)."""
+    text = (
+        "INTERP=/opt/conda/envs/serve/bin/python3.11\n"
+        "T=$(python3 -c 'import vllm, os; print(os.path.dirname(vllm.__file__))')/envs.py\n"
+        f'{runner} - "$T" <<\'EOF\'\n'
+        "import sys\n"
+        "open(sys.argv[1], 'w').write('x')\n"
+        "EOF\n"
+    )
+    assert sites("run.sh", text) == [(5, "python-write", "<vllm>/envs.py")]
+
+
+def test_a_variable_that_is_no_interpreter_runs_no_python() -> None:
+    text = "CAT=cat\n$CAT - /sgl-workspace/x.py <<'EOF'\nopen('/sgl-workspace/x.py', 'w')\nEOF\n"
+    assert sites("run.sh", text) == []
+
+
+@pytest.mark.parametrize(
+    ("command", "kind"),
+    [
+        ("ruby -pi -e 'gsub(/a/, \"b\")' \"$SP/nixl/x.py\"", "in-place-edit"),
+        ("ruby -i.bak -pe 'gsub(/a/, \"b\")' \"$SP/nixl/x.py\"", "in-place-edit"),
+        ("ed -s \"$SP/nixl/x.py\" <<< $',s/a/b/g\\nw'", "in-place-edit"),
+        ("ex -sc '%s/a/b/g|x' \"$SP/nixl/x.py\"", "in-place-edit"),
+        ("sed s/a/b/ x.py | sponge \"$SP/nixl/x.py\"", "file-write"),
+        ("truncate -s 0 \"$SP/nixl/x.py\"", "file-write"),
+        ("dd if=fixed.py of=\"$SP/nixl/x.py\" conv=notrunc", "copy-over"),
+    ],
+)
+def test_other_editors_and_writers_onto_an_installed_package(command: str, kind: str) -> None:
+    text = f"SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')\n{command}\n"
+    assert sites("run.sh", text) == [(2, kind, "<site-packages>/nixl/x.py")]
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["ruby -ne 'puts $_' \"$SP/nixl/x.py\"", "dd if=\"$SP/nixl/x.py\" of=/tmp/x.py", "truncate -s 0 /tmp/x.log",
+     "sed s/a/b/ \"$SP/nixl/x.py\" | sponge out.py", "ed -s notes.txt <<< w"],
+)
+def test_other_editors_reading_the_package_are_not_sites(command: str) -> None:
+    text = f"SP=$(python3 -c 'import site; print(site.getsitepackages()[0])')\n{command}\n"
+    assert sites("run.sh", text) == []
+
+
+def test_a_makefiles_recipes_are_read_as_shell_with_makes_variables() -> None:
+    """#33: a Makefile's recipes run at build time; `$(SITE)` from `$(shell python -c ...)` is site-packages."""
+    text = (
+        "PY ?= python3\n"
+        "SITE := $(shell $(PY) -c 'import site; print(site.getsitepackages()[0])')\n"
+        "patch: build\n"
+        "\t@sed -i 's/a/b/' $(SITE)/mori/env.py\n"
+        "\t-$(PY) -m pip install 'git+https://github.com/someone/mori.git@x'\n"
+        "\tfor f in *.json; do cp $$f $(SITE)/mori/configs/; done\n"
+        "# sed -i 's/a/b/' $(SITE)/mori/env.py\n"
+        "bench:\n"
+        "\tsed -i 's/a/b/' results/meta.yaml\n"
+    )
+    expected = [
+        (4, "in-place-edit", "<site-packages>/mori/env.py"),
+        (5, "pip-fork", "mori from git+https://github.com/someone/mori.git@x"),
+        (6, "copy-over", "<site-packages>/mori/configs/"),
+    ]
+    assert sites("Makefile", text) == expected
+    assert sites("build/rules.mk", text) == expected
+
+
+def test_a_backup_beside_an_engine_file_is_not_a_site_but_moving_it_away_is() -> None:
+    """#33's false alarm: `shutil.copy2(F, F + ".bak")` / `cp F F.orig` leave the engine file as it was."""
+    python = (
+        "import os, shutil, fileinput, vllm\n"
+        "F = os.path.join(os.path.dirname(vllm.__file__), 'envs.py')\n"
+        "shutil.copy2(F, F + '.bak')\n"
+        "shutil.copyfile(F, f'{F}.orig')\n"
+        "shutil.move(F, F + '.orig')\n"
+        "for line in fileinput.input(files=[F], inplace=True):\n"
+        "    print(line, end='')\n"
+    )
+    assert sites("fix.py", python) == [
+        (5, "python-write", "<vllm>/envs.py.orig"),
+        (6, "python-write", "<vllm>/envs.py"),
+    ]
+
+
+def test_a_shell_backup_copy_beside_an_engine_file_is_not_a_site() -> None:
+    shell = 'cp /opt/vllm/vllm/envs.py /opt/vllm/vllm/envs.py.bak\ncp fixed.py /opt/vllm/vllm/envs.py\n'
+    assert sites("run.sh", shell) == [(2, "copy-over", "/opt/vllm/vllm/envs.py")]
+
+
+def test_a_patcher_script_the_shell_calls_is_followed_into_the_repositorys_own_file() -> None:
+    """#33: `python "$(dirname "$0")/graft.py" "$ROOT/aiter/ops/x.py"` where graft.py writes sys.argv[1]."""
+    graft = b"import sys\nt = sys.argv[1]\ns = open(t).read()\nopen(t, 'w').write(s.replace('a', 'b'))\n"
+    shell = (
+        "HERE=$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\n"
+        "ROOT=$(python3 -c 'import aiter, os; print(os.path.dirname(aiter.__file__))')\n"
+        "python \"$(dirname \"$0\")/graft.py\" \"$ROOT/ops/x.py\"\n"
+        "python3 \"$HERE/graft.py\" \"$ROOT/ops/y.py\"\n"
+        "python3 tools/graft.py results/out.txt\n"  # the same patcher on the repository's own file
+        "python3 -m tools.graft \"$ROOT/ops/z.py\"\n"
+    )
+    files = [("tools/run.sh", shell.encode()), ("tools/graft.py", graft)]
+    result = scan_files(files, CONFIG)
+    assert [(s.path, s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        ("tools/run.sh", 3, "python-write", "<aiter>/ops/x.py"),
+        ("tools/run.sh", 4, "python-write", "<aiter>/ops/y.py"),
+        ("tools/run.sh", 6, "python-write", "<aiter>/ops/z.py"),
+    ]
+    assert "written by tools/graft.py (line 4)" in result.sites[0].reason
+
+
+def test_python_c_with_shell_expansions_compiles_with_placeholders_and_hides_nothing() -> None:
+    """#33: `python3 -c "...${N:-3}..."` is Python once the shell expands it: no PK405, and its sites count."""
+    text = (
+        'V=$(python3 -c "import vllm, os; print(os.path.dirname(vllm.__file__))")\n'
+        'python3 -c "\nimport os\nn = ${RETRIES:-3} + $EXTRA\nopen(os.path.join(\'${V}\', \'envs.py\'), \'w\')\n"\n'
+        "sed -i s/a/b/ \"$V/config.py\"\n"
+    )
+    result = scan_files([("run.sh", text.encode())], CONFIG)
+    assert result.problems == ()
+    assert [(s.line, s.kind.label, s.engine_path) for s in result.sites] == [
+        (5, "python-write", "<vllm>/envs.py"),
+        (7, "in-place-edit", "<vllm>/config.py"),
+    ]
+
+
+def test_a_makefile_recipe_lines_cd_does_not_carry_to_the_next_line() -> None:
+    """make runs each recipe line in its own shell (the 2026-12b held-out false alarm)."""
+    text = (
+        "SITE := $(shell python3 -c 'import site; print(site.getsitepackages()[0])')\n"
+        "aiter:\n\tcd $(SITE)/aiter && patch -p1 < $(CURDIR)/aiter.diff\n"
+        "\tsed -i 's/x/y/' docs/index.md\n"
+        "\tcd $(SITE)/aiter && \\\n\t  sed -i 's/x/y/' ops.py\n"
+    )
+    assert sites("Makefile", text) == [
+        (3, "patch", "<site-packages>/aiter"),
+        (6, "in-place-edit", "<site-packages>/aiter/ops.py"),  # a continued line is one shell
+    ]
+
+
+def test_tar_extracting_with_c_before_x() -> None:
+    text = "tar -C /opt/vllm/vllm -xzf overlay.tgz\ntar -czf out.tgz -C /opt/vllm vllm\n"
+    assert sites("run.sh", text) == [(1, "copy-over", "/opt/vllm/vllm")]
 
 
 def test_git_apply_patch_and_inline_diff_kinds() -> None:
@@ -240,6 +428,22 @@ def test_a_python_file_that_does_not_parse_is_a_problem_not_a_crash() -> None:
     assert [(p.line, p.message.split(" (")[0]) for p in embedded.problems] == [(4, "embedded Python does not parse")]
 
 
+def test_a_statement_that_does_not_parse_hides_no_site_around_it() -> None:
+    """#33: the unreadable statement is left out and the rest read; the file is still reported (PK405)."""
+    code = (
+        "import os, vllm\nV = os.path.dirname(vllm.__file__)\ndef broken(:\n    pass\n"
+        "open(os.path.join(V, 'envs.py'), 'w').write('x')\nx = = 3\n"
+        "with open(os.path.join(V, 'config.py'), 'a') as f:\n    f.write('y')\n"
+    )
+    result = scan_files([("fix.py", code.encode())], CONFIG)
+    assert [(s.line, s.engine_path) for s in result.sites] == [(5, "<vllm>/envs.py"), (7, "<vllm>/config.py")]
+    assert [(p.line, p.message.split(" (")[0]) for p in result.problems] == [(3, "Python does not parse")]
+    heredoc = "python3 - <<'PY'\nimport vllm\nif (:\nopen(vllm.__file__, 'w')\nPY\n"
+    embedded = scan_files([("x.sh", heredoc.encode())], CONFIG)
+    assert [(s.line, s.engine_path) for s in embedded.sites] == [(4, "<vllm>/__init__.py")]
+    assert len(embedded.problems) == 1
+
+
 def test_perl_options_holding_an_i_are_not_in_place() -> None:
     assert sites("run.sh", "perl -Mlib=/x -ne 'print' /sgl-workspace/sglang/x.py\n") == []
     assert sites("run.sh", "perl -i.orig -pe 's/a/b/' /sgl-workspace/sglang/x.py\n") == [
@@ -289,7 +493,7 @@ def test_git_checkouts_in_an_engine_tree() -> None:
     ]
 
 
-def test_requirements_files_with_engine_forks() -> None:
+def test_requirements_files_with_forks_and_another_index() -> None:
     text = (
         "# pinned helpers\n"
         "pandas==2.2.0\n"
@@ -298,7 +502,10 @@ def test_requirements_files_with_engine_forks() -> None:
         "-e git+https://github.com/someone/vllm.git#egg=vllm\n"
         "--extra-index-url https://download.pytorch.org/whl/rocm6.2\n"
     )
+    # Any package (#33): the index line applies to pandas too, and a fork of a helper replaces one.
     assert [(line, kind) for line, kind, _ in sites("benchmarks/requirements-rocm.txt", text)] == [
+        (2, "pip-index"),
+        (3, "pip-fork"),
         (4, "pip-fork"),
         (5, "pip-fork"),
     ]
@@ -369,17 +576,42 @@ def test_import_system_roots_and_a_loop_over_edits() -> None:
     ]
 
 
-def test_a_clone_of_a_harness_is_not_the_engine_but_a_clone_of_vllm_is() -> None:
+def test_a_clone_is_the_engine_when_it_is_an_engine_package_or_installed_from() -> None:
+    """A harness run from its clone is not the engine; once the script installs it (#33: a folder that is
+    `pip install -e`'d is an engine checkout wherever it is) its patches are sites, as a clone of vllm's are."""
     harness = (
         "git clone https://github.com/example-org/bench-harness.git\ncd bench-harness\n"
-        "git show 1a2b3c | git apply -\npip install -e .\n"
+        "git show 1a2b3c | git apply -\npython3 -m harness.run\n"
     )
     assert reported("run.sh", harness) == []
-    engine = harness.replace("example-org/bench-harness", "vllm-project/vllm").replace("bench-harness", "vllm")
-    assert [r[:3] for r in reported("run.sh", engine)] == [
-        (3, "git-apply", "vllm"),
-        (4, "source-install", "vllm"),
+    installed = harness.replace("python3 -m harness.run", "pip install -e .")
+    assert [r[:3] for r in reported("run.sh", installed)] == [
+        (3, "git-apply", "bench-harness"),
+        (4, "source-install", "bench-harness"),
     ]
+    engine = harness.replace("example-org/bench-harness", "vllm-project/vllm").replace("bench-harness", "vllm")
+    assert [r[:3] for r in reported("run.sh", engine)] == [(3, "git-apply", "vllm")]
+
+
+def test_a_folder_installed_from_is_an_engine_checkout_wherever_it_is() -> None:
+    """#33: `/opt/aiter-local`, `/root/aiter`, `$LOCAL_AITER` installed with `pip install -e` are checkouts;
+    edits into them are sites; `pip install -e .` of the repository itself (no cd before it) is not."""
+    text = (
+        "sed -i 's/a/b/' /opt/aiter-local/aiter/ops/moe.py\n"
+        "pip install -e /opt/aiter-local\n"
+        "cp tuned.csv \"$LOCAL_AITER/aiter/configs/tuned.csv\"\n"
+        "uv pip install -e \"$LOCAL_AITER\"\n"
+        "cd /root/mori && git checkout main && sudo make install\n"
+    )
+    assert [r[:3] for r in reported("run.sh", text)] == [
+        (1, "in-place-edit", "/opt/aiter-local/aiter/ops/moe.py"),
+        (2, "source-install", "/opt/aiter-local"),
+        (3, "copy-over", "$LOCAL_AITER/aiter/configs/tuned.csv"),
+        (4, "source-install", "$LOCAL_AITER"),
+        (5, "git-checkout", "/root/mori"),
+        (5, "source-install", "/root/mori"),
+    ]
+    assert reported("run.sh", "pip install -e .\npip install -e '.[test]'\n") == []
 
 
 def test_every_way_of_replacing_installed_code_has_its_kind() -> None:

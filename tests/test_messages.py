@@ -222,7 +222,7 @@ def test_a_mistyped_pinned_diff_is_missing_not_pending(registry: Registry, work:
 
 
 @pytest.mark.parametrize(("content", "error"), [
-    (b"<!DOCTYPE html>\n<html><body>Sign in to GitHub</body></html>\n", "no file changes found in the diff"),
+    (b"<!DOCTYPE html>\n<html><body>Sign in to GitHub</body></html>\n", "this is an HTML page, not a diff"),
     (b"", "the diff is empty"),
     (None, "the diff's own header lines end in CRLF"),
 ])

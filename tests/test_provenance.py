@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
+from patchkit.input.tree import open_root
 from patchkit.outcome import Relation
-from patchkit.run.provenance import compare_head
+from patchkit.run.provenance import HeadCheck, compare_head
 from tests.conftest import FileSpec, cli, copy_tree, git, git_diff, read_tree, write_tree
 from tests.provenance_helpers import (
     BASE,
@@ -53,22 +54,27 @@ def record_path(tree: Path, suffix: str = "json") -> Path:
 # ------------------------------------------------------------------------------------------- pinned commit
 
 
+def head_of_checkout(repo: Path, pinned: str) -> HeadCheck:
+    with open_root(repo) as root:
+        return compare_head(root, pinned)
+
+
 def test_head_relations_against_real_repositories(tmp_path: Path) -> None:
     repo = tmp_path / "repo"
     first = git_repo(repo, BASE, "first")
     pinned = commit_all(repo, v1_files(), "pinned")
     later = commit_all(repo, v2_files(), "later")
 
-    assert compare_head(repo, pinned).relation is Relation.DESCENDANT
-    assert compare_head(repo, pinned).head == later
+    assert head_of_checkout(repo, pinned).relation is Relation.DESCENDANT
+    assert head_of_checkout(repo, pinned).head == later
     git(repo, "checkout", "-q", pinned)
-    assert compare_head(repo, pinned).relation is Relation.SAME
+    assert head_of_checkout(repo, pinned).relation is Relation.SAME
     git(repo, "checkout", "-q", first)
-    assert compare_head(repo, pinned).relation is Relation.ANCESTOR
+    assert head_of_checkout(repo, pinned).relation is Relation.ANCESTOR
     git(repo, "checkout", "-q", "--orphan", "elsewhere")
     git(repo, "commit", "-q", "-m", "unrelated root")
-    assert compare_head(repo, pinned).relation is Relation.UNRELATED
-    missing = compare_head(repo, "0123456789abcdef0123456789abcdef01234567")
+    assert head_of_checkout(repo, pinned).relation is Relation.UNRELATED
+    missing = head_of_checkout(repo, "0123456789abcdef0123456789abcdef01234567")
     assert missing.relation is Relation.UNKNOWN_OBJECT
     assert missing.detail is not None and "not in" in missing.detail
 
@@ -112,7 +118,7 @@ def test_fingerprint_catches_a_drifted_plain_tree(tmp_path: Path, patches: Path,
     (tmp_path / "pr.diff").write_bytes(diff)
     vendored = cli("vendor", PID, "--patches", patches, "--from", tmp_path / "pr.diff", "--base-tree", tree)
     assert vendored.code == 0, vendored.err
-    assert "1 files fingerprinted" in vendored.out
+    assert "1 file fingerprinted" in vendored.out
 
     code, data = status(tree, patches, "--strict-base")
     assert (code, data["base"]["state"], data["base"]["fingerprint"]) == (3, "pinned", ["eng/core.py"])

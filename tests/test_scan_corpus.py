@@ -1,4 +1,4 @@
-"""The scan measured on the labelled corpus (fixtures/scan-corpus): recall and precision of at least 95%.
+"""The scan measured on the labelled corpus (fixtures/scan-corpus): recall of at least 98%, precision of 95%.
 
 The labels were written by reading each script by hand; scripts/scan_eval.py compares them with what the scan
 reports. The figures are in docs/lint.md ("Measured on a labelled corpus").
@@ -33,11 +33,23 @@ def evaluate(corpus: Path = CORPUS) -> dict[str, object]:
     return result
 
 
-def test_recall_and_precision_on_the_corpus_are_at_least_95_percent() -> None:
+def test_recall_is_at_least_98_and_precision_95_percent_on_the_whole_corpus() -> None:
     result = evaluate()
     report = "\n".join(map(str, [*result["misses"], *result["false_positives"]]))  # type: ignore[misc]
-    assert result["recall"] >= 0.95, report  # type: ignore[operator]
+    assert result["recall"] >= 0.98, report  # type: ignore[operator]
     assert result["precision"] >= 0.95, report  # type: ignore[operator]
+
+
+def test_the_held_out_batches_count_in_the_whole_corpus() -> None:
+    """A folder with its own labels.toml (heldout-2026-12/, ...) is measured from its own root and added."""
+    whole = evaluate()
+    counted = 0
+    for labels in [CORPUS / "labels.toml", *sorted(CORPUS.glob("*/labels.toml"))]:
+        counted += len(tomllib.loads(labels.read_text(encoding="utf-8")).get("site", []))
+    assert len(list(CORPUS.glob("*/labels.toml"))) >= 2
+    assert whole["labelled_sites"] == counted
+    held_out = evaluate(CORPUS / "heldout-2026-12")
+    assert held_out["labelled_sites"] == 51 and held_out["found"] == 51  # its workflow and Makefile are read
 
 
 def test_the_corpus_is_large_enough_and_has_every_site_kind() -> None:

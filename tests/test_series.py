@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import FileSpec, Registry, cli, git_diff, read_tree, write_tree
+from tests.conftest import FileSpec, Registry, cli, git, git_diff, read_tree, write_tree
 
 
 def numbered(name: str, count: int) -> bytes:
@@ -420,3 +420,80 @@ def test_the_records_name_each_patch_and_its_own_diff(stacked: Path, registry: R
         stored = (stacked / ".patchkit" / "applied" / f"{pid}.diff").read_bytes()
         assert stored == (registry.path / pid / "change.diff").read_bytes()
         assert hashlib.sha256(stored).hexdigest() in (stacked / ".patchkit" / "applied" / f"{pid}.json").read_text()
+
+
+# ------------------------------------------------------------------------------------- a rename over a deleted file
+
+RENAME_BASE: dict[str, FileSpec] = {"eng/a.py": numbered("a", 20), "eng/b.py": numbered("b", 20),
+                                    "eng/c.py": numbered("c", 5)}
+
+
+def rename_over_deleted(tmp_path: Path) -> tuple[Path, list[bytes], bytes]:
+    """Three commits made by real git on RENAME_BASE: modify a.py, delete b.py, rename a.py to b.py (with an
+    edit). Returns the repository, each commit's own diff, and `git format-patch --stdout` of the three."""
+    repo = tmp_path / "upstream"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_tree(repo, RENAME_BASE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    modified = numbered("a", 20).replace(b"a line 10\n", b"a line 10, fixed\n")
+    write_tree(repo, {"eng/a.py": modified})
+    git(repo, "commit", "-qam", "1: modify a.py")
+    git(repo, "rm", "-q", "eng/b.py")
+    git(repo, "commit", "-qm", "2: delete b.py")
+    git(repo, "mv", "eng/a.py", "eng/b.py")
+    write_tree(repo, {"eng/b.py": modified.replace(b"a line 3\n", b"a line 3, moved\n")})
+    git(repo, "commit", "-qam", "3: rename a.py to b.py")
+    diffs = [git(repo, "diff", "-M", f"HEAD~{k}", f"HEAD~{k - 1}").stdout for k in (3, 2, 1)]
+    assert b"deleted file mode" in diffs[1] and b"rename from eng/a.py\nrename to eng/b.py\n" in diffs[2]
+    return repo, diffs, git(repo, "format-patch", "--stdout", "HEAD~3..HEAD").stdout
+
+
+def git_am_tree(tmp_path: Path, mbox: bytes) -> dict[str, tuple[bytes, bool]]:
+    """The oracle: the tree `git am` makes of the commits on the pristine base (never patchkit)."""
+    repo = tmp_path / "am"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    write_tree(repo, RENAME_BASE)
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "base")
+    git(repo, "am", "-q", input=mbox)
+    return read_tree(repo)
+
+
+@pytest.mark.parametrize("shape", ["one diff", "series"])
+def test_a_rename_over_a_file_deleted_earlier_in_the_chain_matches_git_am(
+    tmp_path: Path, registry: Registry, engine: Path, shape: str
+) -> None:
+    # Issue #37, item 4: the three sections touch a.py, b.py, then both: one chain only through the third
+    # (a chain that is not transitive judged a.py's sections apart from b.py's, read the applied tree as a
+    # conflict, exit 5, and stopped apply with an internal error, exit 10). As one diff (the commits' diffs
+    # concatenated, a file touched twice) and as a series of three stacked patches. `git apply` of the
+    # concatenation is no oracle: it reads the rename's source as the tree has it, not as commit 1 left it.
+    repo, diffs, mbox = rename_over_deleted(tmp_path)
+    want = git_am_tree(tmp_path, mbox)
+    assert want == read_tree(repo) and "eng/a.py" not in want
+    if shape == "one diff":
+        registry.add("p", b"".join(diffs))
+        select = ["p"]
+    else:
+        for n, diff in enumerate(diffs):
+            registry.add(f"p{n}", diff, extra=f'after = ["p{n - 1}"]' if n else "")
+        select = ["--all"]
+
+    def run_cli(action: str, root: Path = engine, *extra: str) -> int:
+        return cli(action, *select, "--root", root, "--patches", registry.path, *extra).code
+
+    write_tree(engine, RENAME_BASE)
+    pristine = read_tree(engine)
+    assert run_cli("status") == 3
+    assert run_cli("apply") == 0
+    assert read_tree(engine) == want  # exactly what git am gives
+    assert run_cli("status") == 0
+    assert run_cli("apply") == 0 and read_tree(engine) == want  # a rerun writes nothing
+    # The tree git am made, without any record: applied (outside patchkit), never a conflict.
+    assert run_cli("status", tmp_path / "am") == 0
+    assert run_cli("revert") == 0
+    assert read_tree(engine) == pristine
+    assert run_cli("status") == 3

@@ -305,3 +305,160 @@ def test_where_git_would_match_a_last_line_without_newline_elsewhere_the_hunk_is
     assert hunk["state"] == "ambiguous" and "git apply" in hunk["detail"]
     assert run(registry, engine, "apply").code == 1
     assert contents(engine) == {"f.py": tree}
+
+
+def test_a_hunk_without_leading_context_is_refused_pinned_or_not(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # Issue #37, item 5: `@@ -5,2 +5,2 @@` whose first line is a change has nothing above it to say where it
+    # belongs (only -U0 or a hand edit makes it past line 1). One rule, at load, whether the manifest pins the
+    # diff's sha256 or not: exit 2 naming the file and hunk, with a hint that runs, and nothing written.
+    before = b"".join(LINES[:12])
+    diff = (b"diff --git a/f.py b/f.py\n--- a/f.py\n+++ b/f.py\n@@ -5,2 +5,2 @@\n-" + LINES[4] + b"+changed = 4\n "
+            + LINES[5])
+    folder = registry.add("p", diff)
+    manifest = folder / "manifest.toml"
+    pinned = manifest.read_text()
+    unpinned = "\n".join(line for line in pinned.splitlines() if not line.startswith("sha256 = ")) + "\n"
+    write_tree(engine, {"f.py": before})
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    write_tree(oracle, {"f.py": before})
+    (tmp_path / "u.diff").write_bytes(diff)
+    # git itself would place it (no pin: it has trailing context), as it places any -U0 hunk with --unidiff-zero
+    assert git(oracle, "apply", "--check", str(tmp_path / "u.diff"), check=False).returncode == 0
+    for text in (unpinned, pinned):
+        manifest.write_text(text)
+        for action in ("status", "apply", "revert"):
+            res = run(registry, engine, action)
+            assert res.code == 2, (action, res.out, res.err)
+            assert "f.py: hunk 1 @@ -5,2 +5,2 @@ has no context lines" in res.err, res.err
+            assert f"{folder / 'change.diff'}:4" in res.err, res.err
+            assert "without -U0" in res.err
+            assert contents(engine) == {"f.py": before}
+    # The hint runs as printed: the diff regenerated with git's default context loads and applies.
+    base = {"f.py": before}
+    fixed = git_diff(tmp_path, base, {"f.py": before.replace(LINES[4], b"changed = 4\n")})
+    registry.add("p", fixed)
+    assert run(registry, engine, "apply").code == 0
+    assert contents(engine) == git_applied(tmp_path, base, fixed)
+
+
+def git_checks(tmp: Path, files: dict[str, tuple[bytes, bool]], diff: bytes) -> tuple[int, int, str]:
+    """(`git apply --check`, `git apply -R --check` exit codes, their stderr) on a tree of (bytes, exec)."""
+    root = tmp / f"git-check-{len(list(tmp.glob('git-check-*')))}"
+    root.mkdir()
+    write_tree(root, dict(files))
+    (tmp / "check.diff").write_bytes(diff)
+    forward = git(root, "apply", "--check", str(tmp / "check.diff"), check=False)
+    reverse = git(root, "apply", "-R", "--check", str(tmp / "check.diff"), check=False)
+    return forward.returncode, reverse.returncode, (forward.stderr + reverse.stderr).decode()
+
+
+SCRIPT = b"#!/bin/sh\necho started\n"
+
+
+@pytest.mark.parametrize("executable", [True, False])
+def test_a_created_file_with_the_diffs_bytes_but_the_other_exec_bit_is_a_conflict(
+    tmp_path: Path, registry: Registry, engine: Path, executable: bool
+) -> None:
+    # Issue #37, item 3: the mode is part of a created file's post-image. `git apply -R --check` passes on it
+    # (a warning only), but the file is not the one the diff creates: a revert and a new apply would give it
+    # the diff's mode, so reading it `applied` would let status say the patch is in place when it is not.
+    diff = git_diff(tmp_path, {"a.py": b"a\n"}, {"run.sh": (SCRIPT, executable)})
+    assert (b"new file mode 100755" if executable else b"new file mode 100644") in diff
+    registry.add("p", diff)
+    tree = {"a.py": (b"a\n", False), "run.sh": (SCRIPT, not executable)}
+    write_tree(engine, dict(tree))
+    forward, reverse, said = git_checks(tmp_path, tree, diff)
+    assert (forward, reverse) == (1, 0) and "expected 100" in said  # git: "applied", with a warning
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 5, status.out
+    detail = status.json()["files"][0]["hunks"][0]["detail"]
+    shown = "644" if executable else "755"
+    assert f"exists with the new content but mode {shown}" in detail, detail
+    for action in ("apply", "revert", "apply --complete", "revert --complete"):
+        assert run(registry, engine, *action.split()).code == 1, action
+    assert read_tree(engine) == tree
+    # With the diff's mode it is the created file: applied (adopted, as a tree patched by hand), and revert
+    # removes it.
+    write_tree(engine, {"run.sh": (SCRIPT, executable)})
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "apply", "--adopt").code == 0
+    assert run(registry, engine, "revert").code == 0
+    assert read_tree(engine) == {"a.py": (b"a\n", False)}
+
+
+def test_a_deleted_file_with_the_diffs_bytes_but_the_other_exec_bit_is_a_conflict(
+    tmp_path: Path, registry: Registry, engine: Path
+) -> None:
+    # The mirror: the diff deletes run.sh as 100755, the tree has it at 644. It used to read `unapplied`, and
+    # `apply` then `revert` gave the file back as 755: a mode widened that the user never had.
+    diff = git_diff(tmp_path, {"run.sh": (SCRIPT, True), "a.py": b"a\n"}, {"run.sh": None})
+    assert b"deleted file mode 100755" in diff
+    registry.add("p", diff)
+    tree = {"a.py": (b"a\n", False), "run.sh": (SCRIPT, False)}
+    write_tree(engine, dict(tree))
+    forward, _, said = git_checks(tmp_path, tree, diff)
+    assert forward == 0 and "has type 100644, expected 100755" in said  # git would delete it, warning only
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 5, status.out
+    detail = status.json()["files"][0]["hunks"][0]["detail"]
+    assert "exists with the content this diff deletes but mode 644" in detail, detail
+    assert run(registry, engine, "apply").code == 1
+    assert read_tree(engine) == tree
+    # At the diff's mode it is unapplied, and apply then revert gives back exactly the file, mode included.
+    write_tree(engine, {"run.sh": (SCRIPT, True)})
+    pristine = read_tree(engine)
+    assert run(registry, engine, "status").code == 3
+    assert run(registry, engine, "apply").code == 0
+    assert read_tree(engine) == {"a.py": (b"a\n", False)}
+    assert run(registry, engine, "revert").code == 0
+    assert read_tree(engine) == pristine
+
+
+def test_a_mode_only_patch_is_judged_by_the_exec_bit(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    # `git apply` passes both --check and -R --check for a mode-only patch on either tree, so git's checks say
+    # nothing here: the exec bit is the state. What apply and revert write is what git apply (-R) writes.
+    before = {"run.sh": (SCRIPT, False)}
+    diff = git_diff(tmp_path, before, {"run.sh": (SCRIPT, True)})
+    assert b"old mode 100644\nnew mode 100755\n" in diff and b"@@" not in diff
+    registry.add("p", diff)
+    assert git_checks(tmp_path, before, diff)[:2] == (0, 0)
+    assert git_checks(tmp_path, {"run.sh": (SCRIPT, True)}, diff)[:2] == (0, 0)
+    write_tree(engine, dict(before))
+    assert run(registry, engine, "status").code == 3
+    assert run(registry, engine, "apply").code == 0
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    write_tree(oracle, dict(before))
+    git(oracle, "apply", str(tmp_path / "check.diff"))
+    assert read_tree(engine) == read_tree(oracle) == {"run.sh": (SCRIPT, True)}
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "apply").code == 0 and read_tree(engine) == read_tree(oracle)
+    assert run(registry, engine, "revert").code == 0
+    git(oracle, "apply", "-R", str(tmp_path / "check.diff"))
+    assert read_tree(engine) == read_tree(oracle) == before
+
+
+def test_a_plain_diff_creates_a_file_without_exec_bits(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    # A diff without git's headers gives no mode: the file it creates is 644 (as `patch` and `git apply` make
+    # it), so the same bytes at 755 are a conflict, said with the mode it would have (once an internal error:
+    # the message formatted the missing mode).
+    diff = b"--- /dev/null\n+++ b/run.sh\n@@ -0,0 +1,2 @@\n+#!/bin/sh\n+echo started\n"
+    registry.add("p", diff)
+    write_tree(engine, {"run.sh": (SCRIPT, True)})
+    status = run(registry, engine, "status", "--json")
+    assert status.code == 5, status.out + status.err
+    detail = status.json()["files"][0]["hunks"][0]["detail"]
+    assert "the new content but mode 755; the diff creates it 100644 (the diff gives no mode)" in detail, detail
+    write_tree(engine, {"run.sh": (SCRIPT, False)})
+    assert run(registry, engine, "status").code == 0
+    assert run(registry, engine, "apply", "--adopt").code == 0
+    assert run(registry, engine, "revert").code == 0 and read_tree(engine) == {}
+    assert run(registry, engine, "apply").code == 0
+    oracle = tmp_path / "oracle"
+    oracle.mkdir()
+    (tmp_path / "plain.diff").write_bytes(diff)
+    git(oracle, "apply", str(tmp_path / "plain.diff"))
+    assert read_tree(engine) == read_tree(oracle) == {"run.sh": (SCRIPT, False)}

@@ -283,3 +283,20 @@ def test_the_pyz_finds_a_root_owned_environment_under_minus_s(world: World) -> N
     assert done.returncode == 3, done.stderr
     assert json.loads(done.stdout)["root"] == str(site.resolve())
     assert not marker.exists()
+
+
+def test_a_world_writable_sticky_interpreter_file_is_never_run(world: World) -> None:
+    """The sticky bit protects the entries of a folder (nobody else renames what is in /tmp); on a file it
+    protects nothing: anyone may rewrite a 1777 interpreter, so it is refused like any world-writable file."""
+    venv, _ = world.env("root")
+    marker = world.workdir / f"sticky-ran-{world.count}"
+    python = world.workdir / f"sticky-bin-{world.count}" / "python"
+    python.parent.mkdir()
+    python.write_text(f"#!/bin/sh\nid -u > {marker}\nexec {venv / 'bin' / 'python'} \"$@\"\n")
+    python.chmod(0o1777)
+    assert python.stat().st_uid == 0
+    for given in (["--python", str(python)], []):
+        env = {} if given else {"PATCHKIT_PYTHON": str(python)}
+        run = run_forked(args(world, "status", *given), env)
+        assert run.code == 2 and not marker.exists(), (run.code, run.err)
+        assert "writable by group or others (mode 1777)" in run.err and "it was not run" in run.err, run.err

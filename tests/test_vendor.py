@@ -98,8 +98,10 @@ def test_vendor_a_local_file_pins_it_and_keeps_the_comments(tmp_path: Path, patc
     spec = load_manifest(patches / PID)
     assert spec.sha256 == sha(diff) and not spec.pending
     assert spec.source is not None and spec.source.kind == "file"
-    assert dict(spec.source.fields) == {"path": str(source)}
-    assert f"from {source}" in cli("list", "--patches", patches).out
+    # relative to the folder holding the registry (no pyproject.toml: it stands for the project), where vendor ran
+    assert patches.parent == source.parent and dict(spec.source.fields) == {"path": source.name}
+    assert spec.recorded_file() == source
+    assert f"from {source.name}" in cli("list", "--patches", patches).out
 
     status = cli("status", PID, "--root", _tree(tmp_path), "--patches", patches, "--json")
     assert status.code == 3

@@ -244,10 +244,16 @@ def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
     return code
 
 
+def install_folder() -> str:
+    """The folder of the patchkit package that runs (a checkout, site-packages or inside patchkit.pyz), as
+    `--version` and `doctor` name it: one answer for both."""
+    return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, above cli/
+
+
 def version_message() -> str:
     """What --version prints: the version (first line, as before), the interpreter, and the install folder
     (a checkout, site-packages or patchkit.pyz), so a bug report says which patchkit ran under which Python."""
-    where = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the package, above cli/
+    where = install_folder()
     python = f"Python {sys.version.split()[0]} ({sys.executable or 'unknown interpreter'})"
     return "%(prog)s, version %(version)s\n" + f"{python}\ninstalled in {where}".replace("%", "%%")
 

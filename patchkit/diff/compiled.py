@@ -10,7 +10,7 @@ still read and checked against the pin first (PatchSpec.read_diff), so an edited
 without a compiled file. Anything doubtful and the diff is parsed as before, silently (`load_compiled` returns
 None):
 - the file is not a regular file with one link, is owned by another user than the running one or root, or is
-  writable by group or others (the rule of patchkit.workspace.trust), or is larger than MAX_COMPILED_BYTES;
+  writable by group or others (the one rule of patchkit.input.trust), or is larger than MAX_COMPILED_BYTES;
 - a binding, format or checksum mismatch (stale: the diff, the manifest or patchkit changed; or damaged);
 - any structural fault: a type, a bound (patchkit.input.limits), a count that does not fit the lines, a path the
   parser would refuse. These checks keep a hostile file from crashing patchkit; they are not the parser's checks
@@ -46,6 +46,7 @@ from patchkit.diff.hunkset import HunkSet
 from patchkit.errors import UnsafePathError
 from patchkit.input.limits import MAX_COMPILED_BYTES, MAX_DIFF_LINES, MAX_HEADER_DIGITS
 from patchkit.input.paths import check_path
+from patchkit.input.trust import refusal
 
 if TYPE_CHECKING:
     from patchkit.input.manifest import PatchSpec
@@ -229,8 +230,8 @@ def load_compiled(spec: PatchSpec) -> HunkSet | None:
         return None
     try:
         st = os.fstat(fd)
-        if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and st.st_uid in (0, os.geteuid())
-                and not st.st_mode & 0o022 and st.st_size <= MAX_COMPILED_BYTES):
+        if not (stat.S_ISREG(st.st_mode) and st.st_nlink == 1 and refusal(st, str(spec.diff_path)) is None
+                and st.st_size <= MAX_COMPILED_BYTES):
             return None  # planted, hard-linked, loosened or oversized: not the registry's to believe
         blob = _read_bounded(fd, st.st_size)
     except OSError:

@@ -18,7 +18,7 @@ from typing import Any
 
 from patchkit.diff.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
 from patchkit.display import escape_controls
-from patchkit.errors import DiffError, UnsafePathError
+from patchkit.errors import DiffError, NotADiffError, UnsafePathError
 from patchkit.input.limits import MAX_DIFF_LINES, MAX_HEADER_DIGITS, check_diff_size
 from patchkit.input.paths import check_path
 
@@ -31,6 +31,8 @@ RE_INDEX = re.compile(rb"^index ([0-9a-f]{7,64})\.\.([0-9a-f]{7,64})(?: [0-7]{6}
 RE_RENAME = re.compile(rb"^(rename|copy) (from|to) (.+)$")
 RE_BINARY_LINE = re.compile(rb"^Binary files (.+?) and (.+?) differ$")
 NO_NEWLINE = b"\\"
+# A web page where a diff was expected: its first tag, after a byte-order mark and blank space.
+_HTML = re.compile(rb"(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)[\s>]", re.I | re.S)
 SIGNATURE = b"-- "  # `git format-patch` mail signature: everything after it is not diff
 
 _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13, b'"': 34, b"\\": 92}
@@ -39,7 +41,7 @@ _C_ESCAPES = {b"a": 7, b"b": 8, b"t": 9, b"n": 10, b"v": 11, b"f": 12, b"r": 13,
 def parse_diff(data: bytes, strip: int, source: str) -> Diff:
     """Parse unified/git diff bytes. Raises DiffError naming the diff line at fault."""
     if not data.strip():
-        raise DiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
+        raise NotADiffError("the diff is empty", where=source, hint="vendor the real diff of the upstream change")
     check_diff_size(len(data), source)
     count = data.count(b"\n")  # before splitting: a diff of newlines only would cost ~40 bytes of memory each
     if count > MAX_DIFF_LINES:
@@ -62,7 +64,13 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
             gc.enable()
     _check_context(files, source)
     if not files:
-        raise DiffError(
+        if _HTML.match(data[:1024]):
+            raise NotADiffError(
+                "this is an HTML page, not a diff (a saved or fetched web page)", where=source,
+                hint="save the diff itself: a forge serves a pull request's net diff at its page's address plus "
+                "`.diff` (`.../pull/N.diff`)",
+            )
+        raise NotADiffError(
             "no file changes found in the diff", where=source,
             hint="is this a unified diff (`git diff`, a pull request's .diff)?",
         )
@@ -70,19 +78,23 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
 
 
 def _check_context(files: tuple[FilePatch, ...], source: str) -> None:
-    """Refuse hunks without context past line 1 (`git diff -U0`): nothing says where such a hunk belongs.
+    """Refuse a hunk without leading context past line 1 (`git diff -U0`, or a hand edit): the one rule, for
+    every diff that is loaded, pinned or not, vendored or compiled.
 
-    git pins a hunk without trailing context to the end of the file (and one that starts at line 1 to its
-    start), so a -U0 hunk in the middle of a file never applies with `git apply` either (only with
-    `--unidiff-zero`, which gives up exactly the check patchkit exists for). A hunk at line 0 or 1 without
-    context is pinned at both ends: it is the whole file, and is judged as such.
+    Only a diff made without context (or a hunk cut by hand) starts past line 1 with a change: with context,
+    git writes as many lines above the first change as the file has, up to the context size. Nothing above
+    such a hunk says where it belongs; a -U0 hunk is worse: git pins a hunk without trailing context to the end
+    of the file, so in the middle of a file it never applies with `git apply` (only with `--unidiff-zero`,
+    which gives up exactly the check patchkit exists for), and where the file's end happens to match, it
+    lands there. A hunk at line 0 or 1 is pinned to the start of the file (and, without trailing context, to
+    its end: the whole file), and is judged as such.
     """
     for f in files:
         for h in f.hunks:
-            if h.leading == 0 and h.trailing == 0 and h.old_start > 1:
-                raise DiffError(  # the wording of filtering.refuse_zero_context, which vendor runs too
-                    f"{f.path}: hunk {h.index} {h.header} has no context lines; a hunk without context "
-                    "cannot be located safely",
+            if h.leading == 0 and h.old_start > 1:
+                raise DiffError(
+                    f"{f.path}: hunk {h.index} {h.header} has no context lines before its first change; a hunk "
+                    "without leading context cannot be located safely",
                     where=f"{source}:{h.diff_line}",
                     hint="regenerate the diff with context: `git diff` / `git format-patch` without -U0 "
                     "(the default is 3 lines, -U3)",
@@ -215,7 +227,7 @@ def _scan(lines: Sequence[bytes], source: str) -> tuple[list[bytes], list[_Heade
             )
         just_closed = False
         if (line.startswith(b"diff --git ") or is_pair) and line.endswith(b"\r"):
-            raise DiffError(
+            raise NotADiffError(
                 "the diff's own header lines end in CRLF", where=where,
                 hint="the diff file was converted to CRLF (an editor or core.autocrlf); restore the original",
             )

@@ -264,7 +264,6 @@ def load_hunk_set(spec: PatchSpec, *, base_tree: Path | None = None, compiled: b
         data = spec.read_diff(pinned=False)
         diff = _parse(spec, data)
         refuse_commit_chain(spec, data, diff, base_tree)
-        refuse_zero_context(diff)
         _filter(spec, diff)
         spec.read_diff()  # refuses: no sha256 recorded, with the sha256 to pin
     data = spec.read_diff()
@@ -331,23 +330,3 @@ def exclude_where(spec: PatchSpec, exc: ManifestError) -> str:
     elif isinstance(exc, PlacementError):
         line = line_of_key(spec.manifest_path, exc.key, exc.table)
     return f"{spec.manifest_path}:{line}" if line else str(spec.manifest_path)
-
-
-def refuse_zero_context(diff: Diff) -> None:
-    """Refuse a diff made without context (`git diff -U0`): such a hunk cannot be located safely.
-
-    A hunk of an existing file that starts after line 1 yet has no leading context has nothing to anchor it:
-    any place where its old lines occur would do. Exit 2 with how to regenerate the diff.
-    """
-    for f in diff.files:
-        if f.op is FileOp.CREATE:
-            continue
-        for hunk in f.hunks:
-            if hunk.leading == 0 and hunk.old_start > 1:
-                raise DiffError(
-                    f"{f.path}: hunk {hunk.index} {hunk.header} has no context lines; a hunk without context "
-                    "cannot be located safely",
-                    where=f"{diff.source}:{hunk.diff_line}",
-                    hint="regenerate the diff with context: `git diff` / `git format-patch` without -U0 "
-                    "(the default is 3 lines), or `patchkit vendor --from-git REPO --range BASE..HEAD`",
-                )

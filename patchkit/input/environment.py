@@ -3,12 +3,13 @@
 The environment may belong to a less privileged user (an image whose serving user owns `/opt/venv`), so its
 metadata is input like any other: whoever can write a dist-info folder can make `direct_url.json`,
 `top_level.txt` or `RECORD` name any folder, and whoever can replace the interpreter or a `.pth` file runs
-code as whoever starts it. The rule, the one `.patchkit` state follows (patchkit.workspace.trust):
+code as whoever starts it. The rule is the one every reader follows (patchkit.input.trust):
 
 - The distribution's dist-info folder, the metadata files read from it, the site-packages folder holding it
   and every folder above them up to `/` are owned by root or the running user and not writable by group or
-  others (a sticky folder such as `/tmp` may be: nobody else can rename what is in it). Anything else is
-  refused (UntrustedEnvironmentError, exit 2) naming the file and its owner, before the metadata is used.
+  others (a sticky folder such as `/tmp` may be: nobody else can rename what is in it; a sticky file may not),
+  walked from `/` link-free on descriptors. Anything else is refused (UntrustedEnvironmentError, exit 2)
+  naming the file and its owner, before the metadata is used.
 - The root is the site-packages folder itself, whatever the metadata says; top-level names only tell whether
   the package is there, and only plain names count (an absolute path or `..` in `top_level.txt` or `RECORD`
   is no package). A root outside site-packages comes only from an editable install's `direct_url.json`, and
@@ -27,7 +28,6 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
 import re
 import shutil
 import stat
@@ -39,6 +39,7 @@ from typing import NamedTuple
 from urllib.parse import unquote, urlparse
 
 from patchkit.errors import BadInputError, UntrustedEnvironmentError
+from patchkit.input.trust import Flaw, Refusal, check_trusted_path, open_trusted_path
 
 PYTHON_TIMEOUT = 60.0
 METADATA_MAX_BYTES = 64 * 1024 * 1024  # RECORD of the largest wheels (torch) is a few MiB
@@ -295,10 +296,9 @@ def top_level_names(top_level: bytes | None, record: bytes | None) -> list[str]:
 
 def check_interpreter(real: Path, given: str, *, in_process: bool) -> None:
     """Refuse an interpreter (resolved) that another user could have replaced, it or a folder above it."""
-    problem = chain_problem(Path(os.path.realpath(real)))
+    problem = check_trusted_path(Path(os.path.realpath(real)), folder=False)
     if problem is None:
         return
-    path, owner_text = problem
     if in_process:
         meaning = (
             "patchkit is running under it, so whatever that user put there already runs with patchkit's "
@@ -311,59 +311,25 @@ def check_interpreter(real: Path, given: str, *, in_process: bool) -> None:
         )
     raise UntrustedEnvironmentError(
         f"the Python interpreter {real}{'' if str(real) == given else f' (from {given})'} cannot be trusted: "
-        f"{path} {owner_text}; {meaning}",
+        f"{problem.shown} {problem.describe()}; {meaning}",
         where=given,
-        hint=_hint(path),
+        hint=_hint(problem.shown),
     )
 
 
 def check_folder_chain(path: Path, what: str) -> None:
-    """Refuse `path` (resolved) unless it and every folder above it pass the trust rule."""
-    problem = chain_problem(Path(os.path.realpath(path)))
+    """Refuse `path` (resolved) unless it and every folder above it pass the trust rule (patchkit.input.trust)."""
+    problem = check_trusted_path(Path(os.path.realpath(path)), folder=True)
     if problem is not None:
-        bad, owner_text = problem
         raise UntrustedEnvironmentError(
-            f"{what} is not trusted: {bad} {owner_text}; patchkit does not take an engine root from metadata "
-            "or folders another user could have written, nothing was read or written",
+            f"{what} is not trusted: {problem.shown} {problem.describe()}; patchkit does not take an engine root "
+            "from metadata or folders another user could have written, nothing was read or written",
             where=str(path),
-            hint=_hint(bad),
+            hint=_hint(problem.shown),
         )
 
 
-def chain_problem(real: Path) -> tuple[Path, str] | None:
-    """The first of `/`, ..., `real` that another user owns or may write, with what is wrong; None if none."""
-    for part in (Path(*real.parts[: i + 1]) for i in range(len(real.parts))):
-        try:
-            st = os.lstat(part)
-        except OSError as exc:
-            return part, f"cannot be checked ({exc.strerror})"
-        problem = owner_problem(st)
-        if problem is not None:
-            return part, problem
-    return None
-
-
-def owner_problem(st: os.stat_result) -> str | None:
-    """What makes an lstat result untrusted: a link, another owner, group or other write (sticky folders
-    excepted); None when it passes."""
-    if stat.S_ISLNK(st.st_mode):
-        return "is a symbolic link (it changed while being checked)"
-    if st.st_uid not in (0, os.geteuid()):
-        return f"is owned by uid {st.st_uid}{_user_name(st.st_uid)}"
-    if st.st_mode & 0o022 and not (stat.S_ISDIR(st.st_mode) and st.st_mode & stat.S_ISVTX):
-        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
-    return None
-
-
-def _user_name(uid: int) -> str:
-
-    try:
-        return f" ({pwd.getpwuid(uid).pw_name})"
-    except KeyError:
-        return ""
-
-
-def _hint(path: Path) -> str:
+def _hint(path: str) -> str:
     return (
         "run patchkit as the user who owns the environment; or, if that folder holds only the environment, "
         f"give it to root first: `chown -R root: {path} && chmod -R go-w {path}`"
@@ -371,44 +337,55 @@ def _hint(path: Path) -> str:
 
 
 def _read_metadata(path: Path) -> bytes | None:
-    """A metadata file of a checked dist-info folder: absent, or a regular file passing the trust rule."""
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        return None
-    except OSError as exc:
-        raise BadInputError(f"cannot read the metadata file: {exc.strerror}", where=str(path)) from None
-    problem = owner_problem(st) or (None if stat.S_ISREG(st.st_mode) else "is not a regular file")
-    if problem is not None:
+    """A metadata file of a checked dist-info folder: absent, or a regular file passing the trust rule (on the
+    descriptor it is read from, the folders above it walked again link-free)."""
+    found = open_trusted_path(path, folder=False, flags=os.O_RDONLY | os.O_NONBLOCK)
+    if isinstance(found, Refusal):
+        if found.absent and found.shown == str(path):
+            return None
+        if found.flaw is Flaw.UNCHECKABLE:
+            raise BadInputError(f"cannot read the metadata file: {found.detail}", where=str(path))
+        wrong = found.describe() if found.shown == str(path) else f"is in {found.shown}, which {found.describe()}"
         raise UntrustedEnvironmentError(
-            f"the metadata file {problem}; patchkit does not take an engine root from metadata another user "
+            f"the metadata file {wrong}; patchkit does not take an engine root from metadata another user "
             "could have written, nothing was read or written",
-            where=str(path), hint=_hint(path.parent),
+            where=str(path), hint=_hint(str(path.parent)),
         )
     try:
-        return _read_bounded(path, METADATA_MAX_BYTES)
+        if not stat.S_ISREG(os.fstat(found).st_mode):
+            raise UntrustedEnvironmentError(
+                "the metadata file is not a regular file; patchkit does not take an engine root from it, "
+                "nothing was read or written", where=str(path), hint=_hint(str(path.parent)),
+            )
+        return _read_fd(found, METADATA_MAX_BYTES, path)
     except OSError as exc:
         raise BadInputError(f"cannot read the metadata file: {exc.strerror or exc}", where=str(path)) from None
+    finally:
+        os.close(found)
 
 
 def _read_bounded(path: Path, limit: int) -> bytes:
     """A regular file's bytes, refused (OSError EFBIG) above `limit`, without following a final link."""
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | getattr(os, "O_NONBLOCK", 0))
     try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise OSError(f"{path} is not a regular file")
-        if st.st_size > limit:
-            raise OSError(f"{path} is larger than {limit} bytes")
-        chunks = []
-        left = limit + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-        data = b"".join(chunks)
-        if len(data) > limit:
-            raise OSError(f"{path} grew past {limit} bytes while being read")
-        return data
+        return _read_fd(fd, limit, path)
     finally:
         os.close(fd)
 
+
+def _read_fd(fd: int, limit: int, path: Path) -> bytes:
+    """The bytes of the regular file open as `fd`, refused (OSError) above `limit` or if it grows past it."""
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        raise OSError(f"{path} is not a regular file")
+    if st.st_size > limit:
+        raise OSError(f"{path} is larger than {limit} bytes")
+    chunks = []
+    left = limit + 1
+    while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
+        chunks.append(chunk)
+        left -= len(chunk)
+    data = b"".join(chunks)
+    if len(data) > limit:
+        raise OSError(f"{path} grew past {limit} bytes while being read")
+    return data

@@ -64,6 +64,15 @@ MAX_TREE_READ_BYTES = 1 << 30
 # and of the state files it replaces: it is read back within those bounds plus a margin for its header.
 MAX_JOURNAL_BYTES = MAX_TREE_READ_BYTES + (64 << 20)
 
+# git on a repository patchkit does not trust (input.sealedgit): HEAD and a loose ref are a line each;
+# packed-refs and a shallow file of a large engine's clone (tens of thousands of tags) are a few MiB; the
+# loose refs walked for lint --base are bounded in number; each git run in time (a merge-base over an
+# engine's whole history takes well under a second).
+MAX_GIT_REF_BYTES = 4096
+MAX_PACKED_REFS_BYTES = 64 << 20
+MAX_GIT_REFS = 100_000
+GIT_TIMEOUT = 60.0
+
 
 def check_diff_size(size: int, source: str) -> None:
     """Refuse a diff too large to be a real upstream change before it is read (PatchSpec.read_diff) or parsed."""

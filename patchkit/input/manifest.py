@@ -259,7 +259,10 @@ class PatchSpec:
 
     def vendor_command(self) -> str:
         """A `patchkit vendor` command line that fetches and pins this entry's diff (shell-quoted)."""
-        if self.upstream.diff_url:
+        recorded = self.recorded_file()
+        if recorded is not None:  # the file it was vendored from, where it still is: works offline
+            source = str(recorded)
+        elif self.upstream.diff_url:
             source = self.upstream.diff_url
         elif self.upstream.prs and len(self.upstream.prs) == 1:
             source = self.upstream.prs[0].url + ".diff"
@@ -267,6 +270,21 @@ class PatchSpec:
             source = "FILE.diff"
 
         return shlex.join(["patchkit", "vendor", self.id, "--patches", str(self.folder.parent), "--from", source])
+
+    def recorded_file(self) -> Path | None:
+        """The local file [source] says the diff was vendored from, if it is there still (`path`: absolute, or
+        relative to the project holding the registry: the nearest folder above it with a pyproject.toml, else
+        the registry's parent)."""
+        if self.source is None or self.source.kind != "file":
+            return None
+        path = dict(self.source.fields).get("path")
+        if not isinstance(path, str) or not path:
+            return None
+        registry = self.folder.parent
+        project = next((f for f in (registry, *registry.parents) if (f / "pyproject.toml").is_file()),
+                       registry.parent)
+        full = Path(path) if Path(path).is_absolute() else project / path
+        return full if full.is_file() else None
 
     def read_diff(self, *, pinned: bool = True) -> bytes:
         """The diff's bytes, refused unless they match the recorded sha256. `pinned=False`: every check but the

@@ -21,7 +21,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import NamedTuple
 
-from patchkit.diff.hunks import FileOp, FilePatch, Hunk, paths_of
+from patchkit.diff.hunks import MODE_FILE, FileOp, FilePatch, Hunk, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.input.tree import Root, Snapshot, read_all
 from patchkit.judge.matching import (
@@ -292,7 +292,12 @@ def _verify_chain(
 
 
 def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
-    """Group section indexes that share a path (transitively), keeping diff order."""
+    """Group section indexes that share a path (transitively), keeping diff order.
+
+    Transitively: a rename joins the chains of both its paths, so "modify a.py, delete b.py, rename a.py to
+    b.py" is one chain of three, though the first two share no path (judged apart, the applied tree read as a
+    conflict and the plan's check stopped apply: tests/test_series.py::test_a_rename_over_a_file_deleted_...).
+    """
     owner: dict[str, int] = {}
     parent = list(range(len(sections)))
 
@@ -786,7 +791,12 @@ def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:
 
 
 def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdict:
-    """Created and deleted files: the whole content is one unit, compared byte for byte."""
+    """Created and deleted files: the whole content is one unit, compared byte for byte, with its exec bit.
+
+    The mode is part of the image: a created file with the diff's bytes but the other exec bit is not what the
+    diff creates, and a deleted one is not what it deletes (its revert would write the diff's mode, widening
+    or dropping the exec bits the file had). Either is a conflict, like different bytes.
+    """
     image = section.whole(created)
     mode = section.new_mode if created else section.old_mode
     wants_exec = bool(mode and mode & 0o100)
@@ -796,12 +806,17 @@ def _judge_whole(section: FilePatch, snap: Snapshot, created: bool) -> FileVerdi
     detail = None
     if not snap.exists:
         unit = absent_state
-    elif snap.data == image and (snap.executable == wants_exec or not created):
+    elif snap.data == image and snap.executable == wants_exec:
         unit = present_state
     else:
         unit = HunkState.CONFLICT
         if snap.data == image:
-            detail = f"exists with the new content but mode {snap.mode:o} (the diff says {mode:o})"
+            said = f"{mode:o}" if mode else f"{MODE_FILE:o} (the diff gives no mode)"
+            detail = (
+                f"exists with the new content but mode {snap.mode:o}; the diff creates it {said}" if created else
+                f"exists with the content this diff deletes but mode {snap.mode:o}; the diff deletes it as {said}, "
+                "and a revert would recreate it so"
+            )
         elif created:
             detail = "already exists with content other than the file this diff creates"
         else:

@@ -70,11 +70,17 @@ class Finding:
     severity: Severity
     path: Path
     line: int | None  # 1-based; None when the finding is about the file as a whole and has no better place
-    message: str
+    message: str  # what was found
+    fix: str | None = None  # what to do about it, where it is said apart (the concise format leaves it out)
 
     @classmethod
-    def of(cls, rule: Rule, path: Path, line: int | None, message: str) -> Finding:
-        return cls(rule, rule.severity, path, line, message)
+    def of(cls, rule: Rule, path: Path, line: int | None, message: str, fix: str | None = None) -> Finding:
+        return cls(rule, rule.severity, path, line, message, fix)
+
+    @property
+    def text(self) -> str:
+        """The whole message: what was found, then what to do."""
+        return f"{self.message}; {self.fix}" if self.fix else self.message
 
 
 _WHERE_LINE = re.compile(r"^(.*):(\d+)$")

@@ -10,6 +10,9 @@ are not counted as this branch's changes.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING
@@ -20,11 +23,13 @@ from patchkit.lint.ci import PullRequest
 from patchkit.lint.coverage import Cover, cover_site, names_file, project_relative, waivers_naming
 from patchkit.lint.findings import Finding, Rule
 from patchkit.lint.inputs import PENDING_NAME, WAIVER_NAME, LintInput, WaiverFile
-from patchkit.scan import PatchSite, ScanConfig, scan_files
+from patchkit.scan import MAX_SCANNED_BYTES, PatchSite, ScanConfig, scan_files
 from patchkit.scan.sources import select_paths
 
 if TYPE_CHECKING:
-    import git
+    from subprocess import CompletedProcess
+
+    from patchkit.input.sealedgit import SealedGit
 
 
 @dataclass(frozen=True)
@@ -42,63 +47,95 @@ class RangeChanges:
 
 
 def read_range_changes(rev: str, patches_dir: Path, waivers_dir: Path) -> RangeChanges:
-    """Ask git which files under the two folders changed in `rev..HEAD`, in the repository holding them."""
-    start = patches_dir
+    """Ask git which files under the two folders changed in `rev..HEAD`, in the repository holding them.
+
+    git never reads this repository's configuration, hooks or attributes (patchkit.input.sealedgit): the files
+    come from a fork's pull request, and the repository config is only the runner's."""
     if not rev or rev.startswith("-"):
         # Never let user text reach git as an option.
         raise BadInputError(
             f"--base {rev!r} is not a revision", hint="pass a branch, tag or commit, e.g. origin/main"
         )
-    import git  # lazy: gitpython (~140 ms; only history mode pays for it)
-
-    repo = _open_repository(start)
-    root = Path(str(repo.working_tree_dir)).resolve()
-    try:
-        base = repo.commit(rev)
-        head = repo.head.commit
-    except (git.BadName, git.BadObject, ValueError) as exc:
-        raise BadInputError(
-            f"cannot resolve --base {rev!r} or HEAD to a commit ({exc})",
-            where=str(root),
-            hint="fetch the base first (git fetch origin main); with actions/checkout set fetch-depth: 0",
-        ) from None
-    merge_bases = repo.merge_base(base, head)
-    if not merge_bases:
-        raise BadInputError(
-            f"{rev} and HEAD have no common ancestor",
-            where=str(root),
-            hint="the clone is probably shallow: fetch more history (fetch-depth: 0 in actions/checkout)",
-        )
-    folders = []
-    for folder in (patches_dir, waivers_dir):
-        try:
-            folders.append(PurePosixPath(folder.resolve().relative_to(root)).as_posix())
-        except ValueError:
+    with _sealed_repository(patches_dir) as (root, git):
+        base = _resolve(git, rev, root)
+        head = _resolve(git, "HEAD", root)
+        found = git.run("merge-base", "--end-of-options", base, head)
+        if found.returncode == 1:
             raise BadInputError(
-                f"the folder is outside the git repository at {root}, so --base cannot see its history",
-                where=str(folder),
-            ) from None
-    output = repo.git.diff(
-        "--name-status", "--no-renames", "-z", merge_bases[0].hexsha, head.hexsha, "--", *folders
-    )
-    return _parse_name_status(rev, root, output, merge_bases[0].hexsha)
+                f"{rev} and HEAD have no common ancestor",
+                where=str(root),
+                hint="the clone is probably shallow: fetch more history (fetch-depth: 0 in actions/checkout)",
+            )
+        merge_base = _checked(found, root).decode().strip()
+        folders = []
+        for folder in (patches_dir, waivers_dir):
+            try:
+                folders.append(PurePosixPath(folder.resolve().relative_to(root)).as_posix())
+            except ValueError:
+                raise BadInputError(
+                    f"the folder is outside the git repository at {root}, so --base cannot see its history",
+                    where=str(folder),
+                ) from None
+        output = _checked(git.run(
+            "diff-tree", "-r", "--name-status", "--no-renames", "-z", "--no-ext-diff", "--no-textconv",
+            "--end-of-options", merge_base, head, "--", *folders,
+        ), root)
+    return _parse_name_status(rev, root, output.decode("utf-8", errors="surrogateescape"), merge_base)
 
 
-def _open_repository(start: Path) -> git.Repo:
-    import git  # lazy: gitpython (~140 ms; only history mode pays for it)
+@contextmanager
+def _sealed_repository(start: Path) -> Iterator[tuple[Path, SealedGit]]:
+    """The work tree holding `start` and git sealed off from its configuration, with every ref of the
+    repository as patchkit read it (HEAD, branches, tags, remotes; FETCH_HEAD and ORIG_HEAD too)."""
+    from patchkit.input import sealedgit  # lazy: sealed git (subprocess: only history mode)
 
+    root = _work_tree_of(start)
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        with sealedgit.open_git_dir(fd, root, follow_gitfile=True) as repo:
+            assert repo is not None  # _work_tree_of found it
+            head = sealedgit.read_head(repo)
+            refs = sealedgit.read_refs(repo)
+            with sealedgit.SealedGit(repo, head, refs, sealedgit.read_shallow(repo),
+                                     sealedgit.read_pseudo_refs(repo)) as git:
+                yield root, git
+    except sealedgit.GitUnreadable as exc:
+        raise BadInputError(f"--base cannot read the git repository: {exc.reason}", where=str(root)) from None
+    finally:
+        os.close(fd)
+
+
+def _work_tree_of(start: Path) -> Path:
+    """The nearest folder at or above `start` holding `.git` (not above GIT_CEILING_DIRECTORIES), resolved."""
     # A waiver-only repository has no patches folder: look from the nearest folder that exists.
     while not start.exists() and start != start.parent:
         start = start.parent
-    try:
-        repo = git.Repo(start, search_parent_directories=True)
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError):
+    ceilings = {Path(p).resolve() for p in os.environ.get("GIT_CEILING_DIRECTORIES", "").split(":") if p}
+    folder = start.resolve()
+    while True:
+        if os.path.lexists(folder / ".git"):
+            return folder
+        if folder.parent == folder or folder.parent in ceilings:
+            raise BadInputError("--base needs a git repository, and this folder is not in one", where=str(start))
+        folder = folder.parent
+
+
+def _resolve(git: SealedGit, rev: str, root: Path) -> str:
+    found = git.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{rev}^{{commit}}")
+    if found.returncode != 0:
         raise BadInputError(
-            "--base needs a git repository, and this folder is not in one", where=str(start)
-        ) from None
-    if repo.working_tree_dir is None:
-        raise BadInputError("--base needs a repository with a work tree", where=str(start))
-    return repo
+            f"cannot resolve --base {rev!r} or HEAD to a commit",
+            where=str(root),
+            hint="fetch the base first (git fetch origin main); with actions/checkout set fetch-depth: 0",
+        )
+    return found.stdout.decode().strip()
+
+
+def _checked(done: CompletedProcess[bytes], root: Path) -> bytes:
+    if done.returncode != 0:
+        said = done.stderr.decode(errors="replace").strip()[:400]
+        raise BadInputError(f"git failed on the repository (exit {done.returncode}): {said}", where=str(root))
+    return done.stdout
 
 
 def _parse_name_status(rev: str, root: Path, output: str, merge_base: str = "") -> RangeChanges:
@@ -124,28 +161,64 @@ class BaseSnapshot:
 
 def read_base_snapshot(changes: RangeChanges, lint_input: LintInput, config: ScanConfig) -> BaseSnapshot:
     """Scan the merge base's files (the same globs as the work tree) and read its waivers, through git."""
-    from git.objects import Blob  # lazy: gitpython
-
-    repo = _open_repository(changes.root)
-    commit = repo.commit(changes.merge_base)
     project = changes.relative(lint_input.root)
     prefix = "" if project == "." else project + "/"
     waivers = changes.relative(lint_input.waivers_dir) + "/"
+    with _sealed_repository(changes.root) as (root, git):
+        listing = _checked(git.run("ls-tree", "-r", "-z", "-l", "--full-tree", "--end-of-options",
+                                   changes.merge_base), root)
+        candidates: dict[str, tuple[str, int]] = {}  # project-relative path -> (blob id, size)
+        for entry in listing.split(b"\0"):
+            meta, _, raw_path = entry.partition(b"\t")
+            fields = meta.split()
+            path = raw_path.decode("utf-8", errors="surrogateescape")
+            if len(fields) == 4 and fields[1] == b"blob" and path.startswith(prefix):
+                size = int(fields[3]) if fields[3].isdigit() else -1  # "-" or "BAD": the blob is not here
+                candidates[path[len(prefix):]] = (fields[2].decode(), size)
+        names = [p for p in candidates if (prefix + p).startswith(waivers) and _is_waiver_name(p)]
+        wanted = [p for p in select_paths(candidates, config) if candidates[p][1] <= MAX_SCANNED_BYTES]
+        _require_present([p for p in (*names, *wanted) if candidates[p][1] < 0], prefix, changes)
+        blobs = _read_blobs(git, root, {p: candidates[p][0] for p in dict.fromkeys([*names, *wanted])})
+    texts = tuple((p, blobs[p].decode("utf-8", errors="replace")) for p in names)
+    result = scan_files(((p, blobs[p]) for p in wanted), config)
+    return BaseSnapshot(frozenset(s.fingerprint for s in result.sites), texts)
+
+
+def _require_present(missing: list[str], prefix: str, changes: RangeChanges) -> None:
+    """A file of the merge base that is not in the clone (a partial clone) is refused, never fetched: a fetch
+    would run what the repository's config names for its remote."""
+    if missing:
+        more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+        shown = ", ".join(prefix + p for p in missing[:3]) + more
+        raise BadInputError(
+            f"{shown} at the merge base {changes.merge_base[:12]} is not in this clone (a partial clone?); "
+            "lint never lets git fetch",
+            where=str(changes.root),
+            hint="clone without a filter (actions/checkout: fetch-depth: 0 and no `filter:` input)",
+        )
+
+
+def _is_waiver_name(path: str) -> bool:
+    name = path.rsplit("/", 1)[-1]
+    return bool(WAIVER_NAME.match(name) or PENDING_NAME.match(name))
+
+
+def _read_blobs(git: SealedGit, root: Path, ids: dict[str, str]) -> dict[str, bytes]:
+    """path -> content of each blob id, in one `cat-file --batch` (plumbing: no filter, no textconv)."""
+    if not ids:
+        return {}
+    out = _checked(git.run("cat-file", "--batch", input="".join(f"{i}\n" for i in ids.values()).encode()), root)
     blobs: dict[str, bytes] = {}
-    texts: list[tuple[str, str]] = []
-    candidates: dict[str, Blob] = {}
-    for item in commit.tree.traverse():
-        if not isinstance(item, Blob) or not str(item.path).startswith(prefix):
-            continue
-        path = str(item.path)
-        name = path.rsplit("/", 1)[-1]
-        if path.startswith(waivers) and (WAIVER_NAME.match(name) or PENDING_NAME.match(name)):
-            texts.append((path[len(prefix) :], item.data_stream.read().decode("utf-8", errors="replace")))
-        candidates[path[len(prefix) :]] = item
-    for path in select_paths(candidates, config):
-        blobs[path] = candidates[path].data_stream.read()
-    result = scan_files(blobs.items(), config)
-    return BaseSnapshot(frozenset(s.fingerprint for s in result.sites), tuple(texts))
+    at = 0
+    for path, blob_id in ids.items():
+        header_end = out.index(b"\n", at)
+        header = out[at:header_end].split()
+        if len(header) != 3 or header[0].decode() != blob_id or header[1] != b"blob":
+            raise BadInputError(f"git could not read {path} at the merge base", where=str(root))
+        size = int(header[2])
+        blobs[path] = out[header_end + 1 : header_end + 1 + size]
+        at = header_end + 1 + size + 1
+    return blobs
 
 
 def check_site_history(
@@ -171,7 +244,8 @@ def check_site_history(
                     place,
                     site.line,
                     f"pre-existing patch site ({site.kind.label}) patching {site.what} has no waiver on "
-                    f"{changes.rev}: the waiver named after the pull request that introduced it must already "
+                    f"{changes.rev}",
+                    f"the waiver named after the pull request that introduced it must already "
                     f"name {site.path} on the base branch; fix that there, or accept the site with "
                     f"--write-baseline",
                 )

@@ -406,9 +406,9 @@ def check_sites_covered(lint_input: LintInput) -> Iterator[Finding]:
             Rule.SITE_UNCOVERED,
             lint_input.site_path(site),
             site.line,
-            f"patch site ({site.kind.label}) patching {site.what}: `{_short(site.command)}`; no waiver names "
-            f"{site.path}: add {lint_input.waivers_dir}/N.md, N the pull request that introduces it, naming "
-            f"{site.path}, or accept the site as pre-existing with --write-baseline",
+            f"patch site ({site.kind.label}) patching {site.what}: `{_short(site.command)}`",
+            f"no waiver names {site.path}: add {lint_input.waivers_dir}/N.md, N the pull request that introduces "
+            f"it, naming {site.path}, or accept the site as pre-existing with --write-baseline",
         )
 
 

@@ -152,7 +152,7 @@ def run(
         # A stale record means the tree holds another version: revert takes out that one, from its stored copy.
         stored = record.stored if action is Action.REVERT else None
         tree = scan_tree(root, stored or hunk_set)
-        decision = decide_patch(spec, action, tree, record, options, used_stored_copy=stored is not None)
+        decision = decide_patch(spec, action, tree, root, record, options, used_stored_copy=stored is not None)
 
         def outcome(result: Result | None, plan: Plan | None) -> Outcome:
             return Outcome(
@@ -240,7 +240,7 @@ def restart_outcomes(
                     except ValueError:
                         return None, recovered, True
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
-                facts = Provenance(check_base(spec, tree), check, Origin.THIS_VERSION, used_stored_copy=False)
+                facts = Provenance(check_base(spec, tree, root), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
                     return None, recovered, True  # a refusal: the full path explains it
                 outcomes.append(Outcome(
@@ -285,10 +285,11 @@ class Decision(NamedTuple):  # immutable and compared by value, ~5x cheaper to c
 
 
 def decide_patch(
-    spec: PatchSpec, action: Action, tree: TreeState, record: RecordCheck, options: Options, *, used_stored_copy: bool
+    spec: PatchSpec, action: Action, tree: TreeState, root: Root, record: RecordCheck, options: Options, *,
+    used_stored_copy: bool,
 ) -> Decision:
     """Provenance first (stale record, upstream-contains, --strict-base), then the tree state."""
-    facts = assess(spec, tree, record, used_stored_copy=used_stored_copy)
+    facts = assess(spec, tree, root, record, used_stored_copy=used_stored_copy)
     missing = missing_files(tree) if tree.state is PatchState.CONFLICT else ()
     if action is Action.STATUS:
         return Decision(facts, None, missing_reason(missing, tree.root) if missing else None, None)

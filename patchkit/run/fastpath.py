@@ -12,7 +12,8 @@ the tree) therefore also holds a `fast_path` block:
 - `seal`: sha256 of the record's own bytes without the seal, so any edit of the record is seen.
 
 A rerun may answer "already applied" from this block only if all of these hold, for every patch of the run:
-the record and its folders are owned by this user and writable by no one else; the record's bytes are exactly
+the record and its folders pass the one trust rule (patchkit.input.trust: owned by this user or root,
+writable by no one else, no link); the record's bytes are exactly
 the ones patchkit writes, with an intact seal; `code` is this code, `series` is this run's patches with the
 manifest and diff hashes computed now; and every listed file has exactly the recorded bytes and mode, read
 link-free like every other read. Then the full judgement would see the very bytes it judged applied when it
@@ -45,7 +46,8 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import patchkit
 from patchkit import source_archive
 from patchkit.errors import PatchkitError
-from patchkit.input.tree import STATE_DIR, Root, Snapshot, iter_all_at, open_folder
+from patchkit.input.tree import STATE_DIR, Root, Snapshot, iter_all_at
+from patchkit.input.trust import Refusal, open_trusted_child
 from patchkit.run.records import AppliedRecord, parse_record, record_names
 
 if TYPE_CHECKING:
@@ -57,7 +59,7 @@ REPORT = "report"  # the block's key for the verdicts of the applied tree (patch
 _SEAL_KEY = b'"seal": "'
 _ZERO_SEAL = "0" * 64
 DISABLE_ENV = "PATCHKIT_NO_FASTPATH"  # set (non-empty): always run the full judgement
-_UNSAFE_BITS = stat.S_IWGRP | stat.S_IWOTH
+_READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # a FIFO swapped in must not hang the read
 
 
 # -------------------------------------------------------------------------------------------------- writing
@@ -235,32 +237,24 @@ def _file_is(snap: Snapshot, want: Any) -> bool:
 
 
 def _read_trusted(root_fd: int, root: Path, rel: str) -> bytes | None:
-    """The bytes of `rel` if it and the folders under the root leading to it belong to this user and are
-    writable by nobody else; None otherwise (or when it is absent)."""
+    """The bytes of `rel` if it and the folders under the root leading to it pass the one trust rule
+    (patchkit.input.trust: root's or this user's, writable by nobody else, no link), each checked on the
+    descriptor it is opened as and the next name opened from it; None otherwise (or when it is absent)."""
     parts = rel.split("/")
-    me = os.geteuid()
-    folder = open_folder(root_fd, root, tuple(parts[:-1]), rel)
-    if folder is None:
-        return None
+    fd = os.dup(root_fd)
+    shown = str(root).rstrip("/")
+    for depth, name in enumerate(parts, start=1):
+        shown = f"{shown}/{name}"
+        last = depth == len(parts)
+        try:
+            child = open_trusted_child(fd, name, shown, folder=not last, flags=_READ_FLAGS if last else None)
+        finally:
+            os.close(fd)
+        if isinstance(child, Refusal):
+            return None
+        fd = child
     try:
-        for i in range(1, len(parts)):  # each folder on the way: .patchkit, .patchkit/applied
-            sub = open_folder(root_fd, root, tuple(parts[:i]), rel)
-            if sub is None:
-                return None
-            try:
-                st = os.fstat(sub)
-            finally:
-                os.close(sub)
-            if st.st_uid != me or st.st_mode & _UNSAFE_BITS:
-                return None
-        fd = os.open(parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=folder)
-    except FileNotFoundError:
-        return None
-    finally:
-        os.close(folder)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode) or st.st_uid != me or st.st_mode & _UNSAFE_BITS:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
         chunks = []
         while chunk := os.read(fd, 1 << 20):

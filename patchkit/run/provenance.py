@@ -5,34 +5,42 @@ on the tree as found (under the lock), each a frozen record:
 
 - BaseCheck: on a git checkout, HEAD against `target.pinned_commit`; on any tree, the files the hunk set reads
   against the `[base]` fingerprint (sha256 of each pre-image, recorded by `patchkit vendor --base-tree`).
+  git is asked only through patchkit.input.sealedgit (never the checkout's config, hooks or remotes), and only
+  when `.git` passes the ownership rule of `.patchkit` (docs/safety.md, "git in the engine tree").
 - RecordCheck: `.patchkit/applied/<id>.json`, written by every successful apply next to a stored copy of the
   diff it applied (the format: patchkit.run.records), against the hunk set the manifest names now.
 - Origin: who put the change into an applied tree: this version, another version (stale), or nobody we know
   of (the tree already contained it: upstream-contains, the patch can be retired).
 
-Base drift never changes a hunk-level verdict; it explains it. gitpython is imported only for a git checkout
-with a known pinned commit, so status on a plain tree stays cheap.
+Base drift never changes a hunk-level verdict; it explains it. git runs only for a git checkout with a known
+pinned commit whose HEAD is not that commit, so status on a plain tree (or at the pinned commit) stays cheap.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
+import shlex
+import stat
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from patchkit.errors import BadInputError, ManifestError, PatchkitError
+from patchkit.errors import BadInputError, ManifestError, PatchkitError, UntrustedStateError
 from patchkit.input.tree import STATE_DIR, Root
 from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
 from patchkit.run.records import AppliedRecord, parse_record, record_names
-from patchkit.workspace.trust import read_state
+from patchkit.workspace.trust import check_trusted, read_state
 
 if TYPE_CHECKING:
+    from subprocess import CompletedProcess
+
     from patchkit.diff.hunks import FilePatch
     from patchkit.diff.hunkset import HunkSet
     from patchkit.input.manifest import PatchSpec
+    from patchkit.input.sealedgit import SealedGit
     from patchkit.judge.treestate import TreeState
     from patchkit.judge.verdicts import FileVerdict
 
@@ -73,12 +81,15 @@ class HeadCheck(NamedTuple):
     relation: Relation | None
     detail: str | None  # why git could not answer
 
+    @property
+    def asked(self) -> bool:
+        """The root is a git checkout (or has a `.git` patchkit would not read): not a plain tree."""
+        return self.relation is not None or self.detail is not None
 
-def check_base(spec: PatchSpec, tree: TreeState) -> BaseCheck:
+
+def check_base(spec: PatchSpec, tree: TreeState, root: Root) -> BaseCheck:
     pinned = spec.target.pinned_commit
-    head = HeadCheck(None, None, None)
-    if pinned is not None and (tree.root / ".git").exists():  # by path: git reads the checkout by its path,
-        head = compare_head(tree.root, pinned)  # not through the command's root descriptor (tree.Root)
+    head = HeadCheck(None, None, None) if pinned is None else compare_head(root, pinned)
     drifted: list[str] = []
     unchecked: list[str] = []
     matched = 0
@@ -117,39 +128,83 @@ def _unknown_why(state: BaseState, spec: PatchSpec) -> str | None:
     return "not a git checkout, and the manifest has no [base] fingerprint"
 
 
-def compare_head(root: Path, pinned: str) -> HeadCheck:
-    """HEAD of the git checkout at root against `pinned` (a full commit id, validated by the manifest)."""
+def compare_head(root: Root, pinned: str) -> HeadCheck:
+    """HEAD of the git checkout at root against `pinned` (a full commit id, validated by the manifest).
+
+    git never reads the checkout's configuration (patchkit.input.sealedgit), and runs at all only when `.git`
+    passes the rule `.patchkit` follows (_vet_git); otherwise the answer is "cannot tell", saying why."""
+    if not _has_git_dir(root):
+        return HeadCheck(None, None, None)
+    from patchkit.input import sealedgit  # lazy: sealed git (subprocess: only a checkout with a pinned commit)
+
     try:
-        import git  # lazy: gitpython (~140 ms; only a git checkout with a pinned commit)
-    except ImportError as exc:  # gitpython refuses to import when no git executable is found
-        return HeadCheck(None, None, f"cannot run git: {exc}")
+        with sealedgit.open_git_dir(root.fd, root.path, _vet_git) as repo:
+            if repo is None:
+                return HeadCheck(None, None, None)
+            head = sealedgit.read_head(repo, _vet_git)
+            if head == pinned:
+                return HeadCheck(head, Relation.SAME, None)
+            with sealedgit.SealedGit(repo, head, shallow=sealedgit.read_shallow(repo, _vet_git)) as git:
+                return HeadCheck(head, _relation(git, head, pinned, root.path), None)
+    except sealedgit.GitUnreadable as exc:
+        return HeadCheck(None, None, f"git was not asked about HEAD: {exc.reason}")
+    except _Undecided as exc:
+        return HeadCheck(exc.head, exc.relation, exc.detail)
+
+
+def _has_git_dir(root: Root) -> bool:
+    """Whether the root holds a `.git` entry at all (looked at by name under the root's descriptor)."""
     try:
-        repo = git.Repo(root)
-    except (git.exc.InvalidGitRepositoryError, git.exc.NoSuchPathError) as exc:
-        return HeadCheck(None, None, f"not a usable git checkout: {exc}")
-    with repo:
-        try:
-            head_commit = repo.head.commit
-        except ValueError as exc:  # unborn branch: no commit yet
-            return HeadCheck(None, None, f"HEAD names no commit: {exc}")
-        head = head_commit.hexsha
-        if head == pinned:
-            return HeadCheck(head, Relation.SAME, None)
-        try:
-            repo.git.rev_parse("--verify", "--quiet", f"{pinned}^{{commit}}")
-        except git.exc.GitCommandError as exc:
-            if exc.status == 1:  # --quiet: the object is simply not there
-                return HeadCheck(head, Relation.UNKNOWN_OBJECT, f"commit {pinned} is not in {root}")
-            return HeadCheck(head, None, f"git cannot read {root}: {str(exc.stderr).strip()}")
-        pinned_commit = repo.commit(pinned)
-        try:
-            if repo.is_ancestor(pinned_commit, head_commit):
-                return HeadCheck(head, Relation.DESCENDANT, None)
-            if repo.is_ancestor(head_commit, pinned_commit):
-                return HeadCheck(head, Relation.ANCESTOR, None)
-        except git.exc.GitCommandError as exc:
-            return HeadCheck(head, None, f"git cannot compare the commits: {str(exc.stderr).strip()}")
-        return HeadCheck(head, Relation.UNRELATED, None)
+        os.stat(".git", dir_fd=root.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # there, but not to be looked at: open_git_dir says why
+    return True
+
+
+class _Undecided(Exception):
+    """git answered only part of the question: what it said (HEAD, perhaps a relation) and why no more."""
+
+    def __init__(self, head: str, relation: Relation | None, detail: str) -> None:
+        super().__init__(detail)
+        self.head, self.relation, self.detail = head, relation, detail
+
+
+def _relation(git: SealedGit, head: str, pinned: str, shown: Path) -> Relation:
+    """How HEAD and the pinned commit are related, asked of git in the sealed repository (plumbing only)."""
+    for commit, what in ((head, "HEAD"), (pinned, "the pinned commit")):
+        found = git.run("rev-parse", "--verify", "--quiet", "--end-of-options", f"{commit}^{{commit}}")
+        if found.returncode == 1 and commit == pinned:
+            raise _Undecided(head, Relation.UNKNOWN_OBJECT, f"commit {pinned} is not in {shown}")
+        if found.returncode != 0:
+            raise _Undecided(head, None, f"git cannot read {what} {commit} in {shown}: {_said(found)}")
+    for older, newer, relation in ((pinned, head, Relation.DESCENDANT), (head, pinned, Relation.ANCESTOR)):
+        asked = git.run("merge-base", "--is-ancestor", "--end-of-options", older, newer)
+        if asked.returncode == 0:
+            return relation
+        if asked.returncode != 1:
+            raise _Undecided(head, None, f"git cannot compare the commits: {_said(asked)}")
+    return Relation.UNRELATED
+
+
+def _said(done: CompletedProcess[bytes]) -> str:
+    return done.stderr.decode(errors="replace").strip()[:400] or f"exit {done.returncode}"
+
+
+def _vet_git(st: os.stat_result, shown: str) -> None:
+    """git runs only on a `.git` nobody but the running user or root could have written: the rule of
+    `.patchkit` (workspace.trust.check_trusted), here refusing git, not the command."""
+    from patchkit.input.sealedgit import GitUnreadable  # lazy: sealed git (loaded by compare_head already)
+
+    try:
+        check_trusted(st, shown, Path(shown))
+    except UntrustedStateError:
+        raise GitUnreadable(
+            f"{shown} is owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}; patchkit runs git "
+            "only on a .git that nobody but root or the running user could have written (the rule .patchkit "
+            "follows)"
+        ) from None
 
 
 def read_paths(hunk_set: HunkSet) -> list[str]:
@@ -356,8 +411,10 @@ def _load_stored(root: Root, name: str, record: AppliedRecord) -> HunkSet:
 # ---------------------------------------------------------------------------------------------------- origin
 
 
-def assess(spec: PatchSpec, tree: TreeState, record: RecordCheck, *, used_stored_copy: bool) -> Provenance:
-    base = check_base(spec, tree)
+def assess(
+    spec: PatchSpec, tree: TreeState, root: Root, record: RecordCheck, *, used_stored_copy: bool
+) -> Provenance:
+    base = check_base(spec, tree, root)
     return Provenance(base, record, origin_of(tree.state, record, base), used_stored_copy)
 
 
@@ -387,9 +444,16 @@ def check_hunkset_pin(spec: PatchSpec, hunk_set: HunkSet) -> None:
         raise ManifestError(
             f"the filtered hunk set has sha256 {hunk_set.digest}, the manifest records {spec.hunkset_sha256}",
             where=str(spec.manifest_path),
-            hint="the excludes or strip changed since the diff was vendored; review, then re-pin with "
-            f"`{spec.vendor_command()}`",
+            hint="the excludes or strip changed since the diff was vendored; review, then re-pin its own diff with "
+            f"`{repin_command(spec)}`",
         )
+
+
+def repin_command(spec: PatchSpec) -> str:
+    """`patchkit vendor` of the entry's own (verified) diff: re-pins it offline, from any folder; its [source]
+    is kept (vendor records no new source for the entry's own diff)."""
+    return shlex.join(["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
+                       "--from", str(spec.diff_path.absolute())])
 
 
 def _sha256(data: bytes) -> str:

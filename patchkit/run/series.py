@@ -238,7 +238,7 @@ def run_series(
         # Every path of every patch, read once: the series is judged (and re-judged) on these.
         every_path = paths_of(_joined(h for p in patches for h in (p.in_tree, p.hunk_set)).files)
         snapshots = read_all(root, every_path)
-        settled = _settle(root.path, patches, snapshots, action, options, keep_going)
+        settled = _settle(root, patches, snapshots, action, options, keep_going)
         outcomes, decisions, active = settled.outcomes, settled.decisions, settled.active
         moving = [i for i in active if decisions[i].forward is not None]
 
@@ -291,7 +291,7 @@ class _Settled:
 
 
 def _settle(
-    root: Path,
+    root: Root,
     patches: Sequence[_Patch],
     snapshots: Mapping[str, Snapshot],
     action: Action,
@@ -308,21 +308,21 @@ def _settle(
     left: list[str] = []
     while True:
         sections = _joined(patches[i].in_tree for i in active)
-        together = TreeState(root, sections, tuple(judge_sections(sections.files, snapshots)), snapshots)
+        together = TreeState(root.path, sections, tuple(judge_sections(sections.files, snapshots)), snapshots)
         verdicts = iter(together.files)
         for i in active:
             patch = patches[i]
             mine = tuple(next(verdicts) for _ in patch.in_tree.files)
-            tree = TreeState(root, patch.in_tree, mine, _as_seen(mine))
+            tree = TreeState(root.path, patch.in_tree, mine, _as_seen(mine))
             stale = patch.in_tree is not patch.hunk_set
             if stale and action is not Action.REVERT:
                 # Like the single-patch flow, status and apply judge the manifest's version; here on the tree as
                 # the patches before it leave it, with the version the tree holds stacked in its place.
                 seen = {**snapshots, **tree.snapshots}
                 again = tuple(judge_sections(patch.hunk_set.files, seen))
-                tree = TreeState(root, patch.hunk_set, again, {p: seen[p] for p in paths_of(patch.hunk_set.files)})
+                tree = TreeState(root.path, patch.hunk_set, again, {p: seen[p] for p in paths_of(patch.hunk_set.files)})
             decision = decide_patch(
-                patch.spec, action, tree, patch.record, options,
+                patch.spec, action, tree, root, patch.record, options,
                 used_stored_copy=stale and action is Action.REVERT,
             )
             reason = decision.reason

@@ -9,7 +9,7 @@ prints, exits or writes.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from patchkit.scan.bash import require_parser
@@ -23,7 +23,7 @@ __all__ = ["PatchSite", "ScanConfig", "ScanProblem", "ScanResult", "SiteKind", "
 # Folders never worth walking into (their files are excluded by the default globs anyway).
 _PRUNE = frozenset({".git", ".venv", "venv", "node_modules", "__pycache__", ".mypy_cache", ".ruff_cache",
                     ".pytest_cache", ".tox", ".patchkit"})
-_MAX_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
+MAX_SCANNED_BYTES = 4 * 1024 * 1024  # larger files are data, not scripts
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,13 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
     Raises ScanUnavailableError where the shell parser is not installed (the single-file runner)."""
     require_parser()
     contents = dict(files)
+    config = replace(config, own_modules=config.own_modules | own_modules(contents))
     sites: list[PatchSite] = []
     read: list[str] = []
     problems: list[ScanProblem] = []
     for path in select_paths(contents, config):
         data = contents[path]
-        if len(data) > _MAX_BYTES or b"\0" in data[:8192]:
+        if len(data) > MAX_SCANNED_BYTES or b"\0" in data[:8192]:
             continue
         text = data.decode("utf-8", errors="replace")
         language = language_of(path, text)
@@ -58,7 +59,7 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
             continue
         read.append(path)
         try:
-            view = read_view(path, text, language, config)
+            view = read_view(path, text, language, config, contents)
             # Filtered by the site's kind: an edit of *.dist-info is found by the edit rules as metadata-edit.
             found = [site for rule in SCAN_RULES.values() for site in rule(view) if site.kind not in config.ignore]
         except RecursionError:  # hostile nesting ($($($(...))), a + b + ... ): reported, never a crash
@@ -67,6 +68,21 @@ def scan_files(files: Iterable[tuple[str, bytes]], config: ScanConfig) -> ScanRe
         problems += [ScanProblem(path, line, message) for line, message in view.problems]
         sites += found
     return ScanResult(tuple(fingerprint_sites(sites)), tuple(read), tuple(problems))
+
+
+def own_modules(paths: Iterable[str]) -> frozenset[str]:
+    """The top-level Python modules a repository holds: `tools/__init__.py` -> tools, `helper.py` -> helper,
+    `src/bench/__init__.py` -> bench (a package at the root or under src/)."""
+    names = set()
+    for path in paths:
+        parts = path.split("/")
+        if parts[0] == "src":
+            parts = parts[1:]
+        if len(parts) == 1 and parts[0].endswith(".py"):
+            names.add(parts[0][:-3])
+        elif len(parts) == 2 and parts[1] == "__init__.py":
+            names.add(parts[0])
+    return frozenset(n for n in names if n.isidentifier())
 
 
 def scan_tree(root: Path, config: ScanConfig) -> ScanResult:
@@ -81,7 +97,7 @@ def _tree_files(root: Path, config: ScanConfig) -> Iterable[tuple[str, bytes]]:
         if rel not in wanted:
             continue
         try:
-            data = read_capped(path, _MAX_BYTES)  # sized before it is read: a 1 GiB sparse file costs nothing
+            data = read_capped(path, MAX_SCANNED_BYTES)  # sized before it is read: a 1 GiB sparse file costs nothing
         except OSError:
             continue  # replaced by a link or a non-file since the walk, or unreadable
         if data is not None:

@@ -190,7 +190,16 @@ class _Converter:
         if kind == "ansi_c_string":
             return _ansi_c(self.text(node)[2:-1])
         if kind in ("string", "translated_string"):
-            return "".join(self.string_part(c) for c in node.children if c.type not in ('"', "$"))
+            # The grammar leaves the newlines and blanks between a string's parts out of every child: the gaps
+            # are kept, so `python3 -c "<newline>import os<newline>..."` keeps its lines (#33).
+            parts, end = [], None
+            for child in node.children:
+                if end is not None and child.start_byte > end:
+                    parts.append(self.data[end : child.start_byte].decode("utf-8", "surrogateescape"))
+                end = child.end_byte
+                if child.type not in ('"', "$"):
+                    parts.append(self.string_part(child))
+            return "".join(parts)
         if kind in ("concatenation", "command_name", "array"):
             if kind == "array":
                 return " ".join(self.word(c) for c in node.named_children)

@@ -4,13 +4,14 @@
     scan = ["**/*.sh", "benchmarks/**"]        # files to read (globs, relative to the project root)
     scan-exclude = ["third_party/**"]          # files not to read, on top of the default test/vendor folders
     engine-roots = ["/sgl-workspace", "$ATOM_ROOT"]   # where the image keeps engine checkouts
-    engine-packages = ["sglang", "vllm"]       # distributions whose fork or URL install is a patch site
+    engine-packages = ["sglang", "vllm"]       # named "engine package" in a site's reason (any package counts)
     scan-ignore = ["pip-fork"]                 # site kinds not to report (see SiteKind)
     baseline = ".patchkit-baseline.json"       # accepted pre-existing sites (--write-baseline)
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from patchkit.errors import RegistryError
@@ -31,6 +32,10 @@ DEFAULT_INCLUDE = (
     ".github/actions/**/*.yml",  # composite actions
     ".github/actions/**/*.yaml",
     "**/requirements*.txt",  # `name @ git+https://...` lines install forks at build time
+    "**/Makefile",  # recipes are shell (#33)
+    "**/makefile",
+    "**/GNUmakefile",
+    "**/*.mk",
     "benchmarks/**",
     "runners/**",
 )
@@ -73,10 +78,38 @@ class ScanConfig:
     engine_packages: tuple[str, ...] = DEFAULT_ENGINE_PACKAGES
     ignore: frozenset[SiteKind] = frozenset()
     baseline: str = DEFAULT_BASELINE
+    # Top-level modules the scanned repository holds itself (`tools/__init__.py`, `helper.py`): their files
+    # are the repository's, not an installed package's (set by scan_files from the files it reads).
+    own_modules: frozenset[str] = frozenset()
 
     def is_engine_package(self, name: str) -> bool:
+        """One of the configured engine packages: it ranks a site (its reason says "engine package"); whether
+        a site exists never depends on it (#33): any installed package's file or install counts."""
         wanted = normalise_package(name)
         return any(normalise_package(p) == wanted for p in self.engine_packages)
+
+    def is_installed_package(self, name: str) -> bool:
+        """A module that can be an installed distribution's (see is_installed_package), and not one of the
+        repository's own modules, unless the engine list names it."""
+        top = name.split(".", 1)[0]
+        if self.is_engine_package(top):
+            return True
+        return is_installed_package(top) and top not in self.own_modules
+
+    def package_reason(self, name: str) -> str:
+        """Why a package's file or install counts: "engine package vllm" or "installed package lmcache"."""
+        which = "engine package" if self.is_engine_package(name) else "installed package"
+        return f"{which} {normalise_package(name)}"
+
+
+def is_installed_package(name: str) -> bool:
+    """A module name that can be an installed distribution's: not empty, not the standard library's (whose
+    `os.__file__` is Python's own folder) and not `__main__`."""
+    top = name.split(".", 1)[0]
+    return bool(top) and top.isidentifier() and top not in _STANDARD and not top.startswith("__")
+
+
+_STANDARD = frozenset(sys.stdlib_module_names)
 
 
 def normalise_package(name: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from patchkit.scan.config import ScanConfig, normalise_package
+from patchkit.scan.pip import is_local_tree, pip_arguments
 from patchkit.scan.shell import Command, argv_of, program_name
 
 _VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*|[0-9@*])\}|\$([A-Za-z_][A-Za-z0-9_]*|[0-9@*])")
@@ -52,13 +53,13 @@ Evaluator = Callable[[str, str, "EngineResolver"], "Resolved | None"]
 
 
 def package_location(config: ScanConfig, module: str, kind: str) -> Resolved | None:
-    """The folder (`kind` "dir") or file ("file") of an imported module of an engine package, or None when the
-    module is not of a configured engine package: `vllm.benchmarks.serve` -> `<vllm>/benchmarks/serve.py`."""
+    """The folder (`kind` "dir") or file ("file") of an imported module of an installed package (engine or
+    not), or None for the standard library's: `vllm.benchmarks.serve` -> `<vllm>/benchmarks/serve.py`."""
     parts = module.split(".")
-    if not parts or not config.is_engine_package(parts[0]):
+    if not parts or not config.is_installed_package(parts[0]):
         return None
     folder = "/".join([f"<{parts[0]}>", *parts[1:]])
-    reason = f"engine package {parts[0]}"
+    reason = config.package_reason(parts[0])
     if kind == "dir":
         return Resolved(folder, reason)
     return Resolved(f"<{parts[0]}>/__init__.py" if len(parts) == 1 else f"{folder}.py", reason)
@@ -101,6 +102,9 @@ class EngineResolver:
     # Folders that are clones of a repository, as written -> the package cloned (engine or not).
     clones: Mapping[str, str] = field(default_factory=dict)
     evaluate: Evaluator | None = None
+    # Folders the script installs from (`pip install -e DIR`, `cd DIR && pip install .`, `make install`), as
+    # written -> how (#33): an installed checkout is the engine's wherever it is, and so is a clone holding one.
+    installed: Mapping[str, str] = field(default_factory=dict)
 
     @classmethod
     def for_commands(cls, config: ScanConfig, commands: Iterable[Command],
@@ -108,13 +112,14 @@ class EngineResolver:
         commands = list(commands)
         pairs = list(_assignments(commands))
         clones = dict(_clones(commands))
+        installed = dict(installed_folders(commands))
         functions = {c.scope for c in commands if c.scope}
         calls = [c for c in commands if argv_of(c)[1][:1] and argv_of(c)[1][0] in functions]
         bindings: dict[str, dict[str, Resolved]] = {}
         # Names defined from names defined later in the file (functions), and a function's `$1` from its calls:
         # recomputed from the previous round's values until nothing changes.
         for _ in range(6):
-            resolver = cls(config, bindings, clones, evaluate)
+            resolver = cls(config, bindings, clones, evaluate, installed)
             fresh: dict[str, dict[str, Resolved]] = {}
             for scope, name, value, source_scope in pairs:
                 if name in fresh.get(scope, {}):
@@ -139,7 +144,7 @@ class EngineResolver:
             if fresh == bindings:
                 break
             bindings = fresh
-        return cls(config, bindings, clones, evaluate)
+        return cls(config, bindings, clones, evaluate, installed)
 
     def engine_path(self, word: str, scope: str = "") -> str | None:
         resolved = self.resolve(word, scope)
@@ -191,7 +196,7 @@ class EngineResolver:
                 reasons.append(found.reason)
             return found.shown
 
-        shown = _VARIABLE.sub(variable, shown)
+        shown = _collapse(_VARIABLE.sub(variable, shown))
         if reasons:
             return Resolved(shown, reasons[0])
         reason = self.engine_text_reason(shown)
@@ -204,8 +209,8 @@ class EngineResolver:
             name = placeholder.group(1)
             if name == "site-packages":
                 return "installed packages (site-packages)"
-            if self.config.is_engine_package(name):
-                return f"engine package {normalise_package(name)}"
+            if self.config.is_installed_package(name):
+                return self.config.package_reason(name)
         installed = _INSTALLED.search(text)
         if installed:
             return f"installed packages ({installed.group(0).strip('/')})"
@@ -217,16 +222,97 @@ class EngineResolver:
                 if text == prefix or text.startswith(prefix.rstrip("/") + "/"):
                     return f"engine root {root}"
         for folder, package in self.clones.items():
-            if self.config.is_engine_package(package) and (text == folder or text.startswith(folder + "/")):
+            if self.config.is_engine_package(package) and _below(text, folder):
                 return f"a clone of engine package {package}"
+        for folder, package in self.clones.items():
+            how = self.installed_from(folder)
+            if how is not None and _below(text, folder):
+                return f"a clone of {package}, installed from ({how})"
+        for folder, how in self.installed.items():
+            if _below(text, folder):
+                return f"a checkout installed from ({how})"
         return None
+
+    def installed_from(self, folder: str) -> str | None:
+        """How the script installs from this folder or a folder below it (a clone's `python/`), or None."""
+        return next((how for done, how in self.installed.items() if _below(done, folder) or _below(folder, done)),
+                    None)
 
     def clone_of(self, folder: str) -> str | None:
         """The package a folder (as written, or below one) is a clone of, engine or not."""
+        found = self.clone_holding(folder)
+        return None if found is None else found[1]
+
+    def clone_holding(self, folder: str) -> tuple[str, str] | None:
+        """(the clone's folder, its package) of the clone a folder is, or is below; None when it is none."""
         for cloned, package in self.clones.items():
             if folder == cloned or folder.startswith(cloned + "/") or folder.rstrip("/") == cloned:
-                return package
+                return cloned, package
         return None
+
+
+_UP = re.compile(r"/(?!\.\.(?:/|$))[^/$<>]+/\.\.(?=/|$)")  # `/x/..` (not `$X/..`, whose value is unknown)
+_PACKAGE_UP = re.compile(r"^<(?!site-packages>)[^/>]+>/\.\.(?=/|$)")
+
+
+def _collapse(shown: str) -> str:
+    """`<sglang>/..` is `<site-packages>`, `/opt/x/../y` is `/opt/y`: a path as a reviewer reads it."""
+    if "/.." not in shown:
+        return shown
+    previous = None
+    while previous != shown:
+        previous = shown
+        shown = _PACKAGE_UP.sub("<site-packages>", _UP.sub("", shown, count=1), count=1)
+    return shown
+
+
+def _below(text: str, folder: str) -> bool:
+    folder = folder.rstrip("/") or "/"
+    return text.rstrip("/") == folder or text.startswith(folder + "/")
+
+
+# Folders a script installs from that are the repository itself (its checkout in CI), not an engine checkout.
+_OWN_TREE = re.compile(r"\$0|\$\{?(?:GITHUB_WORKSPACE|CI_PROJECT_DIR|BUILDKITE_BUILD_CHECKOUT_PATH|PWD)\b")
+
+
+def installed_folders(commands: Iterable[Command]) -> Iterable[tuple[str, str]]:
+    """(folder as written, how) of every folder the commands install from: a local-tree operand of a pip
+    install (`-e DIR`, `DIR`, `.` joined to the folder of the last `cd`), `python setup.py install|develop` and
+    `make install` run in a folder. A relative folder with no `cd` before it is the repository's own tree."""
+    commands = list(commands)
+    folders = working_folders(commands)
+    for command in commands:
+        _, argv = argv_of(command)
+        cwd = folders.get(id(command))
+        operands: list[str] = []
+        arguments = pip_arguments(argv)
+        if arguments is not None:
+            operands = [o.word for o in arguments.operands
+                        if is_local_tree(o.word) or (o.editable and "://" not in o.word)]
+        elif len(argv) >= 3 and program_name(argv[0]).startswith("python") and argv[1].endswith("setup.py") and (
+            {"install", "develop"} & set(argv[2:])
+        ):
+            operands = [posixpath.dirname(argv[1]) or "."]
+        elif is_make_install(argv):
+            operands = ["."]
+        for word in operands:
+            word = re.sub(r"\[[^\]]*\]$", "", word).rstrip("/") or "/"
+            if word in (".", "./"):
+                folder = cwd
+            elif word.startswith(("/", "$", "~")):
+                folder = word
+            else:
+                folder = f"{cwd}/{word[2:] if word.startswith('./') else word}" if cwd else None
+            if folder and not _OWN_TREE.search(folder):
+                yield folder, f"{' '.join(argv[:4])}, line {command.line}"
+
+
+def is_make_install(argv: tuple[str, ...]) -> bool:
+    """`make install`, `sudo make -j8 install`, `cmake --install build`."""
+    words = list(argv[1:] if argv[:1] == ("sudo",) else argv)
+    if words and program_name(words[0]) == "make":
+        return "install" in words[1:]
+    return bool(words) and program_name(words[0]) == "cmake" and "--install" in words[1:]
 
 
 def _substitute_commands(word: str, replace: Callable[[str], str]) -> str:
@@ -254,6 +340,15 @@ def _substitute_commands(word: str, replace: Callable[[str], str]) -> str:
             out.append(word[index])
             index += 1
     return "".join(out)
+
+
+def assigned_values(commands: list[Command]) -> dict[str, str]:
+    """Every shell variable's first assigned value as written (any scope): `PY=${PYTHON:-/opt/venv/bin/python}`
+    -> {"PY": "${PYTHON:-/opt/venv/bin/python}"}."""
+    values: dict[str, str] = {}
+    for _, name, value, _ in _assignments(commands):
+        values.setdefault(name, value)
+    return values
 
 
 def _assignments(commands: list[Command]) -> Iterable[tuple[str, str, str, str]]:

@@ -26,6 +26,15 @@ _RUNNERS = frozenset(
     }
 )
 _SHELL_RUNNERS = frozenset({"os.system", "os.popen", "subprocess.getoutput", "subprocess.getstatusoutput"})
+_KEEPING_COPIERS = frozenset({"copy", "copy2", "copyfile"})  # the source stays where it was
+_BACKUP_SUFFIX = re.compile(r"^(?:[._-]?(?:bak|orig|backup|old|save|dist)\d*|~|\.\d+)$")
+
+
+def is_backup_suffix(suffix: str) -> bool:
+    """A suffix that names a backup copy beside a file: `.bak`, `.orig`, `.backup`, `~`, `.old`, `.1`."""
+    return _BACKUP_SUFFIX.match(suffix) is not None
+
+
 _COPIERS = frozenset({"copy", "copy2", "copyfile", "copytree", "move", "replace", "rename", "symlink", "link"})
 _REMOVERS = frozenset({"remove", "unlink", "rmtree"})
 _PASS_THROUGH = frozenset({"abspath", "realpath", "normpath", "expanduser", "fspath", "str", "resolve", "absolute"})
@@ -58,6 +67,79 @@ class PythonReading:
     error_line: int | None = None
 
 
+_EXPANSION = re.compile(r"\$\{[^{}]*\}|\$\([^()]*\)|\$[A-Za-z_][A-Za-z0-9_]*|\$[0-9@#?]")
+SHELL_PLACEHOLDER = "_shell_value_"
+
+
+def shell_placeholders(code: str) -> str:
+    """Embedded Python (`python3 -c "..."`, an unquoted heredoc) with each shell expansion outside its string
+    literals (`${RETRIES:-3}`, `$N`, `$(nproc)`) as a placeholder name: the code as it compiles once the shell
+    has expanded it (#33). Expansions inside strings stay as written, so `'${SGL}/srt'` is still the path."""
+    out: list[str] = []
+    index, quote = 0, ""
+    while index < len(code):
+        char = code[index]
+        if quote:
+            if char == "\\":
+                out.append(code[index : index + 2])
+                index += 2
+                continue
+            if code.startswith(quote, index):
+                out.append(quote)
+                index += len(quote)
+                quote = ""
+                continue
+        elif code.startswith(('"""', "'''"), index):
+            quote = code[index : index + 3]
+            out.append(quote)
+            index += 3
+            continue
+        elif char in "\"'":
+            quote = char
+        elif char == "#":
+            end = code.find("\n", index)
+            end = len(code) if end < 0 else end
+            out.append(code[index:end])
+            index = end
+            continue
+        elif char == "$" and (found := _EXPANSION.match(code, index)):
+            out.append(SHELL_PLACEHOLDER)
+            index = found.end()
+            continue
+        out.append(char)
+        index += 1
+    return "".join(out)
+
+
+_BLOCK_CONTINUES = re.compile(r"^(?:[)\]}#]|else\b|elif\b|except\b|finally\b)")
+
+
+def _parse_around_errors(code: str, attempts: int = 20) -> tuple[ast.Module | None, Exception | None]:
+    """The code's tree and its first syntax error: a top-level statement that does not parse is left out
+    (its lines blanked, so every other line keeps its number) and the rest read, so one unreadable block
+    does not hide the sites around it (#33). The error is still returned: the file is reported as not read."""
+    lines = code.split("\n")
+    first: Exception | None = None
+    for _ in range(attempts):
+        try:
+            return ast.parse("\n".join(lines)), first
+        except (SyntaxError, ValueError) as exc:
+            first = first or exc
+            index = (getattr(exc, "lineno", None) or 0) - 1
+            if isinstance(exc, ValueError) or not 0 <= index < len(lines) or not lines[index].strip():
+                return None, first
+            start = index
+            while start > 0 and (not lines[start].strip() or lines[start][0].isspace()
+                                 or _BLOCK_CONTINUES.match(lines[start])):
+                start -= 1
+            end = index + 1
+            while end < len(lines) and (not lines[end].strip() or lines[end][0].isspace()
+                                        or _BLOCK_CONTINUES.match(lines[end])):
+                end += 1
+            lines[start:end] = [""] * (end - start)
+    return None, first
+
+
 def read_python(
     code: str,
     resolver: EngineResolver,
@@ -67,11 +149,11 @@ def read_python(
 ) -> PythonReading:
     """What the Python `code` does; `argv` is what the shell passes it (`python - "$F" <<EOF`: sys.argv[1] is
     the engine path of `$F`), `scope` the shell function it runs in (for `$VAR` left in an unquoted heredoc)."""
-    try:
-        tree = ast.parse(code)
-    except (SyntaxError, ValueError) as exc:
-        line = (getattr(exc, "lineno", None) or 1) + first_line - 1
-        return PythonReading((), (), (), str(getattr(exc, "msg", exc)), line)
+    tree, failure = _parse_around_errors(code)
+    error = None if failure is None else str(getattr(failure, "msg", failure))
+    error_line = None if failure is None else (getattr(failure, "lineno", None) or 1) + first_line - 1
+    if tree is None:
+        return PythonReading((), (), (), error, error_line)
     reader = _Reader(resolver, first_line - 1, argv, scope)
     reader.import_modules(tree)
     # Names are resolved per scope (a function's own assignments and parameters, then the module's),
@@ -111,7 +193,7 @@ def read_python(
                 reader.call(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str) and looks_like_diff(node.value):
                 reader.diffs.append(InlineDiff(node.lineno + reader.offset, node.value))
-    return PythonReading(tuple(reader.writes), tuple(reader.commands), tuple(reader.diffs), None)
+    return PythonReading(tuple(reader.writes), tuple(reader.commands), tuple(reader.diffs), error, error_line)
 
 
 def printed_value(code: str, resolver: EngineResolver, scope: str = "") -> tuple[bool, Resolved | None]:
@@ -666,6 +748,8 @@ class _Reader:
                 written = receiver
         elif last in _COPIERS and name.split(".")[0] in ("shutil", "os", last):
             written = _argument(node, 1, "dst")
+            if last in _KEEPING_COPIERS and self._is_backup(_argument(node, 0, "src"), written):
+                written = None  # `shutil.copy2(F, F + ".bak")`: the engine file stays as it was
         elif last in _REMOVERS and name.split(".")[0] in ("os", "shutil"):
             written = _argument(node, 0, "path")
         elif last in ("unlink", "rmdir") and receiver is not None and not node.args:
@@ -674,6 +758,8 @@ class _Reader:
             inplace = next((k.value for k in node.keywords if k.arg == "inplace"), None)
             if isinstance(inplace, ast.Constant) and inplace.value:
                 written = _argument(node, 0, "files")
+                if isinstance(written, (ast.List, ast.Tuple)) and written.elts:
+                    written = written.elts[0]  # fileinput.input(files=[p, ...], inplace=True)
         if written is not None:
             target = self.engine_of(written)
             if target is not None:
@@ -685,6 +771,15 @@ class _Reader:
                 self.writes.append(PythonWrite(line, None, _text(node), reason))
         if name in _RUNNERS or name in _SHELL_RUNNERS:
             self._command(node, line)
+
+    def _is_backup(self, source: ast.expr | None, destination: ast.expr | None) -> bool:
+        """The copy's destination is its source with a backup suffix (`.bak`, `.orig`, `~`, ...)."""
+        if source is None or destination is None:
+            return False
+        found, copied = self.engine_of(source), self.engine_of(destination)
+        if found is None or copied is None:
+            return False
+        return copied.shown.startswith(found.shown) and is_backup_suffix(copied.shown[len(found.shown):])
 
     def _unresolved(self, written: ast.expr, how: str) -> bool:
         """A write that may patch the engine: code that imports an engine package reads the file it rewrites

@@ -12,8 +12,9 @@ import re
 from collections.abc import Callable, Iterator
 
 from patchkit.scan.config import normalise_package
-from patchkit.scan.engine import Resolved
-from patchkit.scan.python import diff_targets, looks_like_diff
+from patchkit.scan.engine import Resolved, is_make_install
+from patchkit.scan.pip import conda_arguments, is_local_tree, pip_arguments
+from patchkit.scan.python import diff_targets, is_backup_suffix, looks_like_diff
 from patchkit.scan.shell import Command, argv_of, program_name
 from patchkit.scan.sites import PatchSite, SiteKind
 from patchkit.scan.sources import ScriptView, is_managed
@@ -79,11 +80,12 @@ def _directory_before(view: ScriptView, command: Command) -> str | None:
 
 
 def _in_other_clone(view: ScriptView, folder: str | None) -> bool:
-    """The folder is a clone of a repository that is not a configured engine package (a benchmark harness)."""
-    if folder is None:
+    """The folder is a clone of a repository that is not a configured engine package and that the script does
+    not install from (a benchmark harness run from its clone); one it installs is an engine checkout (#33)."""
+    found = view.resolver.clone_holding(folder) if folder is not None else None
+    if found is None or view.resolver.config.is_engine_package(found[1]):
         return False
-    package = view.resolver.clone_of(folder)
-    return package is not None and not view.resolver.config.is_engine_package(package)
+    return view.resolver.installed_from(found[0]) is None
 
 
 def _resolve_folder(view: ScriptView, command: Command, folder: str) -> Resolved | None:
@@ -249,15 +251,24 @@ def _shown_targets(diff: str) -> str | None:
 
 _SED_IN_PLACE = re.compile(r"-[nrsuEz]*i.*")
 _PERL_IN_PLACE = re.compile(r"-[pnlaswTtWXcU0-9]*i.*")  # not -I/-M/-m/-e, whose values may hold an i
-_SCRIPT_OPTIONS = {"sed": frozenset({"-e", "-f", "--expression", "--file"}), "perl": frozenset({"-e", "-E"})}
+_SCRIPT_OPTIONS = {"sed": frozenset({"-e", "-f", "--expression", "--file"}), "perl": frozenset({"-e", "-E"}),
+                   "ruby": frozenset({"-e"})}
+_LINE_EDITORS = frozenset({"ed", "ex"})  # `ed -s FILE <<< $',s/a/b/\nw'`, `ex -sc '%s/a/b/|x' FILE`
 
 
 def find_in_place_edits(view: ScriptView) -> Iterator[PatchSite]:
-    """`sed -i` / `perl -pi` whose target is an engine path (also under `find ... -exec` and `xargs`)."""
+    """`sed -i` / `perl -pi` / `ruby -pi` whose target is an engine path (also under `find ... -exec` and
+    `xargs`), and `ed FILE` / `ex FILE`, which edit the file they are given."""
     for command, offset, argv in _commands(view):
+        if program_name(argv[0]) in _LINE_EDITORS:
+            operands = _operands(argv, 1, frozenset({"-p", "-c"}))
+            engine = next((e for i in operands if (e := _engine(view, command, offset + i)) is not None), None)
+            if engine is not None:
+                yield _site(view, command, SiteKind.IN_PLACE_EDIT, engine)
+            continue
         for start, word in enumerate(argv):
             tool = program_name(word)
-            if tool not in ("sed", "perl"):
+            if tool not in _SCRIPT_OPTIONS:
                 continue
             if start and argv[start - 1] not in ("-exec", "-execdir") and not _after_xargs(argv, start):
                 continue
@@ -310,11 +321,11 @@ def _edit_targets(argv: tuple[str, ...], start: int, tool: str) -> list[int] | N
         elif word.startswith("-") and len(word) > 1:
             if pattern.fullmatch(word) and not word.startswith("-e"):
                 in_place = True
-            if tool == "perl" and word.endswith("e") and "i" in word[:-1]:
+            if tool != "sed" and word.endswith("e") and "i" in word[:-1]:
                 script_given = True  # -pie: -p -i -e
                 index += 2
                 continue
-            if tool == "perl" and re.fullmatch(r"-[a-zA-Z]*e", word):
+            if tool != "sed" and re.fullmatch(r"-[a-zA-Z]*e", word):
                 script_given = True
                 index += 2
                 continue
@@ -332,10 +343,14 @@ def _edit_targets(argv: tuple[str, ...], start: int, tool: str) -> list[int] | N
 
 
 _WRITE_OPERATORS = frozenset({">", ">>", ">|", "&>", "&>>"})
+# Commands that write the files they are given (the options that take a value).
+_FILE_WRITERS = {"tee": frozenset(), "sponge": frozenset(),
+                 "truncate": frozenset({"-s", "--size", "-r", "--reference"})}
 
 
 def find_file_writes(view: ScriptView) -> Iterator[PatchSite]:
-    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE` (a download is download-over)."""
+    """`cat > ENGINE_FILE`, `echo ... >> ENGINE_FILE`, `tee ENGINE_FILE`, `... | sponge ENGINE_FILE`,
+    `truncate -s 0 ENGINE_FILE` (a download is download-over)."""
     for command, offset, argv in _commands(view):
         if program_name(argv[0]) in ("curl", "wget"):
             continue
@@ -343,9 +358,11 @@ def find_file_writes(view: ScriptView) -> Iterator[PatchSite]:
             (e for r in command.redirects if r.op in _WRITE_OPERATORS and (e := _word_engine(view, command, r.target))),
             None,
         )
-        if engine is None and program_name(argv[0]) == "tee":
+        writer = program_name(argv[0])
+        if engine is None and writer in _FILE_WRITERS:
             engine = next(
-                (e for i in _operands(argv, 1, frozenset()) if (e := _engine(view, command, offset + i))), None
+                (e for i in _operands(argv, 1, _FILE_WRITERS[writer]) if (e := _engine(view, command, offset + i))),
+                None,
             )
         if engine is not None:
             yield _site(view, command, SiteKind.FILE_WRITE, engine)
@@ -376,16 +393,36 @@ def find_copies_over(view: ScriptView) -> Iterator[PatchSite]:
             destination = next((i + 1 for i, w in enumerate(argv) if w in ("-C", "--directory")), None)
         elif tool == "unzip":
             destination = next((i + 1 for i, w in enumerate(argv) if w == "-d"), None)
+        elif tool == "dd":  # `dd if=x.so of=ENGINE_FILE`
+            target = next((w[3:] for w in argv[1:] if w.startswith("of=")), None)
+            found = _word_engine(view, command, target) if target else None
+            if found is not None:
+                yield _site(view, command, SiteKind.COPY_OVER, found)
+            continue
         if destination is None or destination >= len(argv):
+            continue
+        if tool == "cp" and _is_backup_copy(argv, destination, _COPY_VALUED[tool]):
             continue
         engine = _engine(view, command, offset + destination)
         if engine is not None:
             yield _site(view, command, SiteKind.COPY_OVER, engine)
 
 
+def _is_backup_copy(argv: tuple[str, ...], destination: int, valued: frozenset[str]) -> bool:
+    """`cp F F.bak`: one source, copied beside itself under a backup name; the engine file stays as it was."""
+    sources = [i for i in _operands(argv, 1, valued) if i != destination]
+    if len(sources) != 1:
+        return False
+    source, copy = argv[sources[0]], argv[destination]
+    return copy.startswith(source) and is_backup_suffix(copy[len(source):])
+
+
 def _extracts(argv: tuple[str, ...]) -> bool:
+    """`tar xzf`, `tar -xzf`, `tar -C DIR -xzf` (the extract flag anywhere), `tar --extract`."""
     first = argv[1] if len(argv) > 1 else ""
-    return re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) is not None or "--extract" in argv or "-x" in argv
+    if re.fullmatch(r"-?[a-zA-Z]*x[a-zA-Z]*", first) or "--extract" in argv or "--get" in argv:
+        return True
+    return any(re.fullmatch(r"-[a-zA-Z]*x[a-zA-Z]*", word) for word in argv[2:])
 
 
 def find_python_writes(view: ScriptView) -> Iterator[PatchSite]:
@@ -408,60 +445,23 @@ def find_unresolved_writes(view: ScriptView) -> Iterator[PatchSite]:
 # ---------------------------------------------------------------------------------------- pip
 
 
-_PIP_VALUED = frozenset(
-    {
-        "-r", "--requirement", "-c", "--constraint", "-i", "--index-url", "--extra-index-url", "-f", "--find-links",
-        "-t", "--target", "--prefix", "--root", "--src", "--upgrade-strategy", "-C", "--config-settings",
-        "--platform", "--python-version", "--implementation", "--abi", "--progress-bar", "--log", "--cache-dir",
-        "--trusted-host", "--proxy", "--timeout", "--retries", "--exists-action", "--global-option",
-        "--install-option", "--no-binary", "--only-binary", "--python",
-    }
-)
 _DIRECT_URL = re.compile(r"^(?:git|hg|svn|bzr)\+\S+|^(?:https?|file|ftp)://\S+")
 _NAMED_URL = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?\s*@\s*(\S+)\s*$")
 
 
 def find_pip_forks(view: ScriptView) -> Iterator[PatchSite]:
-    """`pip install` of an engine package from a VCS URL, an archive URL or `name @ url`."""
+    """`pip install` of any package from a VCS URL, an archive URL or `name @ url`: it replaces what the image
+    ships (the engine list only names it an engine package in the reason)."""
+    config = view.resolver.config
     for command, _offset, argv in _commands(view):
-        start = _pip_install(argv)
-        if start is None:
-            continue
-        words = list(argv[start:])
-        index = 0
-        while index < len(words):
-            word = words[index]
-            if word in ("-e", "--editable") and index + 1 < len(words):
-                index += 1
-                word = words[index]
-            elif word in _PIP_VALUED:
-                index += 2
-                continue
-            elif word.startswith("-"):
-                index += 1
-                continue
-            if index + 2 < len(words) and words[index + 1] == "@":
-                word = f"{word} @ {words[index + 2]}"
-                index += 2
-            package = _url_package(word)
-            if package is not None and view.resolver.config.is_engine_package(package[0]):
+        arguments = pip_arguments(argv)
+        for operand in arguments.operands if arguments else ():
+            package = _url_package(operand.word)
+            if package is not None:
                 how = "a VCS URL" if re.match(r"^(?:git|hg|svn|bzr)\+", package[1]) else "a URL"
-                reason = f"engine package {normalise_package(package[0])} from {how}"
+                reason = f"{config.package_reason(package[0])} from {how}"
                 yield _site(view, command, SiteKind.PIP_FORK, f"{package[0]} from {package[1]}", reason=reason)
                 break
-            index += 1
-
-
-def _pip_install(argv: tuple[str, ...]) -> int | None:
-    """The index of the first argument after `install` of a pip command, or None."""
-    for index, word in enumerate(argv):
-        name = program_name(word)
-        is_pip = re.fullmatch(r"pip[\d.]*", name) is not None
-        is_module = word == "pip" and index >= 1 and argv[index - 1] == "-m"
-        is_uv = word == "pip" and index >= 1 and program_name(argv[index - 1]) == "uv"
-        if (is_pip or is_module or is_uv) and index + 1 < len(argv) and argv[index + 1] == "install":
-            return index + 2
-    return None
 
 
 def _url_package(word: str) -> tuple[str, str] | None:
@@ -487,42 +487,25 @@ def _url_package(word: str) -> tuple[str, str] | None:
     return (normalise_package(last), word) if last else None
 
 
-_INDEX_OPTIONS = frozenset({"-i", "--index-url", "--extra-index-url", "-f", "--find-links"})
-_DEFAULT_INDEX = re.compile(r"^https?://(?:pypi\.org|pypi\.python\.org|files\.pythonhosted\.org)(?:/|$)")
 _REQUIREMENT_NAME = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(?:\[[^\]]*\])?(?:[=<>!~;].*)?$")
 
 
 def find_pip_indexes(view: ScriptView) -> Iterator[PatchSite]:
-    """`pip install vllm --extra-index-url URL` (or `-i`, `--find-links`): an engine package from outside the
-    image, at whatever build that index serves."""
+    """`pip install vllm --extra-index-url URL` (or `-i`, `--find-links`; `conda install -c URL pkg`): a package
+    from outside the image, at whatever build that index serves."""
+    config = view.resolver.config
     for command, _offset, argv in _commands(view):
-        start = _pip_install(argv)
-        if start is None:
+        arguments = pip_arguments(argv) or conda_arguments(argv)
+        if arguments is None or not arguments.indexes:
             continue
-        words = list(argv[start:])
-        indexes: list[str] = []
-        packages: list[str] = []
-        index = 0
-        while index < len(words):
-            word = words[index]
-            option, eq, value = word.partition("=")
-            if option in _INDEX_OPTIONS:
-                if not eq and index + 1 < len(words):
-                    value = words[index + 1]
-                    index += 1
-                if not _DEFAULT_INDEX.match(value):
-                    indexes.append(value)
-            elif word in _PIP_VALUED:
-                index += 1
-            elif not word.startswith("-"):
-                named = _REQUIREMENT_NAME.match(word)
-                if named and "/" not in word:
-                    packages.append(named.group(1))
-            index += 1
-        engine = next((p for p in packages if view.resolver.config.is_engine_package(p)), None)
-        if indexes and engine is not None:
-            reason = f"engine package {normalise_package(engine)} from the index {indexes[0]}"
-            yield _site(view, command, SiteKind.PIP_INDEX, f"{engine} from {indexes[0]}", reason=reason)
+        packages = [
+            named.group(1) for o in arguments.operands
+            if "/" not in o.word and (named := _REQUIREMENT_NAME.match(o.word))
+        ]
+        chosen = next((p for p in packages if config.is_engine_package(p)), packages[0] if packages else None)
+        if chosen is not None:
+            reason = f"{config.package_reason(chosen)} from the index {arguments.indexes[0]}"
+            yield _site(view, command, SiteKind.PIP_INDEX, f"{chosen} from {arguments.indexes[0]}", reason=reason)
 
 
 _SETUP_INSTALLS = frozenset({"develop", "install", "bdist_wheel", "build_ext"})
@@ -533,29 +516,22 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
     engine package, or an engine root): the engine that runs is then built from that tree, edits included."""
     for command, _offset, argv in _commands(view):
         targets: list[int] = []
-        start = _pip_install(argv)
-        if start is not None:
-            index = start
-            while index < len(argv):
-                word = argv[index]
-                editable = word in ("-e", "--editable") and index + 1 < len(argv)
-                if editable:
-                    index += 1
-                    word = argv[index]
-                elif word in _PIP_VALUED:
-                    index += 2
-                    continue
-                elif word.startswith("-"):
-                    index += 1
-                    continue
-                if _is_local_tree(word) or (editable and "://" not in word and "+" not in word.split("/")[0]):
-                    targets.append(index)
-                index += 1
+        arguments = pip_arguments(argv)
+        if arguments is not None:
+            for operand in arguments.operands:
+                word = operand.word
+                if is_local_tree(word) or (operand.editable and "://" not in word and "+" not in word.split("/")[0]):
+                    targets.append(operand.index)
         elif (
             len(argv) >= 3 and _PYTHON_PROGRAM.match(program_name(argv[0])) and argv[1].endswith("setup.py")
             and _SETUP_INSTALLS & set(argv[2:])
         ):
             targets.append(1)
+        elif is_make_install(argv):  # `sudo make install` in a checkout: what it installs is built from there
+            engine = _word_engine(view, command, ".")
+            if engine is not None:
+                yield _site(view, command, SiteKind.SOURCE_INSTALL, engine)
+            continue
         for index in targets:
             word = re.sub(r"\[[^\]]*\]$", "", argv[index])  # python[all] -> python
             folder = posixpath.dirname(word) or "." if word.endswith("setup.py") else word
@@ -570,25 +546,16 @@ def find_source_installs(view: ScriptView) -> Iterator[PatchSite]:
 _PYTHON_PROGRAM = re.compile(r"^python[\d.]*$")
 
 
-def _is_local_tree(word: str) -> bool:
-    """A pip operand that is a local folder (not a requirement name, URL, archive or requirements file)."""
-    if "://" in word or word.endswith((".whl", ".zip", ".tar.gz", ".tgz", ".txt")) or "@" in word:
-        return False
-    return word in (".", "..") or word.startswith(("./", "../", "/", "$", "~")) or "/" in word
-
-
 def find_pip_local_wheels(view: ScriptView) -> Iterator[PatchSite]:
-    """`pip install ./dist/vllm-0.6.3+rocm-cp312-...whl`: an engine package built elsewhere (a pip-fork)."""
+    """`pip install ./dist/vllm-0.6.3+rocm-cp312-...whl`: a package built elsewhere (a pip-fork)."""
     for command, _offset, argv in _commands(view):
-        start = _pip_install(argv)
-        if start is None:
-            continue
-        for word in argv[start:]:
-            if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")) or word.startswith("-"):
+        arguments = pip_arguments(argv)
+        for word in (o.word for o in arguments.operands) if arguments else ():
+            if "://" in word or not word.endswith((".whl", ".tar.gz", ".zip")):
                 continue
             name = re.sub(r"-[\d*].*$", "", word.rsplit("/", 1)[-1])  # vllm-0.6.4+rocm-....whl, x-*.whl
-            if view.resolver.config.is_engine_package(name):
-                reason = f"engine package {normalise_package(name)} from a local archive"
+            if name:
+                reason = f"{view.resolver.config.package_reason(name)} from a local archive"
                 yield _site(view, command, SiteKind.PIP_FORK, f"{name} from {word}", reason=reason)
                 break
 

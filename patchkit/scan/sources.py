@@ -10,17 +10,25 @@ from __future__ import annotations
 import functools
 import json
 import os
+import posixpath
 import re
 import stat
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 
 from patchkit.scan.bash import read_shell
 from patchkit.scan.config import ScanConfig
-from patchkit.scan.engine import EngineResolver, Resolved, locate_idiom, parent_of, working_folders
-from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python
+from patchkit.scan.engine import (
+    EngineResolver,
+    Resolved,
+    assigned_values,
+    locate_idiom,
+    parent_of,
+    working_folders,
+)
+from patchkit.scan.python import InlineDiff, PythonWrite, printed_value, read_python, shell_placeholders
 from patchkit.scan.shell import Command, Heredoc, argv_of, program_name
 
 
@@ -30,6 +38,7 @@ class Language(Enum):
     DOCKERFILE = "dockerfile"
     WORKFLOW = "workflow"
     REQUIREMENTS = "requirements"
+    MAKEFILE = "makefile"
 
 
 @dataclass(frozen=True)
@@ -165,6 +174,8 @@ def language_of(path: str, text: str) -> Language | None:
         return Language.WORKFLOW
     if lower.startswith("requirements") and lower.endswith(".txt"):
         return Language.REQUIREMENTS
+    if lower in ("makefile", "gnumakefile") or lower.endswith(".mk"):
+        return Language.MAKEFILE
     program = _interpreter(text)
     if program in _SHELLS:
         return Language.SHELL
@@ -186,7 +197,11 @@ def _interpreter(text: str) -> str | None:
     return program or None
 
 
-def read_view(path: str, text: str, language: Language, config: ScanConfig) -> ScriptView:
+def read_view(
+    path: str, text: str, language: Language, config: ScanConfig, repository: Mapping[str, bytes] | None = None
+) -> ScriptView:
+    """One file read for the rules; `repository` (path -> content) holds the other files a script may run
+    (`python "$(dirname "$0")/graft.py" ENGINE_FILE`), whose writes of what they are given count at the call."""
     problems: list[tuple[int | None, str]] = []
     if language is Language.PYTHON:
         resolver = EngineResolver(config, {})
@@ -206,6 +221,8 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
         commands = _workflow_commands(text)
     elif language is Language.REQUIREMENTS:
         commands = _requirement_commands(text)
+    elif language is Language.MAKEFILE:
+        commands = read_shell(makefile_shell(text))
     else:
         commands = read_shell(text)
     commands = _with_embedded_shell(commands)
@@ -214,11 +231,21 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
     diffs: list[InlineDiff] = []
     for code, first_line, argv, scope in _embedded_python(commands, resolver):
         reading = read_python(code, resolver, first_line, argv, scope)
+        if reading.error and "$" in code:  # `python3 -c "x = ${N:-3}"`: Python once the shell has expanded it
+            expanded = read_python(shell_placeholders(code), resolver, first_line, argv, scope)
+            reading = reading if expanded.error else expanded
         if reading.error:
             problems.append((reading.error_line, f"embedded Python does not parse ({reading.error})"))
         writes += reading.writes
         diffs += reading.diffs
         commands += [replace(c, scope=scope) for c in reading.commands]
+    for command, script, code, argv in _followed_scripts(path, commands, resolver, repository or {}):
+        reading = read_python(code, resolver, 1, argv, command.scope)
+        writes += [
+            PythonWrite(command.line, w.target, f"{command.text} [{script}:{w.line}: {w.statement}]",
+                        f"{w.reason}; written by {script} (line {w.line})")
+            for w in reading.writes if w.target is not None
+        ]
     commands.sort(key=lambda c: c.line)
     return ScriptView(
         path, language, tuple(commands), tuple(writes), tuple(diffs), resolver, _scratch(commands), tuple(problems)
@@ -228,11 +255,13 @@ def read_view(path: str, text: str, language: Language, config: ScanConfig) -> S
 def _shell_resolver(config: ScanConfig, commands: list[Command]) -> EngineResolver:
     """The resolver of a shell script, reading each `$(python3 -c '...')` substitution as Python."""
 
+    values = assigned_values(commands)
+
     def evaluate(code: str, scope: str, current: EngineResolver) -> Resolved | None:
         for command in read_shell(code):
             _, argv = argv_of(command)
             program = program_name(argv[0]) if argv else ""
-            if _PYTHON.match(program) and len(argv) >= 3 and argv[1] == "-c":
+            if argv and is_python(argv[0], values) and len(argv) >= 3 and argv[1] == "-c":
                 parsed, value = printed_value(argv[2], current, scope)
                 if parsed:
                     return value
@@ -280,6 +309,27 @@ def _scratch(commands: Iterable[Command]) -> frozenset[str]:
 # ---------------------------------------------------------------------------------------- embedded code
 
 _PYTHON = re.compile(r"^python[\d.]*$")
+# A variable named for an interpreter: $PY, $PYTHON, ${PYTHON_BIN}, $PY3, $python_exe.
+_PYTHON_VARIABLE = re.compile(r"(?i)^(?:py|python)[\d.]*(?:_?(?:bin|exe|cmd|interp|interpreter))?$")
+_REFERENCE = re.compile(r"^\$\{?([A-Za-z_][A-Za-z0-9_]*)(?:(?::?[-=])([^{}]*))?\}?$")
+
+
+def is_python(word: str, values: Mapping[str, str] | None = None, depth: int = 0) -> bool:
+    """The word runs a Python interpreter: `python3.12`, `/opt/venv/bin/python`, or a variable that holds one
+    (`$PY` with `PY=${PYTHON:-/opt/venv/bin/python}` in the script, `${PY:-python3}`, or a variable named for
+    an interpreter, `"$PYTHON"`)."""
+    if _PYTHON.match(program_name(word)):
+        return True
+    reference = _REFERENCE.match(word)
+    if reference is None or depth > 3:
+        return False
+    name, default = reference.group(1), reference.group(2)
+    if default and is_python(default, values, depth + 1):
+        return True
+    value = (values or {}).get(name)
+    if value is not None and is_python(value, values, depth + 1):
+        return True
+    return _PYTHON_VARIABLE.match(name) is not None
 
 
 def _with_embedded_shell(commands: list[Command]) -> list[Command]:
@@ -308,11 +358,12 @@ def _embedded_python(
     `python [-] ARGS <<EOF` heredoc: sys.argv[1:] are the shell words after `-c CODE` or `-`."""
     commands = list(commands)
     piped = _piped_heredocs(commands)
+    values = assigned_values(commands)
     for command in commands:
         words = command.words
         heredocs = command.heredocs or piped.get(command.line, ())
         for index, word in enumerate(words):
-            if not _PYTHON.match(program_name(word)):
+            if not is_python(word, values):
                 continue
             following = words[index + 1 :]
             if len(following) >= 2 and following[0] == "-c":
@@ -323,6 +374,45 @@ def _embedded_python(
                 argv_values = _argv_values(resolver, tuple(rest), command.scope)
                 for heredoc in heredocs:
                     yield _body(heredoc), heredoc.line, argv_values, command.scope
+            break
+
+
+# `$(dirname "$0")`, `$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)`, `${BASH_SOURCE%/*}`: the script's own folder.
+_OWN_FOLDER = re.compile(
+    r"\$\((?:[^()]|\$\([^()]*\))*(?:\$0|BASH_SOURCE)(?:[^()]|\$\([^()]*\))*\)|\$\{BASH_SOURCE(?:\[0\])?%/\*\}"
+)
+
+
+def _followed_scripts(
+    path: str, commands: list[Command], resolver: EngineResolver, repository: Mapping[str, bytes]
+) -> Iterable[tuple[Command, str, str, tuple[Resolved | None, ...]]]:
+    """(command, repository path, code, sys.argv) of each `python FILE.py ARGS` whose FILE is a Python file
+    of this repository (beside the script through `$(dirname "$0")` or a variable holding it, or a path from
+    the root): the patcher the script calls, read with the arguments it is given."""
+    if not repository:
+        return
+    values = assigned_values(commands)
+    here = {name for name, value in values.items() if _OWN_FOLDER.search(value)}
+    folder = posixpath.dirname(path)
+    for command in commands:
+        words = command.words
+        for index, word in enumerate(words[:-1]):
+            if not is_python(word, values):
+                continue
+            script, rest = words[index + 1], words[index + 2 :]
+            if script == "-m" and rest and re.fullmatch(r"[A-Za-z_][\w.]*", rest[0]):  # python -m tools.graft F
+                module, rest = rest[0].replace(".", "/"), rest[1:]
+                script = next((c for c in (f"{module}.py", f"{module}/__main__.py") if c in repository), script)
+            for name in here:
+                script = re.sub(r"\$\{?" + name + r"\}?(?![A-Za-z0-9_])", "@here@", script)
+            script = _OWN_FOLDER.sub("@here@", script)
+            candidates = [posixpath.join(folder, script[len("@here@/"):])] if script.startswith("@here@/") else (
+                [script, posixpath.join(folder, script)] if "$" not in script and not script.startswith("/") else []
+            )
+            found = next((posixpath.normpath(c) for c in candidates if posixpath.normpath(c) in repository), None)
+            if found is not None and found.endswith(".py") and found != path:
+                code = repository[found].decode("utf-8", errors="replace")
+                yield command, found, code, _argv_values(resolver, (script, *rest), command.scope)
             break
 
 
@@ -423,6 +513,40 @@ def _exec_form(body: str) -> list[str] | None:
     except ValueError:
         return None
     return [str(v) for v in value] if isinstance(value, list) else None
+
+
+# ---------------------------------------------------------------------------------------- Makefiles
+
+_MAKE_ASSIGNMENT = re.compile(r"^(?:export\s+|override\s+)?([A-Za-z_][A-Za-z0-9_]*)\s*(?:\?|:{1,3}|\+|!)?=\s*(.*)$")
+_MAKE_VARIABLE = re.compile(r"\$[({]([A-Za-z_][A-Za-z0-9_]*)[)}]")
+
+
+def makefile_shell(text: str) -> str:
+    """A Makefile as the shell script its recipes run, line for line (so sites keep their lines): each recipe
+    line (a tab first; `@`, `-`, `+` dropped) as a command, each variable assignment as a shell assignment,
+    `$(NAME)` as `${NAME}`, `$(shell CMD)` as `$(CMD)`, `$$` as `$`; any other line blank."""
+    out = []
+    for line in text.splitlines():
+        if line.startswith("\t"):
+            recipe = _make_words(line[1:].lstrip("@-+ \t"))
+            # make runs each recipe line in a shell of its own: a `cd` there does not carry to the next line.
+            out.append(recipe if recipe.rstrip().endswith("\\") else f"{recipe} ; cd \"$CURDIR\"")
+            continue
+        assignment = _MAKE_ASSIGNMENT.match(line.strip()) if not line.startswith("#") else None
+        if assignment:
+            value = _make_words(assignment.group(2).strip()).replace('"', '\\"')
+            out.append(f'{assignment.group(1)}="{value}"')
+        else:
+            out.append("")
+    return "\n".join(out) + "\n"
+
+
+def _make_words(text: str) -> str:
+    """Make's references in a recipe or value as the shell's."""
+    text = text.replace("$$", "\0")
+    text = _MAKE_VARIABLE.sub(lambda m: "${" + m.group(1) + "}", text)
+    text = text.replace("$(shell ", "$(")
+    return text.replace("\0", "$")
 
 
 # ---------------------------------------------------------------------------------------- workflows

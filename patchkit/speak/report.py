@@ -357,27 +357,38 @@ def table_hint(outcome: Outcome, commands: Invocation | None = None) -> str:
     return f"  every hunk: `{commands.patch_command('status', outcome.spec, '-v')}`"
 
 
+# The state every hunk is in after a run that wrote: the hunk table of `apply -v` and `revert -v`.
+_GOAL = {Result.APPLIED: HunkState.APPLIED.value, Result.REVERTED: HunkState.UNAPPLIED.value}
+
+
 def hunk_table(outcome: Outcome) -> list[str]:
     """The per-file, per-hunk report shown with -v and on refusal."""
     from patchkit.diff.hunks import FileOp  # lazy: the judgement (loaded by what made the verdicts)
 
     rows: list[str] = []
     undecided = (HunkState.CONFLICT.value, HunkState.AMBIGUOUS.value)
+    # After a write the tree is the goal (the plan was judged to read so before a byte was written): each row says
+    # the state it is in now, and the one it was found in where that differs, not the state from before alone.
+    goal = _GOAL.get(outcome.result) if outcome.result is not None else None
     for path, old_path, op, state, detail, mode, old_mode, new_mode, hunks in _entries(outcome):
         name = show_path(path)
         if op == FileOp.RENAME.value:
             name = f"{show_path(old_path or '')} -> {name}"
         extra = f" ({op})" if op != FileOp.MODIFY.value else ""
-        rows.append(f"  {_paint(state, f'{state:<10}')} {name}{extra}")
+        now, was = (goal, f" (was {state})" if state != goal else "") if goal else (state, "")
+        rows.append(f"  {_paint(now, f'{now:<10}')} {name}{extra}{was}")
         if mode is not None:
-            rows.append(f"      mode {old_mode:o} -> {new_mode:o}: {_paint(mode)}")
+            mode_now, mode_was = (goal, f" (was {mode})" if mode != goal else "") if goal else (mode, "")
+            rows.append(f"      mode {old_mode:o} -> {new_mode:o}: {_paint(mode_now)}{mode_was}")
         for index, header, hunk_state, expected, found, candidates, hunk_detail in hunks:
             where = f"expected line {expected + 1}"
             if found is not None:
                 where += f", found at {found + 1}"
             elif candidates:
                 where += ", matches at " + " and ".join(str(pos + 1) for pos in candidates)
-            rows.append(f"      hunk {index} {header}: {_paint(hunk_state)} ({where})")
+            if goal and hunk_state != goal:
+                where = f"was {hunk_state}, {where}"
+            rows.append(f"      hunk {index} {header}: {_paint(goal or hunk_state)} ({where})")
             if hunk_detail and hunk_state in undecided:
                 rows.append(f"        {escape_controls(hunk_detail)}")
         if detail and not hunks:
@@ -388,6 +399,23 @@ def hunk_table(outcome: Outcome) -> list[str]:
     if outcome.reason:
         rows.append(f"  {escape_controls(outcome.reason)}")
     return rows
+
+
+LONG_TABLE = 20  # rows: a table longer than a screen ends with its totals, where the reader's eye is
+
+
+def table_totals(outcome: Outcome, table: Sequence[str]) -> list[str]:
+    """The closing line of a long `-v` table: the patch's line again and its hunks counted by state."""
+    if len(table) <= LONG_TABLE:
+        return []
+    goal = _GOAL.get(outcome.result) if outcome.result is not None else None
+    counts: dict[str, int] = {}
+    for entry in _entries(outcome):
+        for hunk in entry[8]:  # the hunk rows of a file's entry (see hunk_table)
+            state = goal or hunk[2]
+            counts[state] = counts.get(state, 0) + 1
+    tally = ", ".join(f"{n} {state}" for state, n in sorted(counts.items(), key=lambda kv: -kv[1]))
+    return [f"{summary_line(outcome)}: {tally}" if tally else summary_line(outcome)]
 
 
 def spec_json(spec: PatchSpec) -> dict[str, Any]:
@@ -502,7 +530,8 @@ def provenance_line(outcome: Outcome, verbose: bool, commands: Invocation | None
         or facts.record.state in (RecordState.STALE, RecordState.INVALID)
         or facts.origin is Origin.UPSTREAM
         or (facts.origin is Origin.OUTSIDE and outcome.result is not Result.ADOPTED)  # adopted: its line says so
-        or (facts.record.state is RecordState.CURRENT and outcome.tree.state is not PatchState.APPLIED)
+        or (facts.record.state is RecordState.CURRENT and outcome.tree.state is not PatchState.APPLIED
+            and outcome.result not in _WROTE)  # this run mended what the record claimed: nothing left to act on
     )
     if not (verbose or notable):
         return None
@@ -520,9 +549,15 @@ _RELATION_TEXT = {
 def _base_text(base: BaseCheck, verbose: bool) -> str:
     label = "base " + _paint(base.state.value)
     if base.state is BaseState.PINNED:
+        if base.relation is Relation.SAME:
+            return f"{label} (HEAD is the pinned commit)"
         matched = len(base.fingerprinted) - len(base.unchecked)
-        why = "HEAD is the pinned commit" if base.relation is Relation.SAME else f"{matched} files match [base]"
-        return f"{label} ({why})"
+        if not base.unchecked:
+            return f"{label} ({plural(matched, 'file')} {'matches' if matched == 1 else 'match'} [base])"
+        # vendor fingerprinted every file the hunk set reads; say why fewer are compared now
+        return (f"{label} ({matched} of {plural(len(base.fingerprinted), 'file')} in [base] match; "
+                f"{len(base.unchecked)} cannot be compared: no longer read by this hunk set, absent, touched by "
+                "several sections, or not restorable from the tree's state)")
     reasons = []
     if base.relation in _RELATION_TEXT and base.head and base.pinned_commit:
         reasons.append(f"HEAD {base.head[:12]} {_RELATION_TEXT[base.relation]} the pinned {base.pinned_commit[:12]}")
@@ -532,6 +567,12 @@ def _base_text(base: BaseCheck, verbose: bool) -> str:
         reasons.append(base.detail)
     return f"{label} ({'; '.join(reasons)})" if reasons else label
 
+
+# The results of a run that wrote the tree (and its record): what was found before is mended, not to act on.
+_WROTE = {
+    Result.APPLIED: "this run wrote what was missing and rewrote the record",
+    Result.REVERTED: "this run took out what was left and removed the record",
+}
 
 # What the tree lacks, after "the tree": a record says patchkit applied the patch, the state says otherwise.
 _MISSING_TEXT = {
@@ -577,10 +618,19 @@ def _record_text(facts: Provenance, outcome: Outcome, commands: Invocation) -> s
             "without writing the engine"
         )
     if check.state is RecordState.CURRENT and record is not None and outcome_state is not PatchState.APPLIED:
+        if outcome.result in _WROTE:
+            return (
+                f"the record said patchkit applied it ({record.applied_at}), but the tree "
+                f"{_MISSING_TEXT[outcome_state]}: {_WROTE[outcome.result]}"
+            )
         return (
             f"the record says patchkit applied it ({record.applied_at}), but the tree {_MISSING_TEXT[outcome_state]} "
             f"(reinstalled or restored, e.g. pip install --force-reinstall); {_next_apply(outcome, commands)}"
         )
+    if outcome.result is Result.APPLIED:
+        return "this run applied it and wrote the record"
+    if outcome.result is Result.REVERTED and check.state is not RecordState.STALE:
+        return "this run reverted it and removed the record"
     if check.state is RecordState.STALE and record is not None:
         text = (
             f"record {_paint('stale')}: the tree holds another version (hunk set {record.hunkset_sha256[:12]}, "

@@ -16,10 +16,17 @@ Each hunk of the filtered hunk set is located on the new tree with its context a
 The ported diff is rebuilt from the new tree: context and removed lines are the new file's own bytes, added
 lines are the patch's, with up to max(3, the hunk's own) lines of context taken fresh from the new file, and
 hunks whose context would meet merged (as git does). Header lines (names, modes, renames) are the diff's own,
-so the manifest's `strip`, prefix and [paths] still fit; `index` lines get the new blobs' ids. Files and
-hunks the manifest excludes are carried over as they were, so every exclude still names a file of the diff.
-Before it is returned, the ported diff is parsed, filtered and judged on the new tree by patchkit's own
-rules: it must read `unapplied` there (else InternalError: a bug, nothing is written).
+so the manifest's `strip`, prefix and [paths] still fit; `index` lines get the new blobs' ids. The ported diff
+is the filtered hunk set only: files and hunks the manifest excludes are left out (so plain `git apply` takes
+it on the new tree), and the ported manifest beside it has no excludes left (each one kept as a comment) and is
+re-pinned: sha256, hunkset_sha256 and the [base] fingerprint of the new tree. Before it is returned, the ported
+diff is parsed, filtered and judged on the new tree by patchkit's own rules: it must read `unapplied` there
+(else InternalError: a bug, nothing is written).
+
+A hunk that fits nowhere is rejected: the hunks that were placed still make the ported diff (a starting point),
+the rejected ones go to one reject file per file, in `git apply --reject`'s format, and no manifest is made.
+Everything port writes is a new file beside the ported diff (by default in the patch's folder); an earlier
+port's output is never written over, and the engine tree is only read.
 """
 
 from __future__ import annotations
@@ -27,7 +34,10 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
+import json
+import os
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,8 +52,11 @@ from patchkit.errors import BadInputError, InternalError
 from patchkit.input.manifest import PatchSpec
 from patchkit.input.tree import Root, read_snapshot
 from patchkit.judge.state import scan_tree
+from patchkit.judge.treestate import TreeState
 from patchkit.outcome import PatchState
+from patchkit.run.provenance import check_hunkset_pin, fingerprint_tree
 from patchkit.tooling.files import write_file
+from patchkit.tooling.vendor import update_manifest
 
 DEFAULT_FUZZ = 2  # as GNU patch: at most this many context lines of a hunk may differ
 MAX_FUZZ = 10
@@ -90,16 +103,48 @@ class PortedHunk:
 
 
 @dataclass(frozen=True)
+class Reject:
+    """The hunks of one file that fit nowhere on the new tree, as `git apply --reject` writes them."""
+
+    path: str  # as placed under the root: the reject file is `<path>.rej` in the port's reject folder
+    hunks: tuple[PortedHunk, ...]
+    data: bytes  # `diff a/PATH b/PATH\t(rejected hunks)`, then each hunk as the old diff has it
+
+
+@dataclass(frozen=True)
 class PortResult:
     spec: PatchSpec
     root: Path
     hunks: tuple[PortedHunk, ...]
-    notes: tuple[str, ...]  # whole-file facts (created, deleted, excluded files carried over)
-    diff: bytes | None  # the ported diff; None when some hunk could not be placed
+    notes: tuple[str, ...]  # whole-file facts (created, deleted, excluded files left out)
+    diff: bytes | None  # the ported diff: every placed hunk; None when no hunk was placed
+    rejects: tuple[Reject, ...] = ()  # per file, the hunks that could not be placed
+    manifest: bytes | None = None  # the manifest for the ported diff, re-pinned; None unless complete
 
     @property
     def complete(self) -> bool:
-        return self.diff is not None
+        return not self.rejects
+
+
+class PortFiles(NamedTuple):
+    """Where one port writes: every name derived from the ported diff's, each a new file (or folder)."""
+
+    diff: Path  # the ported diff
+    manifest: Path  # the ported manifest: `<diff>.manifest.toml`
+    rejects: Path  # the folder of reject files: `<diff>.rej/<path>.rej`
+
+    @classmethod
+    def beside(cls, diff: Path) -> PortFiles:
+        return cls(diff, diff.with_name(diff.name + ".manifest.toml"), diff.with_name(diff.name + ".rej"))
+
+    def reject_path(self, reject: Reject) -> Path:
+        return self.rejects / (reject.path + ".rej")
+
+
+class _Section(NamedTuple):
+    rows: list[bytes]  # the section in the ported diff (empty: left out)
+    reports: list[PortedHunk]
+    rejected: list[bytes]  # the rejected hunks' rows, as the old diff has them
 
 
 class _Op(NamedTuple):
@@ -116,8 +161,10 @@ class _Placed(NamedTuple):
 
 
 def port_patch(spec: PatchSpec, root: Root, *, fuzz: int = DEFAULT_FUZZ) -> PortResult:
-    """Locate every hunk of `spec`'s filtered hunk set on the tree at `root` and build the ported diff."""
+    """Locate every hunk of `spec`'s filtered hunk set on the tree at `root` and build the ported diff (the
+    placed hunks), the reject files (the others) and, when every hunk was placed, the ported manifest."""
     hunk_set = load_hunk_set(spec)  # the new tree is not the base a refused commit chain's net diff needs
+    check_hunkset_pin(spec, hunk_set)  # as status: a stale pin means the excludes changed unreviewed
     data = spec.read_diff()
     diff = parse_diff(data, spec.strip, str(spec.diff_path))
     lines = io.BytesIO(data).readlines()
@@ -135,88 +182,106 @@ def port_patch(spec: PatchSpec, root: Root, *, fuzz: int = DEFAULT_FUZZ) -> Port
     out: list[bytes] = []
     reports: list[PortedHunk] = []
     notes: list[str] = []
+    rejects: list[Reject] = []
     for number, section in enumerate(diff.files):
         placed = placed_sections.get(section.diff_line)
+        if placed is None:  # excluded by the manifest: not part of the filtered hunk set, nor of the port
+            notes.append(f"{section.path}: excluded by the manifest, left out of the ported diff")
+            continue
         end = section.hunks[0].diff_line if section.hunks else starts[number + 1]
         header = [row for row in lines[section.diff_line - 1:end - 1] if _HEADER.match(row)]
-        if placed is None:  # excluded by the manifest: carried over as it is
-            notes.append(f"{section.path}: excluded by the manifest, carried over unchanged")
-            out += header
-            for hunk in section.hunks:
-                out += _body_rows(lines, hunk)
-            continue
-        text, hunks = _port_section(root, placed, section, header, lines, kept, fuzz, notes)
-        reports += hunks
-        out += text
-    result = b"".join(out)
-    if any(not h.placed for h in reports):
-        return PortResult(spec, root.path, tuple(reports), tuple(notes), None)
-    _check_ported(spec, root, result)
-    return PortResult(spec, root.path, tuple(reports), tuple(notes), result)
+        ported = _port_section(root, placed, section, header, lines, kept, fuzz, notes)
+        reports += ported.reports
+        out += ported.rows
+        if ported.rejected:
+            shown = [h for h in ported.reports if not h.placed]
+            head = b"diff a/%s b/%s\t(rejected hunks)\n" % (placed.path.encode(), placed.path.encode())
+            rejects.append(Reject(placed.path, tuple(shown), head + b"".join(ported.rejected)))
+    result = b"".join(out) if out else None
+    tree = _check_ported(spec, root, result) if result is not None else None
+    manifest = None
+    if not rejects and result is not None and tree is not None:
+        manifest = ported_manifest(spec, result, tree)
+    return PortResult(spec, root.path, tuple(reports), tuple(notes), result, tuple(rejects), manifest)
 
 
 def _port_section(
     root: Root, placed: FilePatch, section: FilePatch, header: list[bytes], lines: Sequence[bytes],
     kept: set[int], fuzz: int, notes: list[str],
-) -> tuple[list[bytes], list[PortedHunk]]:
+) -> _Section:
+    """One file section on the new tree: its ported rows, a report per hunk, and the rows of those rejected."""
+    own = [h for h in section.hunks if h.diff_line in kept]
     old = read_snapshot(root, placed.old_path) if placed.old_path is not None else None
     new = read_snapshot(root, placed.new_path) if placed.new_path is not None else None
     if placed.op is FileOp.CREATE:
         if new is not None and new.exists:
-            return header, [_whole_file(placed, "the new tree already has this file, which the patch creates")]
+            return _whole_file(placed, own, lines, "the new tree already has this file, which the patch creates")
         notes.append(f"{placed.path}: created by the patch, carried over")
-        return header + [row for h in section.hunks for row in _body_rows(lines, h)], []
+        return _Section(header + [row for h in own for row in _body_rows(lines, h)], [], [])
     if old is None or old.data is None:
-        return header, [_whole_file(placed, "the new tree does not have this file")]
+        return _whole_file(placed, own, lines, "the new tree does not have this file")
     if placed.op is FileOp.RENAME and new is not None and new.exists:
-        return header, [_whole_file(placed, f"the new tree already has {placed.new_path}, the rename's target")]
+        return _whole_file(placed, own, lines, f"the new tree already has {placed.new_path}, the rename's target")
     content = tuple(io.BytesIO(old.data).readlines())
     if placed.op is FileOp.DELETE:
         if tuple(placed.hunks[0].old_lines if placed.hunks else ()) != content:
-            return header, [_whole_file(placed, "the file the patch deletes has other content in the new tree")]
+            return _whole_file(placed, own, lines, "the file the patch deletes has other content in the new tree")
         notes.append(f"{placed.path}: deleted by the patch, carried over")
-        return header + [row for h in section.hunks for row in _body_rows(lines, h)], []
-    reports: list[PortedHunk] = []
-    found: list[tuple[Hunk, _Placed]] = []
+        return _Section(header + [row for h in own for row in _body_rows(lines, h)], [], [])
+    excluded = [h.index for h in section.hunks if h.diff_line not in kept]
+    if excluded:
+        notes.append(f"{placed.path}: hunk{'s' if len(excluded) > 1 else ''} {', '.join(map(str, excluded))} "
+                     "excluded by the manifest, left out of the ported diff")
+    located = _locate_hunks(placed.path, own, lines, content, fuzz)
+    found = sorted((where for _, where, report in located if where is not None and report.placed),
+                   key=lambda where: where.pos)  # in file order: moved functions may come in another one
+    rejected = [row for hunk, _, report in located if not report.placed for row in _body_rows(lines, hunk)]
+    reports = [report for _, _, report in located]
+    if not found:
+        return _Section([], reports, rejected)
+    body, after = _rebuild(content, found)
+    return _Section([_index_line(row, old.data, after) for row in header] + body, reports, rejected)
+
+
+def _locate_hunks(
+    path: str, hunks: Sequence[Hunk], lines: Sequence[bytes], content: Sequence[bytes], fuzz: int
+) -> list[tuple[Hunk, _Placed | None, PortedHunk]]:
+    """Each hunk of one file located on `content` (in diff order), with its report; a hunk that would overlap
+    one placed before it (in file order) is not placed."""
+    located: list[tuple[Hunk, _Placed | None, PortedHunk]] = []
     offset = 0
-    for hunk in section.hunks:
-        if hunk.diff_line not in kept:
-            continue
+    for hunk in hunks:
         ops = _ops(lines, hunk)
         where = _locate(content, ops, hunk.old_index + offset, hunk.old_index, fuzz)
         if isinstance(where, _Placed):
             offset = where.pos - hunk.old_index
-            found.append((hunk, where))
-            reports.append(_report(placed.path, hunk, ops, where, content))
-        else:
-            reason = where[0]
-            there = _find_exact(content, hunk.new_lines)
-            if there is not None and hunk.new_lines != hunk.old_lines:
-                reason = (f"the new tree already has this hunk's change (its post-image is at line {there + 1}): "
-                          "the engine may ship it; drop the hunk, or retire the patch")
-            reports.append(PortedHunk(placed.path, hunk.index, hunk.header, hunk.old_index + 1, None,
-                                      candidates=where[1], reason=reason))
-    found.sort(key=lambda item: item[1].pos)
-    for (first, a), (second, b) in itertools.pairwise(found):
-        if b.pos < a.pos + _old_count(a.ops):
-            i = next(i for i, r in enumerate(reports) if r.index == second.index)
-            reports[i] = PortedHunk(
-                placed.path, second.index, second.header, second.old_index + 1,
-                None, reason=f"it would overlap hunk {first.index} (found at line {a.pos + 1})",
+            located.append((hunk, where, _report(path, hunk, ops, where, content)))
+            continue
+        reason = where[0]
+        there = _find_exact(content, hunk.new_lines)
+        if there is not None and hunk.new_lines != hunk.old_lines:
+            reason = (f"the new tree already has this hunk's change (its post-image is at line {there + 1}): "
+                      "the engine may ship it; drop the hunk, or retire the patch")
+        located.append((hunk, None, PortedHunk(path, hunk.index, hunk.header, hunk.old_index + 1, None,
+                                               candidates=where[1], reason=reason)))
+    order = sorted((where.pos, i) for i, (_, where, _) in enumerate(located) if where is not None)
+    for (_, first), (_, second) in itertools.pairwise(order):
+        (one, a, _), (two, b, _) = located[first], located[second]
+        if a is not None and b is not None and b.pos < a.pos + _old_count(a.ops):
+            located[second] = (two, None, PortedHunk(
+                path, two.index, two.header, two.old_index + 1, None,
+                reason=f"it would overlap hunk {one.index} (found at line {a.pos + 1})",
                 candidates=(Candidate(b.pos + 1, 1.0),),
-            )
-    if any(not r.placed for r in reports):
-        return header, reports
-    excluded = [h for h in section.hunks if h.diff_line not in kept]
-    body, after = _rebuild(content, [p for _, p in found])
-    if excluded:
-        notes.append(f"{placed.path}: hunks dropped by the manifest carried over unchanged, after the ported ones")
-        body += [row for h in excluded for row in _body_rows(lines, h)]
-    return [_index_line(row, old.data, after) for row in header] + body, reports
+            ))
+    return located
 
 
-def _whole_file(placed: FilePatch, reason: str) -> PortedHunk:
-    return PortedHunk(placed.path, 0, "(the whole file)", 0, None, reason=reason)
+def _whole_file(placed: FilePatch, hunks: Sequence[Hunk], lines: Sequence[bytes], reason: str) -> _Section:
+    """A section none of whose hunks can be placed, for a reason of the whole file: each hunk rejected."""
+    reports = [PortedHunk(placed.path, h.index, h.header, h.old_index + 1, None, reason=reason) for h in hunks]
+    if not reports:  # a section without hunks (an empty file created or deleted, a mode change)
+        reports = [PortedHunk(placed.path, 0, "(the whole file)", 0, None, reason=reason)]
+    return _Section([], reports, [row for h in hunks for row in _body_rows(lines, h)])
 
 
 def _report(path: str, hunk: Hunk, ops: Sequence[_Op], where: _Placed, content: Sequence[bytes]) -> PortedHunk:
@@ -448,25 +513,111 @@ def _ops(lines: Sequence[bytes], hunk: Hunk) -> tuple[_Op, ...]:
 # ------------------------------------------------------------------------------------------------ checking
 
 
-def _check_ported(spec: PatchSpec, root: Root, data: bytes) -> None:
-    """The ported diff, filtered by the manifest, must read `unapplied` on the new tree by patchkit's rules."""
+def _check_ported(spec: PatchSpec, root: Root, data: bytes) -> TreeState:
+    """The ported diff (it has no excludes left) must read `unapplied` on the new tree by patchkit's rules."""
     diff = parse_diff(data, spec.strip, "the ported diff")
-    hunk_set = filter_diff(diff, spec.excludes, spec.path_map)
+    hunk_set = filter_diff(diff, (), spec.path_map)
     tree = scan_tree(root, hunk_set)
     if tree.state is not PatchState.UNAPPLIED:
         raise InternalError(f"the ported diff reads {tree.state.value} on the new tree: {tree.first_undecided()}")
+    return tree
+
+
+def ported_manifest(spec: PatchSpec, data: bytes, tree: TreeState) -> bytes:
+    """The entry's manifest for the ported diff: no excludes left (the diff no longer holds what they named;
+    each is kept as a comment in [exclude]), pinned to the ported bytes and hunk set, and with the [base]
+    fingerprint of the new tree (left as it is for a patch with `after`: vendor --base-tree records that one,
+    as the patches before it leave the tree). Comments and layout are the user's; reads the manifest, writes
+    nothing."""
+    import tomlkit  # lazy: vendor's manifest edit (tomlkit, here for the ported manifest)
+
+    doc = tomlkit.parse(spec.manifest_path.read_text(encoding="utf-8"))
+    if spec.excludes:
+        table = tomlkit.table()
+        for exclude in spec.excludes:
+            entry = _exclude_text(exclude.pattern, exclude.reason, exclude.hunks)
+            table.add(tomlkit.comment(f"left out of the ported diff by patchkit port: {entry}"))
+        doc["exclude"] = table
+    base = None if spec.after else fingerprint_tree(tree)
+    text = update_manifest(tomlkit.dumps(doc), hashlib.sha256(data).hexdigest(), tree.hunk_set.digest, base)
+    return text.encode("utf-8")
+
+
+def _exclude_text(pattern: str, reason: str, hunks: tuple[int, ...] | None) -> str:
+    """An exclude as the manifest spells it, on one line (JSON strings are TOML basic strings)."""
+    if hunks is None:
+        return f"{json.dumps(pattern)} = {json.dumps(reason)}"
+    return f"{json.dumps(pattern)} = {{ hunks = {list(hunks)}, reason = {json.dumps(reason)} }}"
 
 
 def default_output(spec: PatchSpec) -> Path:
     return spec.diff_path.with_name(spec.diff_path.name + ".ported")
 
 
-def write_new_file(path: Path, data: bytes) -> None:
+def free_output(spec: PatchSpec) -> Path:
+    """The first `<diff>.ported.N` (N from 2) none of whose files is there: for a message to suggest."""
+    base = default_output(spec)
+    for number in itertools.count(2):
+        candidate = base.with_name(f"{base.name}.{number}")
+        if not any(os.path.lexists(p) for p in PortFiles.beside(candidate)):
+            return candidate
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def write_port(result: PortResult, files: PortFiles, command: list[str]) -> tuple[Path, ...]:
+    """Write what the port made, each as a new file; refuse (nothing written) while an earlier port's output is
+    there or when it would land in the engine tree. `command` is the port's own command line without --output,
+    for the hint. Returns the files written."""
+    tree = result.root.resolve()
+    for path in files:
+        if Path(os.path.abspath(path)).resolve().is_relative_to(tree):
+            raise BadInputError("port never writes into the engine tree it reads", where=str(path),
+                                hint="name a file outside --root with --output FILE, or leave it out (the default "
+                                "is beside the patch's diff)")
+    there = next((p for p in files if os.path.lexists(p)), None)
+    if there is not None:
+        again = shlex.join([*command, "--output", str(free_output(result.spec).absolute())])
+        raise BadInputError(
+            "an earlier port's output is there: port never writes over a file (review it, move it away, or port "
+            "to another name)", where=str(there), hint=f"port to new files: `{again}`",
+        )
+    written: list[Path] = []
+    if result.diff is not None:
+        _write_new(files.diff, result.diff, "the ported diff")
+        written.append(files.diff)
+    if result.manifest is not None:
+        _write_new(files.manifest, result.manifest, "the ported manifest")
+        written.append(files.manifest)
+    if result.rejects:
+        _make_folder(files.rejects)
+        for reject in result.rejects:
+            path = files.reject_path(reject)
+            _make_parents(path.parent)
+            _write_new(path, reject.data, "a reject file")
+            written.append(path)
+    return tuple(written)
+
+
+def _make_folder(path: Path) -> None:
+    try:
+        os.mkdir(path)
+    except FileExistsError:
+        raise BadInputError("the folder appeared meanwhile: port never writes over a file", where=str(path)) from None
+    except OSError as exc:
+        raise BadInputError(f"cannot make the reject folder: {exc.strerror}", where=str(path)) from None
+
+
+def _make_parents(path: Path) -> None:
+    """The folders of a reject file, inside the reject folder made just now (its paths are checked diff paths)."""
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as exc:
+        raise BadInputError(f"cannot make a folder for the reject files: {exc.strerror}", where=str(path)) from None
+
+
+def _write_new(path: Path, data: bytes, what: str) -> None:
     """Create `path` with `data`: never over an existing file (or link), complete or not at all."""
     try:
-        write_file(path, data, replace=False, what="the ported diff")
+        write_file(path, data, replace=False, what=what)
     except FileExistsError:
-        raise BadInputError(
-            "the file is already there: port never writes over a file", where=str(path),
-            hint="review and move the earlier one away, or name another with --output FILE",
-        ) from None
+        raise BadInputError("the file appeared meanwhile: port never writes over a file", where=str(path)) from None

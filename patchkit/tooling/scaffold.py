@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import string
 import tempfile
@@ -126,7 +127,8 @@ def create_patch(patches_dir: Path, new: NewPatch, *, create_registry: bool = Fa
     if final.exists() or final.is_symlink():
         raise RegistryError(
             f"patch {new.id!r} exists already", where=str(final),
-            hint=f"pick another id, or re-vendor it: patchkit vendor {new.id} --from SOURCE",
+            hint=f"pick another id, or re-vendor it: patchkit vendor {new.id} --patches "
+            f"{shlex.quote(os.path.abspath(patches_dir))} --from SOURCE",
         )
     shown = new.patches_shown or str(patches_dir)
     hint = f"patchkit vendor {new.id} --patches {shown} --from SOURCE   (or --from-git REPO --range A..B)"

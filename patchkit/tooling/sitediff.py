@@ -32,6 +32,7 @@ class SiteDiff:
     data: bytes
     strip: int  # the -pN the script applies it with (1 unless it says otherwise)
     diff_file: str | None  # project-relative path of the diff file a git apply / patch line names
+    patched_root: str | None = None  # the folder the line's git apply / patch runs in, as the script names it
 
 
 def parse_site_arg(text: str) -> tuple[str, int]:
@@ -68,14 +69,16 @@ def read_site_diff(project_root: Path, script: Path, line: int, config: ScanConf
         )
     site = next((s for s in here if s.kind is SiteKind.HEREDOC_DIFF), here[0])
     strip = _strip_of(site.command)
+    # a heredoc's own site names the file it patches; the command reading it (git apply, patch) the folder
+    runs_in = next((s.engine_path for s in here if s.kind is not SiteKind.HEREDOC_DIFF and s.engine_path), None)
     if site.kind is SiteKind.HEREDOC_DIFF:
-        return SiteDiff(site, _heredoc_body(data, site, f"{script}:{line}"), strip, None)
+        return SiteDiff(site, _heredoc_body(data, site, f"{script}:{line}"), strip, None, runs_in)
     found = _diff_file(root, rel, site, f"{script}:{line}")
     try:
         body = (root / found).read_bytes()
     except OSError as exc:
         raise BadInputError(f"cannot read the diff: {exc.strerror}", where=found) from None
-    return SiteDiff(site, body, strip, found)
+    return SiteDiff(site, body, strip, found, runs_in)
 
 
 def _strip_of(command: str) -> int:

@@ -25,7 +25,7 @@ from urllib.parse import urlsplit
 
 from patchkit import __version__
 from patchkit.diff.diffs import parse_diff
-from patchkit.diff.filtering import exclude_where, filter_diff, load_hunk_set, place_path, refuse_zero_context
+from patchkit.diff.filtering import exclude_where, filter_diff, load_hunk_set, place_path
 from patchkit.diff.hunks import Diff, paths_of
 from patchkit.diff.hunkset import HunkSet
 from patchkit.diff.mbox import count_mbox_commits, repeated_paths
@@ -73,6 +73,7 @@ class Fetched:
     details: tuple[tuple[str, str | int], ...] = ()
     strip: int | None = None  # the strip the source itself implies (a site's `patch -p0`), None: no opinion
     binary: tuple[str, ...] = ()  # files a made diff holds only as "Binary files ... differ" (--from-tree)
+    patched_root: str | None = None  # a site's: the folder its command patches, as the script names it
 
     @property
     def source_table(self) -> dict[str, str | int]:
@@ -138,7 +139,8 @@ def read_site(text: str, project: Path, config: ScanConfig) -> Fetched:
         label = f"{found.diff_file} (named by {found.site.path}:{found.site.line})"
     else:
         label = f"the {found.site.kind.label} at {found.site.path}:{found.site.line}"
-    return Fetched(SourceKind.SITE, label, found.data, details, strip=found.strip)
+    return Fetched(SourceKind.SITE, label, found.data, details, strip=found.strip,
+                   patched_root=found.patched_root)
 
 
 def read_tree(edited: Path, base: Path, project: Path | None) -> Fetched:
@@ -317,7 +319,6 @@ def vendor_patch(
         kept = _own_mbox(spec, fetched)
         fetched = _net_of_mbox(spec, fetched, diff, commits, base_tree, kept[0] if kept else None)
         diff = parse_diff(fetched.data, spec.strip, fetched.label)
-    refuse_zero_context(diff)
     try:
         hunk_set = filter_diff(diff, spec.excludes, spec.path_map)
     except ManifestError as exc:
@@ -335,9 +336,9 @@ def vendor_patch(
             applied = {}  # the digests of the old hunk set applied prove nothing about the new one
     sha256 = hashlib.sha256(fetched.data).hexdigest()
     old_manifest = spec.manifest_path.read_bytes()
+    source = fetched.source_table if fetched.details and not _is_own_diff(spec, fetched) else None
     new_manifest = update_manifest(
-        old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, fetched.source_table if fetched.details else None,
-        applied,
+        old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, source, applied
     ).encode("utf-8")
     old_diff = spec.diff_path.read_bytes() if spec.diff_path.is_file() else None
 
@@ -369,18 +370,28 @@ def vendor_patch(
     )
 
 
+def _is_own_diff(spec: PatchSpec, fetched: Fetched) -> bool:
+    """The source is the entry's own diff file (a re-pin after the excludes changed): the [source] it was
+    vendored from stays what it was."""
+    if fetched.kind is not SourceKind.FILE:
+        return False
+    try:
+        return Path(fetched.label).samefile(spec.diff_path)
+    except OSError:
+        return False
+
+
 def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> tuple[dict[str, str], dict[str, str]]:
     """([base], [base_applied]) of the pristine pinned tree (provenance.fingerprint_images)."""
     with open_root(base_tree) as root:
         pinned = spec.target.pinned_commit
-        if pinned is not None and (root.path / ".git").exists():
-            head = compare_head(root.path, pinned)  # git reads the checkout by its path
-            if head.relation is not Relation.SAME:
-                raise BadInputError(
-                    f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
-                    where=str(root.path),
-                    hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
-                )
+        head = compare_head(root, pinned) if pinned is not None else None
+        if head is not None and head.asked and head.relation is not Relation.SAME:
+            raise BadInputError(
+                f"the base tree is at {head.head or 'an unknown commit'}, not the pinned commit {pinned}",
+                where=str(root.path),
+                hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
+            )
         if not spec.after:
             return fingerprint_images(scan_tree(root, hunk_set))
         return fingerprint_images(_tree_as_left(root, base_reader(spec, root), hunk_set))

@@ -3,7 +3,8 @@
 The engine tree may belong to a less privileged user, and whoever owns the root can rename `.patchkit` away
 and put a folder of their own there. So every read of a journal or an applied record, and every write into
 the state folder, first checks each folder from `.patchkit` down and the file itself, on the descriptor or
-link-free lstat it is about to use: owned by the running user or root, and not writable by group or others.
+link-free lstat it is about to use, by the one rule every reader follows (patchkit.input.trust): owned by the
+running user or root (root's state is trusted by every user), and not writable by group or others.
 The lock file too (workspace.lock). Anything else is refused (UntrustedStateError, exit 2) before a byte is
 read or written. Inside a folder that passes, nobody else can swap an entry, so an lstat-then-open of a name
 in it cannot be raced.
@@ -24,6 +25,7 @@ from pathlib import Path
 from patchkit.errors import UntrustedStateError
 from patchkit.input.limits import MAX_JOURNAL_BYTES
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir, read_entry, split_relative
+from patchkit.input.trust import refusal
 
 STATE_DIR_MODE = 0o755
 STATE_FILE_MODE = 0o644
@@ -47,18 +49,14 @@ def trusted_fd(fd: int, shown: str, base: Path) -> int:
 
 
 def check_trusted(st: os.stat_result, shown: str, state_root: Path) -> None:
-    """Refuse a state file or folder another user owns or may write."""
-    uid = st.st_uid
-    what = "folder" if stat.S_ISDIR(st.st_mode) else "file"
-    problem = None
-    if uid not in (0, os.geteuid()):
-        problem = f"is owned by uid {uid}"
-    elif st.st_mode & 0o022:
-        problem = f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
+    """Refuse a state file or folder the one trust rule refuses (patchkit.input.trust): another owner than
+    root or the running user, group or other write (a sticky folder excepted), a link."""
+    problem = refusal(st, shown)
     if problem is not None:
+        what = "folder" if stat.S_ISDIR(st.st_mode) else "file"
         raise UntrustedStateError(
-            f"the state {what} {problem}; refusing to read or write patchkit state another user could have "
-            "written, nothing was changed",
+            f"the state {what} {problem.describe()}; refusing to read or write patchkit state another user "
+            "could have written, nothing was changed",
             where=shown,
             hint=_HINT.format(root=state_root),
         )

@@ -3,7 +3,6 @@ from __future__ import annotations
 import contextlib
 import io
 import shlex
-import shutil
 import tempfile
 from pathlib import Path
 
@@ -28,7 +27,12 @@ def command(fixtures: Path | None, keep: bool) -> None:
     """
 
     quiet = settings().quiet  # -q: only the steps that misbehaved (and the exit code)
-    with tempfile.TemporaryDirectory(prefix="patchkit-demo-") as tmp:
+    # --keep builds in a folder that stays, so the commands each step printed run there as printed afterwards.
+    folder: contextlib.AbstractContextManager[str] = (
+        contextlib.nullcontext(tempfile.mkdtemp(prefix="patchkit-demo-kept-")) if keep
+        else tempfile.TemporaryDirectory(prefix="patchkit-demo-")
+    )
+    with folder as tmp:
         workdir = Path(tmp)
         demo = build_demo(fixtures or default_fixtures(), workdir)
         base = ["--patches", str(demo.patches)]
@@ -70,9 +74,9 @@ def command(fixtures: Path | None, keep: bool) -> None:
             step("And the tree is as the image shipped it", ["status", DEMO_ID, *root, *base], 3),
         ]
         if keep:
-            kept = Path(tempfile.mkdtemp(prefix="patchkit-demo-kept-"))
-            shutil.copytree(workdir, kept, dirs_exist_ok=True)
-            click.echo(f"\nthe demo tree is kept in {kept}")
+            click.echo(f"\nthe demo tree is kept in {workdir}: the commands above run there as printed")
+        elif not quiet:
+            click.echo(f"\nthe commands above name {workdir}, removed now; `patchkit demo --keep` keeps it")
     passed = sum(results)
     if not quiet or passed != len(results):
         click.echo(f"\ndemo: {passed} of {len(results)} steps behaved as expected", err=quiet)

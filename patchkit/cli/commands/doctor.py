@@ -25,6 +25,7 @@ import click
 
 from patchkit import __version__, source_archive
 from patchkit.cli.commands.options import FolderPath, Selection, choose_root, invocation, json_option, patches_option
+from patchkit.cli.main import install_folder
 from patchkit.display import show_path
 from patchkit.errors import ExitCode, PatchkitError
 from patchkit.input.registry import check_registry_folder, find_locations, load_registry, stray_folders
@@ -64,8 +65,7 @@ class _Problem(Exception):
 
 
 def check_patchkit() -> Check:
-    where = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    detail = f"patchkit {__version__}, installed in {where}"
+    detail = f"patchkit {__version__}, installed in {install_folder()}"
     archive = source_archive()
     if archive is None:
         return Check("patchkit", CheckState.OK, detail)

@@ -65,8 +65,9 @@ from patchkit.speak.console import echo, json_format, settings
     callback=json_format(OutputFormat.JSON.value),
     default=OutputFormat.TEXT.value,
     show_default=True,
-    help="text: file:line: RULE severity: message; json: findings, every site and the verdict "
-    "(patches_engine, change_patches_engine); github: workflow annotations.",
+    help="text: file:line: RULE severity: message; concise: file:line: RULE message (the fix: --explain), "
+    "repeats grouped, a count per rule; json: findings, every site and the verdict (patches_engine, "
+    "change_patches_engine); github: workflow annotations; sarif: SARIF 2.1.0 for code scanning.",
 )
 @click.option(
     "--explain",
@@ -115,10 +116,10 @@ def command(
         ctx.exit(int(ExitCode.OK))
     report = run_lint(request)
     chosen = OutputFormat(output_format)
-    text = format_report(report, chosen)
+    text = format_report(report, chosen, RULE_TEXT)
     if text:
         echo(text)
-    if chosen is OutputFormat.TEXT and not settings().quiet:
+    if chosen in (OutputFormat.TEXT, OutputFormat.CONCISE) and not settings().quiet:
         uncovered = sum(c.cover is Cover.NONE for c in report.sites)
         sites = len(report.sites) if scan else None
         echo(
@@ -141,14 +142,19 @@ def explain_rule(code: str) -> list[str]:
     rules = {r.code: r for r in Rule}
     found = rules.get(code.strip().upper())
     if found is None:
-        close = closest(code.strip().upper(), sorted(rules))
+        wanted = code.strip().upper()
+        # A well-formed code names its family (PK2 for PK2xx): only a rule of that family is a likely typo of it
+        # (PK999 is no misspelling of PK209); anything else is matched against every code.
+        family = [known for known in sorted(rules) if known[:3] == wanted[:3]]
+        well_formed = len(wanted) == 5 and wanted.startswith("PK") and wanted[2:].isdigit()
+        close = closest(wanted, family if well_formed else sorted(rules))
         families: dict[str, list[str]] = {}
         for known in sorted(rules):
             families.setdefault(known[:3], []).append(known)
         ranges = ", ".join(f"{f[0]}..{f[-1]}" if len(f) > 1 else f[0] for f in families.values())
         raise BadInputError(
             f"no lint rule {code!r}" + (f"; did you mean {close}?" if close else ""),
-            hint=f"`patchkit lint --explain {close or sorted(rules)[0]}`; the rules are {ranges}",
+            hint=(f"`patchkit lint --explain {close}`; " if close else "") + f"the rules are {ranges}",
         )
     return [
         *textwrap.wrap(f"{found.code}: {found.summary}", 78, subsequent_indent="  "),

@@ -9,11 +9,19 @@ from pathlib import Path
 import click
 
 from patchkit.cli.commands.options import json_option, patches_option
-from patchkit.cli.commands.vendor import Source, check_source, fetch_source, result_json, result_lines, vendor_options
+from patchkit.cli.commands.vendor import (
+    Source,
+    check_source,
+    fetch_source,
+    registry_project,
+    result_json,
+    result_lines,
+    vendor_options,
+)
 from patchkit.diff.filtering import load_hunk_set, match_exclude
-from patchkit.errors import BadInputError, PatchkitError
+from patchkit.errors import BadInputError, NotADiffError, PatchkitError
 from patchkit.input.manifest import Exclude, PatchSpec, load_manifest
-from patchkit.input.registry import find_locations, find_project_config, load_registry
+from patchkit.input.registry import find_locations, load_registry
 from patchkit.speak.console import echo, settings
 from patchkit.speak.report import render_json, spec_json, spec_line, versioned
 from patchkit.tooling.scaffold import NewPatch, create_patch, parse_exclude_option
@@ -97,13 +105,18 @@ def command(
         parse_exclude_option(e, True) for e in hunk_excludes)
     locations = find_locations(patches=patches_dir)
     patches = locations.patches
-    project = find_project_config(Path.cwd()).root
+    # The project the registry belongs to, wherever `new` runs: its [tool.patchkit] names the waivers folder,
+    # and the manifest's paths are recorded relative to it.
+    project = registry_project(patches)
+    if patches_dir is not None:
+        locations = find_locations(patches=patches_dir, cwd=project)
     if moved_in is not None and introduced_by is None:
         raise click.UsageError("--moved-in goes with --introduced-by N, the pull request whose waiver it keeps")
-    fetched = fetch_source(given, base_tree, timeout) if fetch else None  # before anything is written
+    fetched = fetch_source(given, base_tree, timeout, patches) if fetch else None  # before anything is written
+    strip = 1 if fetched is None or fetched.strip is None else fetched.strip  # a site's `patch -p0` is strip 0
     if fetched is not None:
         _refuse_binary(fetched, dropped)
-    strip = 1 if fetched is None or fetched.strip is None else fetched.strip  # a site's `patch -p0` is strip 0
+        _refuse_not_a_diff(fetched, strip)
     new = NewPatch(patch_id, target, title, repo, prs, local_reason, diff_name, introduced_by, prefix,
                    tuple(folders), after, strip=strip, excludes=dropped,
                    waivers=recorded_path(locations.waivers, project),
@@ -137,8 +150,7 @@ def command(
     for line in result_lines(result, False):
         echo(line)
     again = vendor_again(spec, given, base_tree)
-    waivers = Path(recorded_path(locations.waivers, project))
-    for line in left_to_do(load_manifest(spec.folder), result, fetched, waivers, again, base_tree):
+    for line in left_to_do(load_manifest(spec.folder), result, fetched, locations.waivers, again, base_tree):
         echo(line)
 
 
@@ -154,6 +166,20 @@ def _refuse_binary(fetched: Fetched, dropped: tuple[object, ...]) -> None:
             f"binary files differ, which a text diff cannot carry: {shown}",
             hint=f"exclude each (e.g. {example}) and carry it another way (README: Binary parts the scripts fetch)",
         )
+
+
+def _refuse_not_a_diff(fetched: Fetched, strip: int) -> None:
+    """A file no manifest edit can mend (an HTML page, CRLF headers, no file changes) is refused before the entry
+    is made: a pending entry would only turn the rerun of this same command into "exists already"."""
+    from patchkit.diff.diffs import parse_diff  # lazy: the parser (imports unidiff: only now)
+
+    try:
+        parse_diff(fetched.data, strip, fetched.label)
+    except NotADiffError as exc:
+        hint = "nothing was created: this `patchkit new` command runs as it is once the file is the diff"
+        raise NotADiffError(exc.message, where=exc.where, hint=f"{exc.hint}; {hint}" if exc.hint else hint) from None
+    except PatchkitError:
+        pass  # the rest is the manifest's to mend: vendoring below says so, and keeps the pending entry
 
 
 def _kept(exc: PatchkitError, spec: PatchSpec, given: Source, base_tree: Path | None) -> PatchkitError:
@@ -191,22 +217,36 @@ def left_to_do(
                      "this one is made on top of another)")
     if fetched.kind is SourceKind.SITE:
         where = ":".join(str(v) for _, v in fetched.details)
-        root = os.path.abspath(base_tree) if base_tree is not None else "."
-        call = shlex.join(["patchkit", "apply", spec.id, "--patches", str(spec.folder.parent), "--root", root])
+        root, which = _site_root(fetched, base_tree)
+        call = shlex.join(["patchkit", "apply", spec.id, "--patches", str(spec.folder.parent)]) + f" --root {root}"
         lines.append(f"  - in {where}, replace the diff with a call of patchkit, its --root the folder the script "
-                     f"patches (here the base tree); lint then stops reporting the site: {call}")
-    folder = waivers.as_posix()
+                     f"patches ({which}); lint then stops reporting the site: {call}")
+    folder = recorded_path(waivers, Path.cwd())  # as the user can open it from here
     if spec.introduced_by is None:
         lines.append(f"  - the waiver: set [waiver] introduced_by = N in {spec.manifest_path}, N the pull request "
                      f"of this repository that adds it, and write {folder}/N.md in it naming {spec.id}")
     elif spec.moved_in is not None:
         lines.append(f"  - the waiver: {folder}/{spec.introduced_by}.md stays the waiver (moved_in = "
                      f"{spec.moved_in}); edit it to name {spec.id}")
+    elif (waivers / f"{spec.introduced_by}.md").is_file():
+        lines.append(f"  - the waiver: {folder}/{spec.introduced_by}.md exists: name {spec.id} in it (what is "
+                     "patched, why the image cannot run without it, the upstream link, the removal plan)")
     else:
         lines.append(f"  - the waiver: write {folder}/{spec.introduced_by}.md naming {spec.id} (what is "
                      "patched, why the image cannot run without it, the upstream link, the removal plan), or, "
                      f"for a patch moved here with its waiver, set moved_in = this pull request")
     return lines
+
+
+def _site_root(fetched: Fetched, base_tree: Path | None) -> tuple[str, str]:
+    """The --root of the call that replaces a site, and where it comes from: the folder its command patches as
+    the script names it (`"$ROOT"` stays a variable the script expands), else the base tree given, else DIR."""
+    root = fetched.patched_root
+    if root is not None and root[:1] in ("/", "$"):  # not a shown form such as <site-packages>
+        return (f'"{root}"' if "$" in root else shlex.quote(root)), "as the script names it"
+    if base_tree is not None:
+        return shlex.quote(os.path.abspath(base_tree)), "here the base tree"
+    return "DIR", "DIR: the folder the script's command patches at that line"
 
 
 def _overlapping(spec: PatchSpec, files: set[str]) -> list[tuple[str, set[str]]]:

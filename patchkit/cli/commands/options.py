@@ -32,6 +32,7 @@ from patchkit.speak.report import (
     strict_base_lines,
     summary_line,
     table_hint,
+    table_totals,
     versioned,
 )
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, recover_pending
@@ -337,7 +338,8 @@ def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool, commands: Invoc
         echo(line)
     lines = strict_base_lines(outcome)
     if verbose:
-        lines += hunk_table(outcome)
+        table = hunk_table(outcome)
+        lines += table + table_totals(outcome, table)
     elif refused or outcome.reason:  # a status can have a reason too (a file not under the root)
         lines += cause_lines(outcome)
         if outcome.tree.state is not PatchState.UNAPPLIED:  # a provenance refusal: the hunks are not the cause

@@ -17,10 +17,12 @@ from patchkit.tooling.port import (
     DEFAULT_FUZZ,
     MAX_FUZZ,
     PortedHunk,
+    PortFiles,
     PortResult,
     default_output,
+    free_output,
     port_patch,
-    write_new_file,
+    write_port,
 )
 
 
@@ -38,16 +40,20 @@ def command(patch: str, root: str, patches_dir: str | None, output: Path | None,
 
     Each hunk of the filtered hunk set is located on the new tree with its
     context allowed to differ (offsets, whitespace, up to --fuzz context
-    lines), and the diff is rebuilt on it. Nothing is applied and no
-    existing file is written over: the ported diff goes to a new file.
-    Each hunk's line, offset and changed context lines are listed; a hunk
-    that fits nowhere is listed with its nearest candidates, not guessed.
+    lines), and the diff is rebuilt on it: the filtered hunk set only
+    (excluded files and hunks left out), beside it the manifest for it
+    (FILE.manifest.toml: no excludes left, re-pinned). Nothing is applied and
+    no existing file is written over. Each hunk's line, offset and changed
+    context lines are listed; a hunk that fits nowhere is listed with its
+    nearest candidates, not guessed, and written to a reject file
+    (FILE.rej/PATH.rej, as `git apply --reject` writes it) while the placed
+    hunks still make FILE.
 
-    Then review it, pin it and record the new base:
-    `patchkit vendor PATCH --from FILE --base-tree DIR`.
+    Then review them and put them in place of the old entry (two `mv`
+    commands are printed).
 
-    Exit 0 when every hunk was placed (the diff written), 1 when some hunk
-    could not be placed (nothing written), 2 on bad input.
+    Exit 0 when every hunk was placed, 1 when some hunk could not be placed
+    (rejects written, no manifest), 2 on bad input.
 
     \b
     Examples:
@@ -58,41 +64,77 @@ def command(patch: str, root: str, patches_dir: str | None, output: Path | None,
     spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
     with open_root(Path(root)) as handle:
         result = port_patch(spec, handle, fuzz=fuzz)
-    target = output if output is not None else default_output(spec)
-    if result.diff is not None:
-        write_new_file(target, result.diff)
+    files = PortFiles.beside(output if output is not None else default_output(spec))
+    write_port(result, files, port_command(result, fuzz))
     quiet = settings().quiet
-    for line in report_lines(result, target, fuzz, verbose=settings().verbose):
+    for line in report_lines(result, files, fuzz, verbose=settings().verbose):
         if not quiet or not result.complete:
             echo(line)
     click.get_current_context().exit(int(ExitCode.OK if result.complete else ExitCode.REFUSED))
 
 
-def report_lines(result: PortResult, target: Path, fuzz: int, *, verbose: bool) -> list[str]:
+def port_command(result: PortResult, fuzz: int) -> list[str]:
+    """This port's command line (absolute paths, no --output), for a hint to repeat it."""
+    spec = result.spec
+    return ["patchkit", "port", spec.id, "--patches", str(spec.folder.parent.absolute()), "--root",
+            str(result.root), "--fuzz", str(fuzz)]
+
+
+def report_lines(result: PortResult, files: PortFiles, fuzz: int, *, verbose: bool) -> list[str]:
+    """What a port says: the lead line, each hunk, the notes, then the next steps (commands that run as
+    printed, from any folder)."""
     placed = [h for h in result.hunks if h.placed]
     total = len(result.hunks)
     if result.complete:
-        lead = f"{result.spec.id}: ported to {result.root}: {len(placed)} of {total} hunks placed; wrote {target}"
+        lead = (f"{result.spec.id}: ported to {result.root}: {len(placed)} of {total} hunks placed; wrote "
+                f"{files.diff} and {files.manifest}")
     else:
+        wrote = f"the {len(placed)} placed in {files.diff}, " if result.diff is not None else ""
         lead = (f"{result.spec.id}: cannot port to {result.root}: {total - len(placed)} of {total} hunks could not "
-                f"be placed (fuzz {fuzz}); nothing written")
+                f"be placed (fuzz {fuzz}); nothing applied, the manifest not re-pinned; wrote {wrote}the rejected "
+                f"in {files.rejects}")
     lines = [lead]
     for hunk in result.hunks:
         lines += hunk_lines(hunk, verbose)
     lines += [f"  note: {escape_controls(n)}" for n in result.notes]
+    check = git_check_command(result, files.diff)
     if result.complete:
-        lines.append(f"  review it, then pin it and record the new base: "
-                     f"`{vendor_command(result, target)}`")
-    else:
-        lines.append("  fix those hunks by hand on a copy of the new tree, or raise --fuzz to allow more "
-                     "changed context lines")
+        lines.append(f"  check it with git: `{check}`" if check else "  check it on the new tree")
+        lines.append("  review both, then put them in place of the old entry (its version control keeps the "
+                     "old one):")
+        spec = result.spec
+        lines.append(f"    `{shlex.join(['mv', str(files.diff.absolute()), str(spec.diff_path.absolute())])}`")
+        lines.append(f"    `{shlex.join(['mv', str(files.manifest.absolute()), str(spec.manifest_path.absolute())])}`")
+        return lines
+    lines += [f"  rejected: {files.reject_path(r)} ({len(r.hunks)} hunk{'s' if len(r.hunks) != 1 else ''})"
+              for r in result.rejects]
+    if check:
+        lines.append(f"  the placed hunks apply with git: `{check}`")
+    if fuzz < MAX_FUZZ:
+        again = shlex.join([*port_command(result, fuzz + 1), "--output", str(free_output(result.spec).absolute())])
+        lines.append(f"  allow more changed context lines: `{again}`")
+    lines.append("  or apply the placed hunks to a copy of the new tree, make the rejected ones there by hand, and "
+                 "pin that copy with patchkit vendor --from-tree COPY --base-tree NEW_TREE (after removing the "
+                 "manifest's excludes: the port left them out)")
     return lines
 
 
-def vendor_command(result: PortResult, target: Path) -> str:
+def git_check_command(result: PortResult, diff: Path) -> str | None:
+    """`git apply --check` of the ported diff on the new tree, with the manifest's strip and prefix; None when
+    no such command exists (no diff, or [paths] moving folders, which git cannot say). A tree without its own
+    .git is kept from the repository around it: there git reads paths from that repository's top and skips
+    those outside the folder, so the check would pass having checked nothing."""
     spec = result.spec
-    return shlex.join(["patchkit", "vendor", spec.id, "--patches", str(spec.folder.parent.absolute()),
-                       "--from", str(target.absolute()), "--base-tree", str(result.root)])
+    if result.diff is None or spec.path_map.folders:
+        return None
+    words = ["git", "-C", str(result.root), "apply", "--check"]
+    if not (result.root / ".git").exists():  # in a folder of another repository git would skip every path
+        words = ["env", f"GIT_CEILING_DIRECTORIES={result.root.parent}", *words]
+    if spec.strip != 1:
+        words.append(f"-p{spec.strip}")
+    if spec.path_map.prefix:
+        words.append(f"--directory={spec.path_map.prefix}")
+    return shlex.join([*words, str(diff.absolute())])
 
 
 def hunk_lines(hunk: PortedHunk, verbose: bool) -> list[str]:

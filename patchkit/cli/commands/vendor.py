@@ -15,7 +15,7 @@ from patchkit.input.manifest import PatchSpec
 from patchkit.input.registry import find_locations, find_project_config, resolve_patch
 from patchkit.scan.config import read_scan_config
 from patchkit.speak.console import echo, settings
-from patchkit.speak.report import excluded_json, render_json, size_text, versioned
+from patchkit.speak.report import excluded_json, plural, render_json, size_text, versioned
 from patchkit.tooling.vendor import (
     FETCH_TIMEOUT,
     Fetched,
@@ -93,9 +93,17 @@ def check_source(given: Source, base_tree: Path | None) -> None:
         raise click.UsageError("--from-tree needs --base-tree PRISTINE, the tree EDITED is a copy of")
 
 
-def fetch_source(given: Source, base_tree: Path | None, timeout: float) -> Fetched:
+def registry_project(patches: Path) -> Path:
+    """The project a registry belongs to, wherever the command runs: the nearest folder above it with a
+    pyproject.toml, else the folder holding the registry. [source] records local paths relative to it, so
+    PatchSpec.recorded_file finds them again from the manifest alone."""
+    found = find_project_config(Path(os.path.abspath(patches)))
+    return found.root if found.source is not None else Path(os.path.abspath(patches)).parent
+
+
+def fetch_source(given: Source, base_tree: Path | None, timeout: float, patches: Path) -> Fetched:
     check_source(given, base_tree)
-    project = find_project_config(Path.cwd()).root
+    project = registry_project(patches)
     if given.git_repo is not None and given.rev_range is not None:
         return export_git_range(given.git_repo, given.rev_range)
     if given.site is not None:
@@ -140,8 +148,9 @@ def command(
     """
     given = Source(source, git_repo, rev_range, site, edited_tree)
     check_source(given, base_tree)  # the usage error, before the registry is read
-    spec = resolve_patch(patch, find_locations(patches=patches_dir).patches)
-    fetched = fetch_source(given, base_tree, timeout)
+    patches = find_locations(patches=patches_dir).patches
+    spec = resolve_patch(patch, patches)
+    fetched = fetch_source(given, base_tree, timeout, spec.folder.parent)
     result = vendor_patch(spec, fetched, base_tree=base_tree, dry_run=dry_run)
     if as_json:
         echo(render_json(versioned(result_json(spec, result, dry_run))))
@@ -178,8 +187,8 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
         return [f"{r.patch}: already vendored ({name}, sha256 {r.sha256[:12]}); nothing written"]
     if r.previous_sha256 is None:
         verb = "vendored"
-    elif r.previous_sha256 == r.sha256:
-        verb = "re-pinned"
+    elif r.previous_sha256 == r.sha256:  # the same bytes: only the manifest's record of them changes
+        verb = "recorded anew (the same diff, the manifest changes):"
     else:
         verb = f"re-vendored (sha256 was {r.previous_sha256[:12]})"
     lead = f"{r.patch}: {'dry run: would be ' if dry_run else ''}{verb} {name} from {r.source.label}"
@@ -198,7 +207,7 @@ def result_lines(r: VendorResult, dry_run: bool) -> list[str]:
         lines.append("  excluded by the manifest: " + ", ".join(show_path(p) for p in r.hunk_set.excluded))
     lines.append("  source recorded: " + ", ".join(f"{k} {v}" for k, v in r.source.source_table.items()))
     if r.base_tree is not None:
-        lines.append(f"  base: {len(r.base)} files fingerprinted from {r.base_tree}")
+        lines.append(f"  base: {plural(len(r.base), 'file')} fingerprinted from {r.base_tree}")
     elif r.base:
         lines.append(f"  base: the [base] fingerprint of {len(r.base)} files is kept")
     return lines
