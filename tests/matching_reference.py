@@ -213,7 +213,7 @@ def rivals(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc],
     A hunk stands when it has one possible place, or when it lies in a run of hunks that keeps every gap of the
     diff exactly, from an anchor above (the start of the file, a hunk with one place) to an anchor below (a
     hunk with one place, or the end of the file where the diff saw it: a hunk whose trailing context is
-    shorter than the section's context), and no placement of that run, every image from its possible places,
+    shorter than the section's context, or none, which git anchors there), and no placement of that run, every image from its possible places,
     in order, with every gap at least the diff's, puts the hunk anywhere else."""
     count = len(hunks)
     n = len(content.lines)
@@ -226,7 +226,7 @@ def rivals(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc],
     ends = [(loc.pos or 0) + loc.span for loc in chosen]
     exact = [(chosen[i].pos or 0) == (ends[i - 1] if i else 0) + gap(i) for i in range(count)]
     context = max((max(h.leading, h.trailing) for h in hunks), default=0)
-    exact.append(hunks[-1].trailing < context and ends[-1] == n)
+    exact.append((hunks[-1].trailing == 0 or hunks[-1].trailing < context) and ends[-1] == n)
     one = [len(p) == 1 for p in places]
     out: list[list[tuple[State, int]] | None] = []
     for i in range(count):
