@@ -213,8 +213,9 @@ def rivals(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc],
     A hunk stands when it has one possible place, or when it lies in a run of hunks that keeps every gap of the
     diff exactly, from an anchor above (the start of the file, a hunk with one place) to an anchor below (a
     hunk with one place, or the end of the file where the diff saw it: a hunk whose trailing context is
-    shorter than the section's context, or none, which git anchors there), and no placement of that run, every image from its possible places,
-    in order, with every gap at least the diff's, puts the hunk anywhere else."""
+    shorter than the section's context, or none, which git anchors there), and no placement of that run,
+    every image from its possible places, in order, with every gap at least the diff's, puts the hunk anywhere
+    else."""
     count = len(hunks)
     n = len(content.lines)
 
