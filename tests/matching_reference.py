@@ -173,15 +173,18 @@ def _preview(line: bytes | None) -> str:
 
 def possible_places(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc]) -> list[list[tuple[State, int]]]:
     """By brute force: every (state, line) of each hunk that some placement of all the hunks in order uses
-    (each image at or past the end of the one before; pins ignored; an empty image only where `chosen` has it)."""
+    (each image at or past the end of the one before; an image git anchors to the start or the end of the file
+    only there; an empty image only where `chosen` has it)."""
     n = len(content.lines)
     options: list[list[tuple[State, int, int]]] = []
     for hunk, loc in zip(hunks, chosen, strict=True):
         places = []
         for state in (State.UNAPPLIED, State.APPLIED):
             image = image_of(hunk, state)
+            at_start, at_end = _pinned(hunk, state)
             if image:
-                places += [(state, p, len(image)) for p in range(n) if content.matches_at(image, p)]
+                places += [(state, p, len(image)) for p in range(n) if content.matches_at(image, p)
+                           and (not at_start or p == 0) and (not at_end or p + len(image) == n)]
             elif loc.state is state and loc.pos is not None:
                 places.append((state, loc.pos, 0))
         options.append(places)
@@ -210,8 +213,9 @@ def rivals(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc],
     A hunk stands when it has one possible place, or when it lies in a run of hunks that keeps every gap of the
     diff exactly, from an anchor above (the start of the file, a hunk with one place) to an anchor below (a
     hunk with one place, or the end of the file where the diff saw it: a hunk whose trailing context is
-    shorter than the section's context), and no placement of that run, every image from its possible places,
-    in order, with every gap at least the diff's, puts the hunk anywhere else."""
+    shorter than the section's context, or none, which git anchors there), and no placement of that run,
+    every image from its possible places, in order, with every gap at least the diff's, puts the hunk anywhere
+    else."""
     count = len(hunks)
     n = len(content.lines)
 
@@ -223,7 +227,7 @@ def rivals(content: Lines, hunks: Sequence[Hunk], chosen: Sequence[Loc],
     ends = [(loc.pos or 0) + loc.span for loc in chosen]
     exact = [(chosen[i].pos or 0) == (ends[i - 1] if i else 0) + gap(i) for i in range(count)]
     context = max((max(h.leading, h.trailing) for h in hunks), default=0)
-    exact.append(hunks[-1].trailing < context and ends[-1] == n)
+    exact.append((hunks[-1].trailing == 0 or hunks[-1].trailing < context) and ends[-1] == n)
     one = [len(p) == 1 for p in places]
     out: list[list[tuple[State, int]] | None] = []
     for i in range(count):

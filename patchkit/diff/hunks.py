@@ -91,6 +91,12 @@ class FilePatch:
     # never required. None when the diff has no index line, or (new) when excludes dropped some of its hunks.
     old_blob: str | None = None
     new_blob: str | None = None
+    # The sha256 of the whole file on the very image the patch targets, before and after this section's hunks
+    # (the manifest's `[base]` fingerprint and `[base_applied]`, attached by run.provenance.with_fingerprint):
+    # evidence like the blob ids, for a diff ported to another image, where the blob ids prove nothing. None
+    # when the manifest records none; not part of the section's identity (the diff has not changed).
+    base_sha256: str | None = field(default=None, compare=False)
+    applied_sha256: str | None = field(default=None, compare=False)
 
     @property
     def path(self) -> str:

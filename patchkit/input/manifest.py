@@ -55,6 +55,7 @@ _TOP_KEYS: dict[str, tuple[type, bool]] = {
     "exclude": (dict, False),
     "waiver": (dict, False),
     "base": (dict, False),
+    "base_applied": (dict, False),
     "prefix": (str, False),
     "paths": (dict, False),
     "source": (dict, False),
@@ -234,6 +235,8 @@ class PatchSpec:
     path_map: PathMap = _IDENTITY
     source: SourceRecord | None = None
     moved_in: int | None = None  # [waiver] moved_in: the PR that moved it here; introduced_by keeps its waiver
+    # [base_applied]: (path, sha256 of the [base] file with the filtered hunks applied), recorded with [base]
+    applied_files: tuple[tuple[str, str], ...] = ()
 
     @property
     def manifest_path(self) -> Path:
@@ -507,14 +510,12 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
     if patch_id in after:
         raise fail("a patch cannot come after itself", "after")
 
-    base_files = []
-    for base_path, digest in data.get("base", {}).items():
-        problem = path_problem(base_path)
-        if problem is not None:
-            raise fail(f"[base] key: {problem}", base_path, hint="[base] keys are paths of files in the tree")
-        if not isinstance(digest, str) or not _HEX64.match(digest):
-            raise fail(f"base fingerprint of {base_path!r} must be a sha256 hex string", base_path, table="base")
-        base_files.append((base_path, digest))
+    base_files = _digests(data, "base", fail)
+    applied_files = _digests(data, "base_applied", fail)
+    unknown = sorted({p for p, _ in applied_files} - {p for p, _ in base_files})
+    if unknown:
+        raise fail(f"[base_applied] names {unknown[0]!r}, which [base] does not fingerprint", unknown[0],
+                   table="base_applied", hint="record both with `patchkit vendor --base-tree`")
 
     introduced_by = waiver.get("introduced_by")
     if introduced_by is not None and introduced_by <= 0:
@@ -544,7 +545,8 @@ def _build_spec(folder: Path, path: Path, text: str, data: dict[str, Any]) -> Pa
         excludes=tuple(excludes),
         introduced_by=introduced_by,
         after=tuple(after),
-        base_files=tuple(base_files),
+        base_files=base_files,
+        applied_files=applied_files,
         path_map=_build_path_map(data.get("prefix", ""), data.get("paths", {}), fail),
         source=_build_source(data["source"], fail) if "source" in data else None,
         moved_in=moved_in,
@@ -620,6 +622,20 @@ def _pull_ref(item: Any, repo: str, key: str, fail: Any) -> PullRef:
         f"upstream.{key} entry {item!r} must be a PR number or \"owner/repo#N\"", key, table="upstream",
         hint=f'for example {key} = [1234, "ROCm/aiter#56"] (a bare number is a PR of upstream.repo)',
     )
+
+
+def _digests(data: Mapping[str, Any], table: str, fail: Any) -> tuple[tuple[str, str], ...]:
+    """A table of path -> sha256 ([base], [base_applied]), checked."""
+    out = []
+    for path, digest in data.get(table, {}).items():
+        problem = path_problem(path)
+        if problem is not None:
+            raise fail(f"[{table}] key: {problem}", path, hint=f"[{table}] keys are paths of files in the tree")
+        if not isinstance(digest, str) or not _HEX64.match(digest):
+            what = "base fingerprint" if table == "base" else "fingerprint with the hunks applied"
+            raise fail(f"{what} of {path!r} must be a sha256 hex string", path, table=table)
+        out.append((path, digest))
+    return tuple(out)
 
 
 def _build_exclude(pattern: str, value: Any, fail: Any) -> Exclude:

@@ -268,13 +268,22 @@ def _anchor(image: Sequence[bytes]) -> int:
     return image.index(max(image, key=len))
 
 
+def _at_pin(hunk: Hunk, state: HunkState, pos: int, n: int) -> bool:
+    """May `hunk`'s image in `state` be at `pos` in a file of `n` lines, by git's anchors (_pinned)? An image
+    git anchors to the start or the end of the file is nowhere else: not where git would place it, nor the
+    place of a rival (a copy elsewhere is lines added, and the hunk git anchors is the one at the pin)."""
+    at_start, at_end = _pinned(hunk, state)
+    return (not at_start or pos == 0) and (not at_end or pos + len(image_of(hunk, state)) == n)
+
+
 def possible_places(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> list[list[Place]]:
     """For each hunk, every place one of its images occurs that some placement of all the hunks uses.
 
     The evidence is the order of the hunks: they sit in the file one after the other, each image past the end of
     the one before. A place is possible when the hunks before it fit, in order, above it and the hunks after it
     below it. The hunks' own positions are not evidence: a tree may have lines added or removed anywhere, and
-    any occurrence of an image may be the hunk while the one a reading chose is a copy. `reading` gives the
+    any occurrence of an image may be the hunk while the one a reading chose is a copy; except where git
+    anchors an image to the start or the end of the file (_at_pin): there only. `reading` gives the
     place of an image that is empty (it occurs everywhere, so only its reading's place is taken).
     """
     n = len(content.lines)
@@ -298,7 +307,7 @@ def possible_places(content: FileLines, hunks: Sequence[Hunk], reading: Reading)
             image = image_of(hunk, state)
             if image:
                 places += [Place(state, p - k, len(image)) for p in where[image[k]]
-                           if p >= k and content.matches_at(image, p - k)]
+                           if p >= k and content.matches_at(image, p - k) and _at_pin(hunk, state, p - k, n)]
             elif loc.state is state and loc.pos is not None:
                 places.append(Place(state, loc.pos, 0))
         options.append(sorted(places, key=lambda place: (place.pos, place.state is HunkState.APPLIED)))

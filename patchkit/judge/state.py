@@ -358,7 +358,8 @@ def _judge_content(
     if known is not None and _line_count(data) == known.content.lines:
         reading, moved = known.content.reading, known.moved
     else:
-        reading, moved = _judge_lines(FileLines.from_bytes(data), section.hunks, (section.old_blob, section.new_blob))
+        reading, moved = _judge_lines(FileLines.from_bytes(data), section.hunks, (section.old_blob, section.new_blob),
+                                      (section.base_sha256, section.applied_sha256))
     verdicts = [
         HunkVerdict(h, loc, e) for h, loc, e in zip(section.hunks, reading.located, reading.expected, strict=True)
     ]
@@ -373,6 +374,10 @@ def _judge_content(
 
 
 Blobs = tuple[str | None, str | None]  # a section's git blob ids of the whole file before and after (or None)
+# A section's sha256 of the whole file before and after its hunks, on the image the manifest fingerprinted
+# ([base], [base_applied]; or None).
+Digests = tuple[str | None, str | None]
+NO_DIGESTS: Digests = (None, None)
 # The git blob ids of the contents one file's judgement hashed, with those contents: its round trip asks for
 # the id of the same content again (reverting the moved file gives back the file judged), and comparing two
 # lists of mostly the same line objects costs a fraction of hashing the file once more.
@@ -382,33 +387,38 @@ Hashed = list[tuple[list[bytes], str]]
 NOTHING_MOVED: Ends = (None, None)
 
 
-def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None)) -> Reading:
+def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None),
+                digests: Digests = NO_DIGESTS) -> Reading:
     """The reading of one file's content that holds, after its round trip; or one that says why none does."""
-    return _judge_lines(content, hunks, blobs)[0]
+    return _judge_lines(content, hunks, blobs, digests)[0]
 
 
-def _judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs) -> tuple[Reading, Ends]:
+def _judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, digests: Digests = NO_DIGESTS
+                 ) -> tuple[Reading, Ends]:
     """judge_lines, and what its round trip found at each end (FileVerdict.moved)."""
     hashed: Hashed = []
-    reading = _decide(content, hunks, blobs, hashed)
+    reading = _decide(content, hunks, blobs, hashed, digests)
     if not reading.complete:
         return reading, NOTHING_MOVED
-    problem, moved = _round_trip(content, hunks, reading, blobs, hashed)
+    problem, moved = _round_trip(content, hunks, reading, blobs, hashed, digests)
     if problem is None:
         return reading, moved
     index, why = problem
     return _doubt(reading, index, why), NOTHING_MOVED
 
 
-def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed) -> Reading:
+def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed,
+            digests: Digests = NO_DIGESTS) -> Reading:
     """The one reading of `content` the evidence leaves; else the reason why there is none, in a reading.
 
     The diff's blob ids may prove a reading (_proved: the cheap check, and the common case of a tree that no
-    one drifted). Else position finds a reading (_by_position); it stands when no hunk has an image at another
-    possible place, or the order and gaps of the hunks exclude those places (_unrivalled); what they leave is
-    ambiguous.
+    one drifted), and so may the manifest's fingerprint of the image the patch was ported to (_fingerprinted).
+    Else position finds a reading (_by_position); it stands when no hunk has an image at another possible
+    place, or the order and gaps of the hunks exclude those places (_unrivalled); what they leave is ambiguous.
     """
     proved = _proved(content, hunks, blobs, hashed)
+    if proved is None and digests != NO_DIGESTS:
+        proved = _fingerprinted(content, hunks, digests)
     if proved is not None:
         return proved
     reading = _by_position(content, hunks)
@@ -488,6 +498,43 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Has
     return found[0] if _git_check(content, hunks, found[0]) is None else None
 
 
+def _fingerprinted(content: FileLines, hunks: Sequence[Hunk], digests: Digests) -> Reading | None:
+    """The reading the manifest's fingerprint proves, if it does.
+
+    `vendor --base-tree` records the sha256 of the file on the very image the patch targets ([base]), and of
+    that file with the section's hunks applied ([base_applied]). A file whose bytes are the first is that image:
+    every hunk is unapplied, where `git apply` puts it; the second is that image patched: every hunk applied,
+    where `git apply -R` puts it. Look-alikes anywhere in it do not matter, exactly as with the blob ids
+    (_proved), which prove the same on the diff's own base only. None when neither digest is the file's, or git
+    would not place every hunk on an exact match of its image.
+    """
+    digest = hashlib.sha256(b"".join(content.lines)).hexdigest()
+    for state, want in ((U, digests[0]), (A, digests[1])):
+        if digest != want:
+            continue
+        located = []
+        for hunk, pos in zip(hunks, simulate_git(content, hunks, reverse=state is A), strict=True):
+            image = hunk.new_lines if state is A else hunk.old_lines
+            if pos is None or not content.matches_at(image, pos):
+                return None
+            located.append(Located(state, pos, len(image), None))
+        return Reading(tuple(located), tuple(loc.pos or 0 for loc in located))
+    return None
+
+
+def git_applied(data: bytes, hunks: Sequence[Hunk]) -> bytes | None:
+    """The file with every hunk applied where `git apply` puts it, each on an exact match of its pre-image
+    (None: git would not place them so). What [base_applied] fingerprints for a base tree that content alone
+    cannot read (vendor --base-tree names it as the pristine image)."""
+    content = FileLines.from_bytes(data)
+    located = []
+    for hunk, pos in zip(hunks, simulate_git(content, hunks, reverse=False), strict=True):
+        if pos is None or not content.matches_at(hunk.old_lines, pos):
+            return None
+        located.append(Located(U, pos, len(hunk.old_lines), None))
+    return b"".join(rewrite_lines(list(content.lines), hunks, located, forward=True))
+
+
 def _gives(lines: list[bytes], blob: str | None, hashed: Hashed) -> bool:
     """Do `lines` make the file whose (abbreviated) git blob id is `blob`?"""
     if not blob:
@@ -536,7 +583,8 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
         exact[i] = loc.pos == end + gaps[i]
         end = loc.pos + loc.span
     size = max((max(h.leading, h.trailing) for h in hunks), default=0)
-    exact[count] = hunks[-1].trailing < size and end == len(content.lines)
+    # (a hunk without trailing context is where git anchors it, at the end: the gap is exactly 0 by git's rule)
+    exact[count] = (hunks[-1].at_end or hunks[-1].trailing < size) and end == len(content.lines)
 
     def anchored(i: int) -> tuple[int, int] | None:
         """The run (first hunk, the anchor past its last) of exact gaps between two anchors that holds hunk i."""
@@ -695,7 +743,8 @@ def _doubt(reading: Reading, index: int, why: str) -> Reading:
 
 
 def _round_trip(
-    content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs, hashed: Hashed
+    content: FileLines, hunks: Sequence[Hunk], reading: Reading, blobs: Blobs, hashed: Hashed,
+    digests: Digests = NO_DIGESTS,
 ) -> tuple[tuple[int, str] | None, Ends]:
     """(None, what it found at each end) if the reading survives its round trip in memory; else ((hunk index,
     why), nothing)."""
@@ -716,7 +765,7 @@ def _round_trip(
     moved: list[Moved | None] = [None, None]
     for result, want, positions, back in checks:
         verb = "applying" if want is A else "reverting"
-        again = _decide(FileLines(tuple(result)), hunks, blobs, hashed)
+        again = _decide(FileLines(tuple(result)), hunks, blobs, hashed, digests)
         for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
             if loc.state is not want or loc.pos != pos:
                 seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")

@@ -36,6 +36,7 @@ from patchkit.run.provenance import (
     missing_files,
     missing_reason,
     read_record,
+    with_fingerprint,
 )
 from patchkit.run.recorded import RecordedReport, load_report, report_text
 from patchkit.run.records import record_files, record_names, record_removal
@@ -192,7 +193,7 @@ def load_checked(spec: PatchSpec, *, base_tree: Path | None = None) -> HunkSet:
 
     hunk_set = load_hunk_set(spec, base_tree=base_tree)
     check_hunkset_pin(spec, hunk_set)
-    return hunk_set
+    return with_fingerprint(hunk_set, spec)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,9 @@ import hashlib
 import os
 import shlex
 import stat
+from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -35,6 +37,7 @@ from patchkit.workspace.trust import check_trusted, read_state
 if TYPE_CHECKING:
     from subprocess import CompletedProcess
 
+    from patchkit.diff.hunks import FilePatch
     from patchkit.diff.hunkset import HunkSet
     from patchkit.input.manifest import PatchSpec
     from patchkit.input.sealedgit import SealedGit
@@ -207,6 +210,69 @@ def _vet_git(st: os.stat_result, shown: str) -> None:
 def read_paths(hunk_set: HunkSet) -> list[str]:
     """The files whose existing content the hunk set reads: every section's old path, except for creations."""
     return list(dict.fromkeys(f.old_path for f in hunk_set.files if f.old_path is not None))
+
+
+def with_fingerprint(hunk_set: HunkSet, spec: PatchSpec) -> HunkSet:
+    """The hunk set with the manifest's fingerprint of the image it targets on each section it proves.
+
+    [base] names the sha256 of each file the hunk set reads on that image, [base_applied] of the same file with
+    its hunks applied: evidence for the judgement like the diff's blob ids (FilePatch.base_sha256), which prove
+    nothing once the diff is ported to another image. Only a section alone on its paths takes them: a file
+    touched twice has no digest of its own between the sections.
+    """
+    before, after = dict(spec.base_files), dict(spec.applied_files)
+    if not before:
+        return hunk_set
+    # [base_applied] is of the hunk set vendor pinned with it (hunkset_sha256, checked before this by
+    # check_hunkset_pin; vendor drops [base_applied] when a new diff changes the hunk set without --base-tree)
+    alone = {id(f) for f in _alone(hunk_set)}
+    files = tuple(
+        replace(f, base_sha256=before.get(f.old_path), applied_sha256=after.get(f.old_path))
+        if f.old_path is not None and id(f) in alone else f
+        for f in hunk_set.files
+    )
+    return replace(hunk_set, files=files)
+
+
+def _alone(hunk_set: HunkSet) -> list[FilePatch]:
+    """The sections that edit an existing file no other section of the hunk set touches (a fingerprint names
+    the file before and after one section's hunks)."""
+    touched = Counter(p for f in hunk_set.files for p in f.paths)
+    return [f for f in hunk_set.files
+            if f.old_path is not None and f.new_path is not None and all(touched[p] == 1 for p in f.paths)]
+
+
+def fingerprint_images(tree: TreeState) -> tuple[dict[str, str], dict[str, str]]:
+    """([base], [base_applied]) of a base tree: the sha256 of every file the hunk set reads, and of each file a
+    section alone edits with its hunks applied (what `apply` writes there).
+
+    A tree content alone reads `ambiguous` (a block that repeats its context, a repeated table: look-alikes
+    that only the fingerprint tells apart) is judged again with its own digests, the post-image's as
+    `git apply` would write it: the caller names the tree as the pristine image (vendor --base-tree), and
+    then it must read unapplied with them, round trip included, exactly as status will read it. Any other
+    state is refused as before.
+    """
+    from patchkit.judge.state import git_applied, judge_sections, replay_sections  # lazy: the judgement
+
+    if tree.state is PatchState.AMBIGUOUS:
+        files = []
+        alone = {id(f) for f in _alone(tree.hunk_set)}
+        for f in tree.hunk_set.files:
+            data = tree.snapshots[f.old_path].data if f.old_path is not None and id(f) in alone else None
+            after = git_applied(data, f.hunks) if data is not None else None
+            files.append(f if after is None else replace(f, base_sha256=_sha256(data or b""),
+                                                         applied_sha256=_sha256(after)))
+        sections = replace(tree.hunk_set, files=tuple(files))
+        tree = replace(tree, hunk_set=sections, files=tuple(judge_sections(sections.files, tree.snapshots)))
+    before = fingerprint_tree(tree)
+    overlay, problem = replay_sections(tree.files, tree.snapshots, forward=True)
+    applied: dict[str, str] = {}
+    if problem is None:
+        for f in _alone(tree.hunk_set):
+            data = overlay[f.path].data
+            if f.old_path in before and data is not None:
+                applied[f.old_path] = _sha256(data)
+    return before, applied
 
 
 def fingerprint_tree(tree: TreeState) -> dict[str, str]:

@@ -37,7 +37,7 @@ from patchkit.judge.state import judge_sections, scan_tree
 from patchkit.judge.treestate import TreeState
 from patchkit.outcome import PatchState, Relation
 from patchkit.plan.plan import plan_changes
-from patchkit.run.provenance import compare_head, fingerprint_tree, read_paths
+from patchkit.run.provenance import compare_head, fingerprint_images, read_paths
 from patchkit.run.series import order_series
 from patchkit.scan import ScanConfig
 from patchkit.tooling.files import write_file
@@ -335,15 +335,20 @@ def vendor_patch(
             exc.message, where=exclude_where(spec, exc),
             hint=f"{exc.hint}; every exclude must name a file of the vendored diff" if exc.hint else None,
         ) from None
+    base: dict[str, str] | None = None
+    applied: dict[str, str] | None = None  # [base_applied]: None keeps it
     if base_tree is not None:
-        base: dict[str, str] | None = _fingerprint_base(spec, hunk_set, base_tree)
+        base, applied = _fingerprint_base(spec, hunk_set, base_tree)
     else:
         _check_kept_base(spec, hunk_set)
-        base = None
+        if hunk_set.digest != spec.hunkset_sha256:
+            applied = {}  # the digests of the old hunk set applied prove nothing about the new one
     sha256 = hashlib.sha256(fetched.data).hexdigest()
     old_manifest = spec.manifest_path.read_bytes()
     source = fetched.source_table if fetched.details and not _is_own_diff(spec, fetched) else None
-    new_manifest = update_manifest(old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, source).encode("utf-8")
+    new_manifest = update_manifest(
+        old_manifest.decode("utf-8"), sha256, hunk_set.digest, base, source, applied
+    ).encode("utf-8")
     old_diff = spec.diff_path.read_bytes() if spec.diff_path.is_file() else None
 
     pending = [(spec.diff_path, fetched.data, old_diff), (spec.manifest_path, new_manifest, old_manifest)]
@@ -385,7 +390,8 @@ def _is_own_diff(spec: PatchSpec, fetched: Fetched) -> bool:
         return False
 
 
-def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> dict[str, str]:
+def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """([base], [base_applied]) of the pristine pinned tree (provenance.fingerprint_images)."""
     with open_root(base_tree) as root:
         pinned = spec.target.pinned_commit
         head = compare_head(root, pinned) if pinned is not None else None
@@ -396,8 +402,8 @@ def _fingerprint_base(spec: PatchSpec, hunk_set: HunkSet, base_tree: Path) -> di
                 hint=head.detail or "check out the pinned commit, or correct target.pinned_commit",
             )
         if not spec.after:
-            return fingerprint_tree(scan_tree(root, hunk_set))
-        return fingerprint_tree(_tree_as_left(root, base_reader(spec, root), hunk_set))
+            return fingerprint_images(scan_tree(root, hunk_set))
+        return fingerprint_images(_tree_as_left(root, base_reader(spec, root), hunk_set))
 
 
 def _stacked_below(spec: PatchSpec) -> list[tuple[PatchSpec, HunkSet]]:
@@ -537,6 +543,7 @@ def update_manifest(
     hunkset_sha256: str,
     base: Mapping[str, str] | None,
     source: Mapping[str, str | int] | None = None,
+    applied: Mapping[str, str] | None = None,
 ) -> str:
     """The manifest text with the pins (and the [source] the diff came from) set; comments, order and layout
     untouched. Pure."""
@@ -554,18 +561,22 @@ def update_manifest(
             doc["source"] = fresh
         else:
             doc.add("source", fresh)
-    if base is not None:
-        table: Any = doc.get("base")
+    for name, digests in (("base", base), ("base_applied", applied)):
+        if digests is None:
+            continue
+        table: Any = doc.get(name)
         if table is None:
-            if base:
+            if digests:
                 table = tomlkit.table()
-                for path, digest in sorted(base.items()):
+                for path, digest in sorted(digests.items()):
                     table.add(path, digest)
-                doc.add("base", table)
+                doc.add(name, table)
+        elif not digests and name == "base_applied":
+            del doc[name]
         else:
-            for path in [p for p in table if p not in base]:
+            for path in [p for p in table if p not in digests]:
                 del table[path]
-            for path, digest in sorted(base.items()):
+            for path, digest in sorted(digests.items()):
                 if table.get(path) != digest:
                     table[path] = digest
     return tomlkit.dumps(doc)
