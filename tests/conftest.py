@@ -20,6 +20,17 @@ from click.testing import CliRunner
 from patchkit.cli.main import main
 from tests.output_helpers import cli_env
 
+# The quick loop (`pytest -m "not slow"`, README): the test functions a timed run found slow are listed in
+# tests/slow_tests.txt (scripts/slow_tests.py rewrites it); each of their items gets the `slow` mark here.
+_SLOW = frozenset((Path(__file__).parent / "slow_tests.txt").read_text(encoding="utf-8").split())
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.nodeid.split("[", 1)[0] in _SLOW:
+            item.add_marker(pytest.mark.slow)
+
+
 # A file in a tree spec: bytes (mode 644), (bytes, executable), or None (absent).
 FileSpec = bytes | tuple[bytes, bool] | None
 
