@@ -81,7 +81,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/commit.py": _WORKSPACE,
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py"),
-    "patchkit/run/fastpath.py": ("tests/test_fastpath.py", "tests/test_startup.py", "tests/test_mutation_kills.py"),
+    "patchkit/run/fastpath.py": ("tests/test_fastpath.py", "tests/test_startup.py", "tests/test_mutation_kills.py",
+                                 # the code fingerprint of patchkit.pyz (one test: it builds the archive)
+                                 "tests/test_pyz.py::test_the_restart_fast_path_from_the_archive_trusts_records_of"
+                                 "_this_build_only"),
     "patchkit/scan/rules.py": ("tests/test_lint_scan.py", "tests/test_scan_corpus.py"),
 }
 
@@ -204,18 +207,21 @@ def test_command(tests: Sequence[str]) -> str:
                      "--no-header", *tests])
 
 
-def run_module(module: str, sample: int | None, seed: int, equivalents: dict[str, str]) -> ModuleResult:
-    """Run `module`'s mutants (all, or `sample` of them chosen with `seed`) against its test selection."""
+def run_module(module: str, sample: int | None, seed: int, equivalents: dict[str, str],
+               only: Sequence[str] = ()) -> ModuleResult:
+    """Run `module`'s mutants (all, `sample` of them chosen with `seed`, or the ids in `only`) against its tests."""
     # lazy: as in find_mutants
     from cosmic_ray.mutating import mutate_and_test
     from cosmic_ray.testing import run_tests
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
-    tests = [t for t in MODULES[module] if Path(t).exists()]
+    tests = [t for t in MODULES[module] if Path(t.split("::")[0]).exists()]
     mutants, items = find_mutants(module)
     result = ModuleResult(module, tests, total=len(mutants))
     chosen = mutants if sample is None or sample >= len(mutants) else sorted(
         random.Random(f"{seed}:{module}").sample(mutants, sample), key=lambda m: (m.line, m.operator, m.occurrence))
+    if only:
+        chosen = [m for m in mutants if m.id in only]
     result.run = len(chosen)
     command = test_command(tests)
 
@@ -274,6 +280,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="a module to mutate (repeatable); default: all of them")
     parser.add_argument("--sample", type=int, metavar="N", help="run N random mutants per module, not all")
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
+    parser.add_argument("--mutant", action="append", default=[], metavar="ID",
+                        help="run only this mutant (repeatable; its module is taken from the id): to check a triage")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the result as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, and exit")
     args = parser.parse_args(argv)
@@ -291,6 +299,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     equivalents = load_equivalents()
     modules = args.module or list(MODULES)
+    if args.mutant:
+        modules = sorted({ident.split(":")[0] for ident in args.mutant})
+        unknown = [m for m in modules if m not in MODULES]
+        if unknown:
+            raise SystemExit(f"mutation.py: no such module in MODULES: {', '.join(unknown)} (from --mutant)")
     results: list[ModuleResult] = []
     home = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="patchkit-mutation-") as scratch:
@@ -299,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["PYTHONPATH"] = scratch + os.pathsep + os.environ.get("PYTHONPATH", "")
         try:
             for module in modules:
-                results.append(run_module(module, args.sample, args.seed, equivalents))
+                results.append(run_module(module, args.sample, args.seed, equivalents, args.mutant))
         finally:
             os.chdir(home)
     print()

@@ -6,8 +6,12 @@ mutant applied to a copy of the module, and passing without it.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
+import pytest
+
+from tests import test_fastpath as fast
 from tests.conftest import Registry, cli, git_diff, write_tree
 
 BEFORE = {
@@ -35,3 +39,41 @@ def test_a_refusal_names_the_conflicting_file_not_the_clean_one_before_it(tmp_pa
     assert reason.endswith(" (engine/b.py hunk 1 @@ -1,7 +1,7 @@: at line 4 the diff expects 'b line 4' (or its "
                            "post-image), the file has 'someone else')"), reason
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+
+
+@pytest.fixture
+def fast_applied(tmp_path: Path, registry: Registry, engine: Path) -> Path:
+    """test_fastpath's engine, applied once (so its record carries a fast_path block)."""
+    write_tree(engine, fast.BEFORE)
+    registry.add(fast.PID, git_diff(tmp_path, fast.BEFORE, fast.AFTER))
+    result, used = fast.run("apply", fast.PID, "--root", engine, "--patches", registry.path)
+    assert result.code == 0 and not used, result
+    return engine
+
+
+def _sealed(template: bytes) -> bytes:
+    """`template` (holding `"seal": "000…0"`) sealed as fastpath.add_block seals: sha256 of the bytes, seal zeroed."""
+    zero = b"0" * 64
+    assert template.count(zero) == 1
+    return template.replace(zero, hashlib.sha256(template).hexdigest().encode())
+
+
+@pytest.mark.parametrize("forged", [
+    b'[{"fast_path": {"seal": "' + b"0" * 64 + b'"}}]\n',  # a sealed array: indexing it by "fast_path" is a TypeError
+    b'"\\"seal\\": \\"' + b"0" * 64 + b'\\"\\n"\n',  # a sealed string
+], ids=["array", "string"])
+def test_a_sealed_record_that_is_not_an_object_is_answered_by_the_full_judgement(
+    fast_applied: Path, registry: Registry, forged: bytes
+) -> None:
+    """A record in the trusted state folder that carries a valid seal but is not a JSON object: the fast path
+    declines (it never raises for what it finds), and the answer is the full path's, byte for byte: applied, the
+    record said to be invalid. (Before run/records.parse_record checked the top level, the full path crashed
+    here with an internal error, exit 10: `'list' object has no attribute 'get'`.)
+
+    Kills patchkit/run/fastpath.py:202:core/ExceptionReplacer#8 (TypeError no longer caught: the restart crashed
+    with an internal error instead of falling back)."""
+    fast.record_path(fast_applied).write_bytes(_sealed(forged))
+    result, used = fast.same_answer("apply", fast.PID, "--root", fast_applied, "--patches", registry.path)
+    assert not used
+    assert result.code == 0, result  # the tree is applied, by content
+    assert "record invalid: unreadable record: a record is a JSON object, not" in result.out, result
