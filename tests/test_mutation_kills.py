@@ -7,6 +7,9 @@ mutant applied to a copy of the module, and passing without it.
 from __future__ import annotations
 
 import hashlib
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,55 @@ def test_a_sealed_record_that_is_not_an_object_is_answered_by_the_full_judgement
     assert not used
     assert result.code == 0, result  # the tree is applied, by content
     assert "record invalid: unreadable record: a record is a JSON object, not" in result.out, result
+
+
+def _resealed(data: bytes) -> bytes:
+    """A record's bytes with its fast_path seal recomputed (anyone who can write the record can do this)."""
+    start = data.rindex(b'"seal": "') + len(b'"seal": "')
+    return _sealed(data[:start] + b"0" * 64 + data[start + 64:])
+
+
+def test_a_resealed_record_that_names_a_smaller_strip_runs_the_full_judgement(
+    fast_applied: Path, registry: Registry
+) -> None:
+    """The record's strip must be the manifest's: a record resealed with strip 0 (the manifest says 1) is not
+    believed. First, as a control, the same record resealed unchanged is believed (the reseal is right).
+
+    Kills patchkit/run/fastpath.py:205:core/ReplaceComparisonOperator_NotEq_Gt#1 (`record.strip > spec.strip`),
+    which believed any record with a smaller strip."""
+    path = fast.record_path(fast_applied)
+    raw = path.read_bytes()
+    path.write_bytes(_resealed(raw))
+    _, used = fast.same_answer("apply", fast.PID, "--root", fast_applied, "--patches", registry.path)
+    assert used  # the control: a correctly resealed, unchanged record
+    assert raw.count(b'"strip": 1,') == 1
+    path.write_bytes(_resealed(raw.replace(b'"strip": 1,', b'"strip": 0,')))
+    _, used = fast.same_answer("apply", fast.PID, "--root", fast_applied, "--patches", registry.path)
+    assert not used
+
+
+def _patchkit(args: list[str | Path], *, fast_path: bool) -> subprocess.CompletedProcess[bytes]:
+    """`python -m patchkit ...` in its own interpreter, given 60 s: a run that blocks fails instead of hanging."""
+    env = {**os.environ, "PATCHKIT_DEBUG_FASTPATH": "1"}
+    env.pop("PATCHKIT_NO_FASTPATH", None)
+    if not fast_path:
+        env["PATCHKIT_NO_FASTPATH"] = "1"
+    return subprocess.run([sys.executable, "-m", "patchkit", *map(str, args)], capture_output=True, env=env,
+                          check=False, timeout=60)
+
+
+def test_a_record_replaced_by_a_fifo_never_blocks_a_restart(fast_applied: Path, registry: Registry) -> None:
+    """A FIFO where the record was (in a trusted state folder): the restart neither blocks on opening it nor
+    crashes; it answers as the full judgement does (exit 2, the record is not a regular file).
+
+    Kills patchkit/run/fastpath.py:256:core/ReplaceBinaryOperator_BitOr_BitAnd#7 (`O_NONBLOCK & O_CLOEXEC`, which
+    dropped O_NONBLOCK: the open waited for a writer forever)."""
+    record = fast.record_path(fast_applied)
+    record.unlink()
+    os.mkfifo(record, 0o644)
+    args: list[str | Path] = ["apply", fast.PID, "--root", fast_applied, "--patches", registry.path]
+    quick = _patchkit(args, fast_path=True)
+    full = _patchkit(args, fast_path=False)
+    assert b"fast path used" not in quick.stderr, quick
+    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
+    assert quick.returncode == 2 and b"is not a regular file" in quick.stderr, quick  # the state error, as named
