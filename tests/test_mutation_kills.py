@@ -6,7 +6,10 @@ mutant applied to a copy of the module, and passing without it.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
+import json
 import os
 import subprocess
 import sys
@@ -14,8 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.cli.main import run
 from tests import test_fastpath as fast
-from tests.conftest import Registry, cli, git_diff, write_tree
+from tests.conftest import Registry, cli, git_diff, needs_root, write_tree
+from tests.safety_helpers import as_user, chown_tree, shared_case
 
 BEFORE = {
     "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
@@ -132,3 +137,31 @@ def test_a_record_replaced_by_a_fifo_never_blocks_a_restart(fast_applied: Path, 
     assert b"fast path used" not in quick.stderr, quick
     assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
     assert quick.returncode == 2 and b"is not a regular file" in quick.stderr, quick  # the state error, as named
+
+
+@needs_root
+def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]) -> None:
+    """Root applied the patch (its `.patchkit` is root's, 0755/0644) on a tree the service user owns; that user's
+    `status` trusts root's state (root could have written anything anyway) and reads the record: applied, exit 0.
+
+    Kills patchkit/workspace/trust.py:54:core/NumberReplacer#7 (`uid not in (-1, os.geteuid())`), which as root
+    is the same check and so survived every root-run test; as the user it refused root's state (exit 2)."""
+    with shared_case() as case:
+        root = case.fresh("root-applied", patched=True)
+        chown_tree(root, *user)
+        for dirpath, dirnames, filenames in os.walk(root / ".patchkit"):
+            os.chown(dirpath, 0, 0)
+            for name in dirnames + filenames:
+                os.chown(os.path.join(dirpath, name), 0, 0, follow_symlinks=False)
+
+        def status() -> None:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = run(case.args("status", root, "--json"))
+            if code != 0:
+                raise AssertionError(f"status as the user: exit {code}: {out.getvalue()}")
+            data = json.loads(out.getvalue())
+            if data["state"] != "applied" or '"record": {"state": "current"' not in json.dumps(data):
+                raise AssertionError(out.getvalue())
+
+        as_user(*user, status)
