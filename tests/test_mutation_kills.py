@@ -20,7 +20,7 @@ import pytest
 from patchkit.cli.main import run
 from tests import test_fastpath as fast
 from tests.conftest import Registry, cli, git_diff, needs_root, write_tree
-from tests.safety_helpers import as_user, chown_tree, shared_case
+from tests.safety_helpers import as_user, chown_tree, run_here, shared_case
 
 BEFORE = {
     "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
@@ -155,6 +155,7 @@ def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]
                 os.chown(os.path.join(dirpath, name), 0, 0, follow_symlinks=False)
 
         def status() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700 (status reads ./pyproject.toml)
             out = io.StringIO()
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
                 code = run(case.args("status", root, "--json"))
@@ -164,4 +165,7 @@ def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]
             if data["state"] != "applied" or '"record": {"state": "current"' not in json.dumps(data):
                 raise AssertionError(out.getvalue())
 
+        # Every module status --json loads, imported here first: the forked user cannot read a checkout in a
+        # 0700 folder. (As root it is the same answer: root owns the state.)
+        assert run_here(case.args("status", root, "--json")) == 0
         as_user(*user, status)
