@@ -57,10 +57,11 @@ _JUDGE = ("tests/test_state.py", "tests/test_matching.py", "tests/test_placement
           "tests/test_regressions.py")
 _WORKSPACE = ("tests/test_workspace.py", "tests/test_recovery_checks.py", "tests/test_crash.py",
               "tests/test_untrusted_state.py", "tests/test_state_trust.py", "tests/test_races.py")
-# diff/filtering.py: the excludes (test_diffs, test_manifest, test_globs), a commit chain's layers (test_mbox_chain),
-# the [paths] placement (test_placement)
-_DIFF = ("tests/test_diffs.py", "tests/test_manifest.py", "tests/test_globs.py", "tests/test_mbox_chain.py",
-         "tests/test_placement.py",
+# diff/filtering.py: the excludes (test_diffs, test_manifest, test_globs, test_rule_edges), a commit chain's layers
+# (test_mbox_chain), the [paths] placement (test_placement), hunk excludes kept in a compiled set (test_compiled),
+# stacked patches (test_series)
+_DIFF = ("tests/test_diffs.py", "tests/test_manifest.py", "tests/test_globs.py", "tests/test_rule_edges.py",
+         "tests/test_mbox_chain.py", "tests/test_placement.py", "tests/test_compiled.py", "tests/test_series.py",
          # red on main dd928c1 (vendor's "recorded anew" wording, not filtering): a red baseline judges nothing
          "--deselect=tests/test_mbox_chain.py::test_a_pinned_mbox_chain_is_refused_at_load_with_the_vendor_command"
          "_that_makes_it_work")
