@@ -71,6 +71,8 @@ def parse_record(data: bytes) -> AppliedRecord:
     """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
 
     raw: dict[str, Any] = json.loads(data)
+    if not isinstance(raw, dict):  # an array or a string in the state folder: not a record (never a crash)
+        raise TypeError(f"a record is a JSON object, not {type(raw).__name__}")
     if raw.get("format") != RECORD_FORMAT:
         raise ValueError(f"unknown record format {raw.get('format')!r}")
     strings = ("patch", "hunkset_sha256", "manifest_sha256", "diff_sha256", "tool_version", "applied_at")

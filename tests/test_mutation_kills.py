@@ -1,0 +1,171 @@
+"""Tests written to kill the survivors of the mutation run (scripts/mutation.py, docs/testing.md).
+
+Each test names the mutant it was written against (its id in the run's output); each was seen failing with that
+mutant applied to a copy of the module, and passing without it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from patchkit.cli.main import run
+from tests import test_fastpath as fast
+from tests.conftest import Registry, cli, git_diff, needs_root, write_tree
+from tests.safety_helpers import as_user, chown_tree, run_here, shared_case
+
+BEFORE = {
+    "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
+    "engine/b.py": b"".join(b"b line %d\n" % i for i in range(1, 9)),
+}
+AFTER = {
+    "engine/a.py": BEFORE["engine/a.py"].replace(b"a line 4\n", b"a line 4 patched\n"),
+    "engine/b.py": BEFORE["engine/b.py"].replace(b"b line 4\n", b"b line 4 patched\n"),
+}
+
+
+def test_a_refusal_names_the_conflicting_file_not_the_clean_one_before_it(tmp_path: Path, registry: Registry) -> None:
+    """The first file is clean (not yet applied), the second one drifted: the refusal names the second one's hunk.
+
+    Kills patchkit/judge/treestate.py:43:core/AddNot#2 (`if not verdict.state in (AMBIGUOUS, CONFLICT)`), which
+    blamed the first file that is *not* undecided, with its own detail."""
+    registry.add("two-files", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    write_tree(root, {"engine/b.py": BEFORE["engine/b.py"].replace(b"b line 4\n", b"someone else\n")})
+    res = cli("apply", "two-files", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 1
+    reason = res.json()["reason"]
+    assert reason.endswith(" (engine/b.py hunk 1 @@ -1,7 +1,7 @@: at line 4 the diff expects 'b line 4' (or its "
+                           "post-image), the file has 'someone else')"), reason
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+
+
+@pytest.fixture
+def fast_applied(tmp_path: Path, registry: Registry, engine: Path) -> Path:
+    """test_fastpath's engine, applied once (so its record carries a fast_path block)."""
+    write_tree(engine, fast.BEFORE)
+    registry.add(fast.PID, git_diff(tmp_path, fast.BEFORE, fast.AFTER))
+    result, used = fast.run("apply", fast.PID, "--root", engine, "--patches", registry.path)
+    assert result.code == 0 and not used, result
+    return engine
+
+
+def _sealed(template: bytes) -> bytes:
+    """`template` (holding `"seal": "000…0"`) sealed as fastpath.add_block seals: sha256 of the bytes, seal zeroed."""
+    zero = b"0" * 64
+    assert template.count(zero) == 1
+    return template.replace(zero, hashlib.sha256(template).hexdigest().encode())
+
+
+@pytest.mark.parametrize("forged", [
+    b'[{"fast_path": {"seal": "' + b"0" * 64 + b'"}}]\n',  # a sealed array: indexing it by "fast_path" is a TypeError
+    b'"\\"seal\\": \\"' + b"0" * 64 + b'\\"\\n"\n',  # a sealed string
+], ids=["array", "string"])
+def test_a_sealed_record_that_is_not_an_object_is_answered_by_the_full_judgement(
+    fast_applied: Path, registry: Registry, forged: bytes
+) -> None:
+    """A record in the trusted state folder that carries a valid seal but is not a JSON object: the fast path
+    declines (it never raises for what it finds), and the answer is the full path's, byte for byte: applied, the
+    record said to be invalid. (Before run/records.parse_record checked the top level, the full path crashed
+    here with an internal error, exit 10: `'list' object has no attribute 'get'`.)
+
+    Kills patchkit/run/fastpath.py:202:core/ExceptionReplacer#8 (TypeError no longer caught: the restart crashed
+    with an internal error instead of falling back)."""
+    fast.record_path(fast_applied).write_bytes(_sealed(forged))
+    result, used = fast.same_answer("apply", fast.PID, "--root", fast_applied, "--patches", registry.path)
+    assert not used
+    assert result.code == 0, result  # the tree is applied, by content
+    assert "record invalid: unreadable record: a record is a JSON object, not" in result.out, result
+
+
+def _resealed(data: bytes) -> bytes:
+    """A record's bytes with its fast_path seal recomputed (anyone who can write the record can do this)."""
+    start = data.rindex(b'"seal": "') + len(b'"seal": "')
+    return _sealed(data[:start] + b"0" * 64 + data[start + 64:])
+
+
+def test_a_resealed_record_that_names_a_smaller_strip_runs_the_full_judgement(
+    fast_applied: Path, registry: Registry
+) -> None:
+    """The record's strip must be the manifest's: a record resealed with strip 0 (the manifest says 1) is not
+    believed. First, as a control, the same record resealed unchanged is believed (the reseal is right).
+
+    Kills patchkit/run/fastpath.py:205:core/ReplaceComparisonOperator_NotEq_Gt#1 (`record.strip > spec.strip`),
+    which believed any record with a smaller strip."""
+    path = fast.record_path(fast_applied)
+    raw = path.read_bytes()
+    path.write_bytes(_resealed(raw))
+    _, used = fast.same_answer("apply", fast.PID, "--root", fast_applied, "--patches", registry.path)
+    assert used  # the control: a correctly resealed, unchanged record
+    assert raw.count(b'"strip": 1,') == 1
+    path.write_bytes(_resealed(raw.replace(b'"strip": 1,', b'"strip": 0,')))
+    _, used = fast.same_answer("apply", fast.PID, "--root", fast_applied, "--patches", registry.path)
+    assert not used
+
+
+def _patchkit(args: list[str | Path], *, fast_path: bool) -> subprocess.CompletedProcess[bytes]:
+    """`python -m patchkit ...` in its own interpreter, given 60 s: a run that blocks fails instead of hanging."""
+    env = {**os.environ, "PATCHKIT_DEBUG_FASTPATH": "1"}
+    env.pop("PATCHKIT_NO_FASTPATH", None)
+    if not fast_path:
+        env["PATCHKIT_NO_FASTPATH"] = "1"
+    return subprocess.run([sys.executable, "-m", "patchkit", *map(str, args)], capture_output=True, env=env,
+                          check=False, timeout=60)
+
+
+def test_a_record_replaced_by_a_fifo_never_blocks_a_restart(fast_applied: Path, registry: Registry) -> None:
+    """A FIFO where the record was (in a trusted state folder): the restart neither blocks on opening it nor
+    crashes; it answers as the full judgement does (exit 2, the record is not a regular file).
+
+    Kills patchkit/run/fastpath.py:256:core/ReplaceBinaryOperator_BitOr_BitAnd#7 (`O_NONBLOCK & O_CLOEXEC`, which
+    dropped O_NONBLOCK: the open waited for a writer forever)."""
+    record = fast.record_path(fast_applied)
+    record.unlink()
+    os.mkfifo(record, 0o644)
+    args: list[str | Path] = ["apply", fast.PID, "--root", fast_applied, "--patches", registry.path]
+    quick = _patchkit(args, fast_path=True)
+    full = _patchkit(args, fast_path=False)
+    assert b"fast path used" not in quick.stderr, quick
+    assert (quick.returncode, quick.stdout, quick.stderr) == (full.returncode, full.stdout, full.stderr)
+    assert quick.returncode == 2 and b"is not a regular file" in quick.stderr, quick  # the state error, as named
+
+
+@needs_root
+def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]) -> None:
+    """Root applied the patch (its `.patchkit` is root's, 0755/0644) on a tree the service user owns; that user's
+    `status` trusts root's state (root could have written anything anyway) and reads the record: applied, exit 0.
+
+    Kills patchkit/workspace/trust.py:54:core/NumberReplacer#7 (`uid not in (-1, os.geteuid())`), which as root
+    is the same check and so survived every root-run test; as the user it refused root's state (exit 2)."""
+    with shared_case() as case:
+        root = case.fresh("root-applied", patched=True)
+        chown_tree(root, *user)
+        for dirpath, dirnames, filenames in os.walk(root / ".patchkit"):
+            os.chown(dirpath, 0, 0)
+            for name in dirnames + filenames:
+                os.chown(os.path.join(dirpath, name), 0, 0, follow_symlinks=False)
+
+        def status() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700 (status reads ./pyproject.toml)
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = run(case.args("status", root, "--json"))
+            if code != 0:
+                raise AssertionError(f"status as the user: exit {code}: {out.getvalue()}")
+            data = json.loads(out.getvalue())
+            if data["state"] != "applied" or '"record": {"state": "current"' not in json.dumps(data):
+                raise AssertionError(out.getvalue())
+
+        # Every module status --json loads, imported here first: the forked user cannot read a checkout in a
+        # 0700 folder. (As root it is the same answer: root owns the state.)
+        assert run_here(case.args("status", root, "--json")) == 0
+        as_user(*user, status)
