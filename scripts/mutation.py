@@ -61,10 +61,7 @@ _WORKSPACE = ("tests/test_workspace.py", "tests/test_recovery_checks.py", "tests
 # (test_mbox_chain), the [paths] placement (test_placement), hunk excludes kept in a compiled set (test_compiled),
 # stacked patches (test_series)
 _DIFF = ("tests/test_diffs.py", "tests/test_manifest.py", "tests/test_globs.py", "tests/test_rule_edges.py",
-         "tests/test_mbox_chain.py", "tests/test_placement.py", "tests/test_compiled.py", "tests/test_series.py",
-         # red on main dd928c1 (vendor's "recorded anew" wording, not filtering): a red baseline judges nothing
-         "--deselect=tests/test_mbox_chain.py::test_a_pinned_mbox_chain_is_refused_at_load_with_the_vendor_command"
-         "_that_makes_it_work")
+         "tests/test_mbox_chain.py", "tests/test_placement.py", "tests/test_compiled.py", "tests/test_series.py")
 
 # Module (a file under patchkit/) -> the test files that exercise it. Each line is a choice of speed over reach:
 # a mutant that only a test outside its selection would kill shows up as a survivor, and the fix is to add that
