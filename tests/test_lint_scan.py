@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,6 +47,16 @@ def test_heredoc_delimiters_quoted_unquoted_and_tab_stripped() -> None:
     ]
     # The lines after the third heredoc's end are commands again.
     assert [c.words for c in commands if c.line >= 7] == [("cat",), ("echo", "after"), ("B",), ("C",)]
+
+
+def test_backslashes_read_as_bash_reads_them_in_and_out_of_double_quotes() -> None:
+    """Outside quotes a backslash escapes any character; inside double quotes only `"`, `\\`, `$`, a backquote
+    and a newline, and stays itself before the rest: bash itself is the oracle."""
+    words = r'a\b "a\b" "c\$d" "e\"f" "g\\h" i\\j "k\`l" "m\nn"'
+    said = subprocess.run(["bash", "-c", f"printf '%s\\0' {words}"], capture_output=True, check=True).stdout
+    (command,) = read_shell(f"echo {words}\n")
+    assert command.words[1:] == tuple(said.decode().split("\0")[:-1])
+    assert command.words[1:3] == ("ab", "a\\b")
 
 
 def test_herestring_is_not_a_heredoc_and_substitutions_nest() -> None:
@@ -562,6 +574,15 @@ def test_git_checkouts_in_an_engine_tree() -> None:
         (4, "git-checkout", "/sgl-workspace/sglang"),
         (5, "git-checkout", "/opt/ATOM"),
     ]
+
+
+def test_git_apply_in_the_work_tree_its_options_name() -> None:
+    text = (
+        "git --work-tree /opt/ATOM apply x.diff\n"
+        "git --work-tree=/opt/vllm apply x.diff\n"
+        "git -C /tmp/scratch apply --check x.diff\n"  # read only
+    )
+    assert sites("run.sh", text) == [(1, "git-apply", "/opt/ATOM"), (2, "git-apply", "/opt/vllm")]
 
 
 def test_requirements_files_with_forks_and_another_index() -> None:

@@ -279,6 +279,7 @@ def test_base_tree_fingerprint(tmp_path: Path, patches: Path, diff: bytes) -> No
     write_tree(applied, {"eng/core.py": v1_files()["eng/core.py"]})
     refused = vendor(patches, "--from", tmp_path / "pr.diff", "--base-tree", applied)
     assert refused.code == 2 and "reads as applied, not unapplied" in refused.err
+    assert "eng/core.py hunk 1 " in refused.err and ": applied (expected line " in refused.err, refused.err  # by hunk
 
     # A new diff that reads other files cannot keep the old fingerprint.
     util = BASE["eng/util.py"]

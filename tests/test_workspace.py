@@ -73,6 +73,9 @@ def in_child(root: Path, changes: Sequence[FileChange], env: Mapping[str, str],
     return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
+ENTRY_PATHS = ("pkg/a.py", "pkg/sub/b.sh", "pkg/gone/c.py", "pkg/new/deep/d.py")  # changes_for's paths
+
+
 def journal(root: Path) -> Path:
     return root / STATE / JOURNAL_NAME
 
@@ -119,6 +122,11 @@ def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> No
         if status == 0:
             break
         assert status == -signal.SIGKILL
+        killed = image(root)
+        # The paths the kill left changed: what a rollback rewrites and counts (`rolled back N files`); a file
+        # whose original was linked to its kept name but not yet replaced is not one of them.
+        changed = sum(killed.get(p) != original.get(p) for p in ENTRY_PATHS)
+        changed += (root / STATE / "applied" / "unit.json").exists()
         report = recover(root)
         now = image(root)
         if report is None:
@@ -127,6 +135,7 @@ def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> No
         elif report.direction is Direction.BACK:
             outcomes["back"] += 1
             assert now == original, n
+            assert report.files == changed, n
             assert not (root / STATE / "applied" / "unit.json").exists()
         else:
             outcomes["forward"] += 1
@@ -208,6 +217,39 @@ def test_a_failing_restore_keeps_the_journal_and_the_next_run_finishes(
         assert report is not None and report.direction is Direction.BACK and report.files == 2
     assert report.message.startswith("recovered an interrupted apply of unit on ")
     assert image(tmp_path) == original
+
+
+@pytest.mark.parametrize("failures", [1, 2])
+def test_a_failing_clean_up_is_retried_once_then_keeps_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failures: int
+) -> None:
+    """Once every file is written the transaction only goes forward: a failing clean-up (kept links, folders,
+    the journal) is tried once more; failing again, the journal stays and the next run finishes the job."""
+    from patchkit.workspace import commit
+
+    make_tree(tmp_path)
+    real = commit._complete
+    calls = {"n": 0}
+
+    def flaky(*args: object) -> None:
+        calls["n"] += 1
+        if calls["n"] <= failures:
+            raise OSError(errno.EIO, "Input/output error")
+        real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit, "_complete", flaky)
+    if failures == 1:
+        commit_changes(tmp_path, changes_for(tmp_path), label="apply of unit")
+        assert not journal(tmp_path).exists()
+    else:
+        with pytest.raises(RecoveryFailedError, match="every file was written, but finishing the transaction failed"):
+            commit_changes(tmp_path, changes_for(tmp_path), label="apply of unit")
+        assert journal(tmp_path).exists()
+        monkeypatch.setattr(commit, "_complete", real)
+        with locked(tmp_path, 5) as report:
+            assert report is not None and report.direction is Direction.FORWARD
+    assert image(tmp_path)["pkg/a.py"] == ("file", b"a = 2\r\n\xff\xfe\n", 0o640)
+    assert calls["n"] == 2
 
 
 def test_recover_without_a_journal_is_a_no_op(tmp_path: Path) -> None:

@@ -300,7 +300,7 @@ def entry() -> None:
 
     The cyclic garbage collector runs far less often (a first generation of 200,000 allocations, not 700):
     patchkit's data (hunks, images, records) is acyclic and freed by reference counting. A patch command
-    already turns the collector off while it runs (commands/options.py); this covers the rest of the
+    already turns the collector off while it runs (run.command.cycles_uncollected); this covers the rest of the
     program, the imports and what follows the command, where collections still walked what a large diff
     becomes (~20 ms on a large fresh status, interleaved runs; ~2 ms on a small one; peak memory the same).
     Cycles are still collected, just later; in-process callers keep their own settings.

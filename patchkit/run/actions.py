@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 
 class Invocation(NamedTuple):  # a NamedTuple, as BaseCheck
     """How this run named the engine tree and the registry, so that every command a message suggests runs as
-    printed, from any folder: the same options, absolute paths, shell-quoted (the CLI builds it from its options:
-    commands/options.py; `at(root)` for a caller without one)."""
+    printed, from any folder: the same options, absolute paths, shell-quoted (`of`: run.command builds it from
+    the CLI's options; `at(root)` for a caller without one)."""
 
     root: tuple[str, ...]  # ("--root", "/abs/dir") or ("--root-from-package", NAME[, "--python", PATH])
     patches: str | None = None  # the registry folder, absolute: for a command on --all
@@ -62,6 +62,11 @@ class Invocation(NamedTuple):  # a NamedTuple, as BaseCheck
     @classmethod
     def at(cls, root: Path) -> Invocation:
         return cls(("--root", str(Path(root).absolute())))
+
+    @classmethod
+    def of(cls, root: tuple[str, ...], patches: Path, target: Sequence[str] | None) -> Invocation:
+        """A command's invocation: the tree as it was named, the registry found and the --target values."""
+        return cls(root, str(patches.absolute()), tuple(target or ()))
 
     def patch_command(self, verb: str, spec: PatchSpec, *flags: str) -> str:
         """`patchkit VERB ID --patches REGISTRY <root> FLAGS`: the registry is the folder the patch was found in."""

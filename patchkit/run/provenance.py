@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.errors import BadInputError, ManifestError, PatchkitError, UntrustedStateError
 from patchkit.input.tree import STATE_DIR, Root
-from patchkit.outcome import BaseCheck, BaseState, Origin, PatchState, RecordState, Relation
+from patchkit.outcome import BaseCheck, BaseState, HunkState, Origin, PatchState, RecordState, Relation
 from patchkit.run.records import AppliedRecord, parse_record, record_names
 from patchkit.workspace.trust import check_trusted, read_state
 
@@ -298,7 +298,7 @@ def not_unapplied(tree: TreeState, limit: int = 8) -> list[str]:
     for verdict in tree.files:
         if verdict.state is PatchState.UNAPPLIED:
             continue
-        hunks = [h for h in verdict.hunks if h.state.value != "unapplied"]
+        hunks = [h for h in verdict.hunks if h.state is not HunkState.UNAPPLIED]
         if not hunks:
             detail = f" ({verdict.detail})" if verdict.detail else ""
             out.append(f"{verdict.section.path} reads as {verdict.state.value}{detail}")

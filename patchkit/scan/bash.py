@@ -246,7 +246,7 @@ class _Converter:
 
     def string_part(self, node: Node) -> str:
         if node.type == "string_content":
-            return _unescape_double(self.text(node))
+            return _unescape(self.text(node), _DOUBLE_QUOTED_ESCAPES)
         return self.text(node)
 
     def text(self, node: Node) -> str:
@@ -287,27 +287,19 @@ def _substitution_spans(root: Node) -> dict[int, tuple[list[int], list[int]]]:
     return spans
 
 
-def _unescape(text: str) -> str:
+# Inside double quotes a backslash escapes only these (bash's manual, "Double Quotes"); outside quotes, any character.
+_DOUBLE_QUOTED_ESCAPES = '"\\$`\n'
+
+
+def _unescape(text: str, escapable: str | None = None) -> str:
+    """`text` with its backslash escapes resolved as the shell reads them: a backslash before a character
+    `escapable` names (any character when None) gives that character, before a newline joins the lines (both
+    go), and stays itself before any other character or at the end."""
     out: list[str] = []
     index = 0
     while index < len(text):
         char = text[index]
-        if char == "\\" and index + 1 < len(text):
-            if text[index + 1] != "\n":
-                out.append(text[index + 1])
-            index += 2
-            continue
-        out.append(char)
-        index += 1
-    return "".join(out)
-
-
-def _unescape_double(text: str) -> str:
-    out: list[str] = []
-    index = 0
-    while index < len(text):
-        char = text[index]
-        if char == "\\" and index + 1 < len(text) and text[index + 1] in '"\\$`\n':
+        if char == "\\" and index + 1 < len(text) and (escapable is None or text[index + 1] in escapable):
             if text[index + 1] != "\n":
                 out.append(text[index + 1])
             index += 2

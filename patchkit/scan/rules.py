@@ -124,6 +124,24 @@ def _operands(argv: tuple[str, ...], start: int, valued: frozenset[str]) -> list
 
 _GIT_VALUED = frozenset({"-C", "-c", "--git-dir", "--work-tree", "--namespace", "--exec-path"})
 _GIT_READ_ONLY = frozenset({"--check", "--stat", "--numstat", "--summary"})
+# The options of git's own that name the folder a command works in, as each rule reads them.
+_GIT_APPLY_FOLDERS = frozenset({"-C", "--work-tree"})
+_GIT_CHECKOUT_FOLDERS = frozenset({"-C"})
+
+
+def _git_options(argv: tuple[str, ...], folder_options: frozenset[str]) -> tuple[int, str | None, int | None]:
+    """git's own options before its subcommand: (the subcommand's index, or len(argv) when there is none; the
+    folder the last of `folder_options` (or a `--work-tree=DIR`) names; the index of the word of the last of
+    `folder_options`, None when there is none)."""
+    index, folder, folder_at = 1, None, None
+    while index < len(argv) and argv[index].startswith("-"):
+        option = argv[index]
+        if option in folder_options and index + 1 < len(argv):
+            folder, folder_at = argv[index + 1], index + 1
+        elif option.startswith("--work-tree="):
+            folder = option.split("=", 1)[1]
+        index += 2 if option in _GIT_VALUED else 1
+    return index, folder, folder_at
 
 
 def find_git_apply(view: ScriptView) -> Iterator[PatchSite]:
@@ -131,14 +149,7 @@ def find_git_apply(view: ScriptView) -> Iterator[PatchSite]:
     for command, offset, argv in _commands(view):
         if program_name(argv[0]) != "git":
             continue
-        index, folder, folder_at = 1, None, None
-        while index < len(argv) and argv[index].startswith("-"):
-            option = argv[index]
-            if option in ("-C", "--work-tree") and index + 1 < len(argv):
-                folder, folder_at = argv[index + 1], index + 1
-            elif option.startswith("--work-tree="):
-                folder = option.split("=", 1)[1]
-            index += 2 if option in _GIT_VALUED else 1
+        index, folder, folder_at = _git_options(argv, _GIT_APPLY_FOLDERS)
         if index >= len(argv) or argv[index] not in ("apply", "am"):
             continue
         rest = argv[index + 1 :]
@@ -167,11 +178,7 @@ def find_git_checkouts(view: ScriptView) -> Iterator[PatchSite]:
     for command, offset, argv in _commands(view):
         if program_name(argv[0]) != "git":
             continue
-        index, folder_at = 1, None
-        while index < len(argv) and argv[index].startswith("-"):
-            if argv[index] == "-C" and index + 1 < len(argv):
-                folder_at = index + 1
-            index += 2 if argv[index] in _GIT_VALUED else 1
+        index, _, folder_at = _git_options(argv, _GIT_CHECKOUT_FOLDERS)
         if index >= len(argv) or argv[index] not in _GIT_TREE_CHANGING:
             continue
         sub, rest = argv[index], argv[index + 1 :]

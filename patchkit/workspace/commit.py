@@ -37,7 +37,7 @@ import hashlib
 import os
 import stat
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -93,7 +93,17 @@ _WALK_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 HELD_FOLDERS_MAX = 256
 
 
-class _Changed(Exception):
+class _WriteFault(Exception):
+    """A write that went wrong in a way of its own (not an I/O error): rolled back, then `reported` as the
+    WriteFailedError the run fails with. `restored`: the last entry's original is back at its name already."""
+
+    restored = False
+
+    def reported(self, failed: Path) -> WriteFailedError:
+        raise NotImplementedError
+
+
+class _Changed(_WriteFault):
     """A file changed between the plan check and its replace (a writer without the lock). `restored`: seen only
     after the replace or unlink, and its (changed) original already renamed back, so the rollback leaves it."""
 
@@ -101,14 +111,31 @@ class _Changed(Exception):
         super().__init__(path)
         self.restored = restored
 
+    def reported(self, failed: Path) -> WriteFailedError:
+        return WriteFailedError(
+            f"{self} changed while patchkit was writing it (another process wrote it without patchkit's "
+            "lock); the tree was restored, nothing changed by patchkit",
+            where=str(failed),
+            hint="stop the other writer, then rerun",
+        )
 
-class _NotLanded(Exception):
+
+class _NotLanded(_WriteFault):
     """After the last replace, a written path is not (or no longer) the file written there, seen from the root."""
 
     def __init__(self, path: Path, why: str) -> None:
         super().__init__(f"{path}: {why}")
         self.path = path
         self.why = why
+
+    def reported(self, failed: Path) -> WriteFailedError:
+        return WriteFailedError(
+            f"the write did not land in the tree: {self.why}; every file of this transaction was restored "
+            "through the folders it wrote in (wherever they are now), nothing changed by patchkit",
+            where=str(self.path),
+            hint="something moved or replaced folders of the tree while patchkit wrote (its owner, another "
+            "tool): stop it, check the tree, then rerun",
+        )
 
 
 @dataclass(frozen=True)
@@ -335,63 +362,99 @@ def _write_all(
     roots: Roots, disk: Disk, journal: Path, entries: Sequence[Entry], contents: Sequence[bytes | None],
     held: dict[tuple[Area, tuple[str, ...]], int], ctimes: Mapping[tuple[Area, str], int],
 ) -> None:
-    failed = journal  # what to name if writing fails
-    dirty: set[tuple[Area, tuple[str, ...]]] = set()
-    touched: list[Entry] = []  # what there is to undo: every entry begun, but a deletion whose folder was gone
+    """Steps 4-6 once the journal is written: every entry, the check that each landed, then the clean-up.
+
+    Any failure before the last check passed, a KeyboardInterrupt or a bug too, first undoes what was begun
+    (_undo_begun); a fault of the write itself is then reported as its WriteFailedError (_WriteFault.reported,
+    _io_failure), anything else is raised as it is. Past the check the transaction only goes forward."""
+    begun = _Begun(journal)
     try:
-        landed: list[_Landed | None] = []
-        for entry, data in zip(entries, contents, strict=True):
-            if interrupt_pending():
-                raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
-            failed = roots.path(entry.area) / entry.path
-            touched.append(entry)
-            landed.append(_write_entry(roots, disk, entry, data, held, ctimes.get((entry.area, entry.path))))
-            if landed[-1] is None:
-                touched.pop()
-            dirty.add((entry.area, entry.parts[:-1]))
-        failed = journal
+        landed = _write_entries(roots, disk, entries, contents, held, ctimes, begun)
+        begun.failed = journal
         check_landed(roots, entries, contents, landed)
-    except BaseException as exc:
-        if isinstance(exc, _Changed) and exc.restored:
-            touched.pop()  # its changed original is back at its name already: theirs, not to be rolled back
-        try:
-            # Only what was begun: an entry never reached is as it was, and a path whose folder went away
-            # (moved out by its owner) must not be recreated in the tree from the journal.
-            roll_back(roots, disk, touched, held)
-            drop_journal(roots, disk)
-        except (OSError, PatchkitError) as again:
-            raise RecoveryFailedError(
-                f"writing failed ({describe(exc)}) and so did restoring the tree ({describe(again)}); "
-                "the journal is kept",
-                where=str(failed),
-                hint="fix the cause (disk space, permissions), then run any patchkit command on this root: "
-                "it rolls the tree back first",
-            ) from None
-        if isinstance(exc, _NotLanded):
-            raise WriteFailedError(
-                f"the write did not land in the tree: {exc.why}; every file of this transaction was restored "
-                "through the folders it wrote in (wherever they are now), nothing changed by patchkit",
-                where=str(exc.path),
-                hint="something moved or replaced folders of the tree while patchkit wrote (its owner, another "
-                "tool): stop it, check the tree, then rerun",
-            ) from None
-        if isinstance(exc, _Changed):
-            raise WriteFailedError(
-                f"{exc} changed while patchkit was writing it (another process wrote it without patchkit's "
-                "lock); the tree was restored, nothing changed by patchkit",
-                where=str(failed),
-                hint="stop the other writer, then rerun",
-            ) from None
-        if isinstance(exc, OSError):
-            raise WriteFailedError(
-                f"writing failed: {exc.strerror}; the tree was restored, nothing changed",
-                where=str(failed),
-                hint="free disk space or fix permissions, then rerun",
-            ) from None
+    except _WriteFault as exc:
+        _undo_begun(roots, disk, held, begun.to_undo(exc.restored), exc, begun.failed)
+        raise exc.reported(begun.failed) from None
+    except OSError as exc:
+        _undo_begun(roots, disk, held, begun.to_undo(), exc, begun.failed)
+        raise _io_failure(exc, begun.failed) from None
+    except BaseException as exc:  # the pending signal's refusal, a KeyboardInterrupt, a bug: undone, then raised
+        _undo_begun(roots, disk, held, begun.to_undo(), exc, begun.failed)
         raise
-    # Every file is in place and fsynced: from here the transaction only goes forward. The clean-up needs no
-    # space (unlinks, rmdirs, fsyncs), so one failure is retried once; if it fails again the journal stays
-    # and the next run finishes it (it finds every new file in place).
+    _complete_or_keep_journal(roots, disk, journal, entries, begun.dirty, held)
+    _check_deleted_stay_deleted(roots, entries)
+
+
+@dataclass
+class _Begun:
+    """What a write in progress has begun, for its undo and its error messages."""
+
+    failed: Path  # what to name if writing fails: the entry being written, else the journal
+    touched: list[Entry] = field(default_factory=list)  # every entry begun, but a deletion whose folder was gone
+    dirty: set[tuple[Area, tuple[str, ...]]] = field(default_factory=set)  # folders to fsync at the end
+
+    def to_undo(self, last_restored: bool = False) -> list[Entry]:
+        """The entries to roll back: all begun, but the last one when its changed original is back at its name
+        already (_Changed.restored: theirs, not to be rolled back)."""
+        return self.touched[:-1] if last_restored else self.touched
+
+
+def _write_entries(
+    roots: Roots, disk: Disk, entries: Sequence[Entry], contents: Sequence[bytes | None],
+    held: dict[tuple[Area, tuple[str, ...]], int], ctimes: Mapping[tuple[Area, str], int], begun: _Begun,
+) -> list[_Landed | None]:
+    """Step 4: every entry in order (_write_entry), noting in `begun` what each began; a pending SIGINT/SIGTERM
+    stops it between two files (WriteFailedError, after which the caller undoes what was begun)."""
+    landed: list[_Landed | None] = []
+    for entry, data in zip(entries, contents, strict=True):
+        if interrupt_pending():
+            raise WriteFailedError("interrupted by a signal; the tree was restored, nothing changed")
+        begun.failed = roots.path(entry.area) / entry.path
+        begun.touched.append(entry)
+        landed.append(_write_entry(roots, disk, entry, data, held, ctimes.get((entry.area, entry.path))))
+        if landed[-1] is None:
+            begun.touched.pop()
+        begun.dirty.add((entry.area, entry.parts[:-1]))
+    return landed
+
+
+def _undo_begun(
+    roots: Roots, disk: Disk, held: HeldFolders, touched: Sequence[Entry], exc: BaseException, failed: Path
+) -> None:
+    """Roll back the entries begun and drop the journal; if that fails too, RecoveryFailedError: the journal is
+    kept for the next run. Only what was begun: an entry never reached is as it was, and a path whose folder
+    went away (moved out by its owner) must not be recreated in the tree from the journal."""
+    try:
+        roll_back(roots, disk, touched, held)
+        drop_journal(roots, disk)
+    except (OSError, PatchkitError) as again:
+        raise RecoveryFailedError(
+            f"writing failed ({describe(exc)}) and so did restoring the tree ({describe(again)}); "
+            "the journal is kept",
+            where=str(failed),
+            hint="fix the cause (disk space, permissions), then run any patchkit command on this root: "
+            "it rolls the tree back first",
+        ) from None
+
+
+def _io_failure(exc: OSError, failed: Path) -> WriteFailedError:
+    """An I/O error while writing, once the tree was restored."""
+    return WriteFailedError(
+        f"writing failed: {exc.strerror}; the tree was restored, nothing changed",
+        where=str(failed),
+        hint="free disk space or fix permissions, then rerun",
+    )
+
+
+def _complete_or_keep_journal(
+    roots: Roots, disk: Disk, journal: Path, entries: Sequence[Entry], dirty: set[tuple[Area, tuple[str, ...]]],
+    held: HeldFolders,
+) -> None:
+    """Step 6 (_complete), retried once on failure; failing again, RecoveryFailedError with the journal kept.
+
+    Every file is in place and fsynced: from here the transaction only goes forward. The clean-up needs no space
+    (unlinks, rmdirs, fsyncs), so one failure is retried once; if it fails again the journal stays and the next
+    run finishes it (it finds every new file in place)."""
     try:
         _complete(roots, disk, entries, dirty, held)
     except (OSError, PatchkitError) as exc:
@@ -404,6 +467,10 @@ def _write_all(
                 where=str(journal),
                 hint="fix the cause, then run any patchkit command on this root: it completes the transaction",
             ) from None
+
+
+def _check_deleted_stay_deleted(roots: Roots, entries: Sequence[Entry]) -> None:
+    """Once done: WriteFailedError if a file this change deleted was created again meanwhile (_deleted_but_back)."""
     back = _deleted_but_back(roots, entries)
     if back is not None:
         raise WriteFailedError(

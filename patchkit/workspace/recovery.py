@@ -197,62 +197,94 @@ def _below_held(held: HeldFolders, area: Area, parts: tuple[str, ...]) -> int | 
 
 
 def _restore(roots: Roots, disk: Disk, entry: Entry, held: int | None = None) -> bool:
-    parts = entry.parts
-    name = parts[-1]
-    if held is not None:
-        parent: int | None = os.dup(held)
-    else:
-        parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=None)
+    """Put one entry back as the journal recorded it; whether its path needed changing.
+
+    Through its folder (`held`, the descriptor the writer held, or walked to by name): _restore_in_folder puts a
+    kept original back or compares the path with the journal's copy. Where that does not settle it (the folder is
+    gone, or the kept link is and the file is not as it was), the journal's copy is written back (_write_back)."""
+    parent = _entry_folder(roots, disk, entry, held, create=None)
     if parent is not None:
         try:
-            unlink_present(disk, parent, entry.temp)
-            kept = lstat_at(parent, entry.keep)
-            if kept is not None and entry.original is not None:
-                now = lstat_at(parent, name)
-                if now is not None and (now.st_dev, now.st_ino) == (kept.st_dev, kept.st_ino):
-                    disk.unlink(parent, entry.keep)  # never replaced: the original is still in place
-                    return False
-                differs = _differences(kept, entry.original)
-                if differs:
-                    kept_path = roots.path(entry.area).joinpath(*parts[:-1], entry.keep)
-                    raise RecoveryFailedError(
-                        f"the kept original of {entry.path} is not the file the journal recorded ({differs}): "
-                        "someone replaced or changed it after the transaction was interrupted; it was not put "
-                        "back, and the journal is kept",
-                        where=str(kept_path),
-                        hint=f"the tree may be half patched: restore {entry.path} (and every other file the journal "
-                        f"lists) from the engine image, then delete {kept_path} and "
-                        f"{roots.path(Area.STATE) / JOURNAL_NAME}",
-                    )
-                disk.replace(parent, entry.keep, name)  # the original inode goes back, exactly as it was
-                disk.fsync(parent, name)
-                return True
-            unlink_present(disk, parent, entry.keep)  # no original to keep: not ours (cannot be, in a trusted journal)
-            if entry.before.unread:
-                # A stale cache whose kept name is gone (never renamed yet, or removed by the tree's owner): there
-                # is no copy to write back, and none is needed (the interpreter rebuilds a cache).
-                return False
-            now_snap = read_entry(parent, name, entry.path, str(roots.path(entry.area) / entry.path))
-            if _same(now_snap, entry.before):
-                return False
-            if entry.before.data is None:
-                unlink_present(disk, parent, name)
-                disk.fsync(parent, name)
-                return True
+            settled = _restore_in_folder(roots, disk, entry, parent)
         finally:
             os.close(parent)
+        if settled is not None:
+            return settled
     if entry.before.data is None:  # absent before, or an unread cache (never copied: nothing to write back)
         return False
-    # The kept link is gone: write the journal's copy back (setuid/setgid/sticky are not restored).
-    assert entry.before.mode is not None
+    return _write_back(roots, disk, entry, held)
+
+
+def _entry_folder(
+    roots: Roots, disk: Disk, entry: Entry, held: int | None, *, create: dict[str, int | None] | None
+) -> int | None:
+    """A descriptor of the entry's folder (the caller closes it): the held one, duplicated, else walked to from
+    the root by name (open_parent: None when it is gone and `create` is None)."""
     if held is not None:
-        parent = os.dup(held)
-    else:
-        parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=dict(entry.folders))
+        return os.dup(held)
+    return open_parent(roots, entry.area, entry.parts[:-1], entry.path, disk, create=create)
+
+
+def _restore_in_folder(roots: Roots, disk: Disk, entry: Entry, parent: int) -> bool | None:
+    """The entry restored through its folder `parent`: the temp file goes, a kept original goes back
+    (_put_back_kept), else the path is compared with the journal's copy. Whether the path needed changing, or
+    None when the journal's copy must be written back."""
+    name = entry.parts[-1]
+    unlink_present(disk, parent, entry.temp)
+    kept = lstat_at(parent, entry.keep)
+    if kept is not None and entry.original is not None:
+        return _put_back_kept(roots, disk, entry, parent, kept)
+    unlink_present(disk, parent, entry.keep)  # no original to keep: not ours (cannot be, in a trusted journal)
+    if entry.before.unread:
+        # A stale cache whose kept name is gone (never renamed yet, or removed by the tree's owner): there is no
+        # copy to write back, and none is needed (the interpreter rebuilds a cache).
+        return False
+    now_snap = read_entry(parent, name, entry.path, str(roots.path(entry.area) / entry.path))
+    if _same(now_snap, entry.before):
+        return False
+    if entry.before.data is None:
+        unlink_present(disk, parent, name)
+        disk.fsync(parent, name)
+        return True
+    return None
+
+
+def _put_back_kept(roots: Roots, disk: Disk, entry: Entry, parent: int, kept: os.stat_result) -> bool:
+    """The original's kept link `kept`: dropped when the original was never replaced (False); else checked
+    against what the journal recorded of it (RecoveryFailedError, the journal kept, when it is another file)
+    and renamed back over the path, the original inode exactly as it was (True)."""
+    assert entry.original is not None
+    name = entry.parts[-1]
+    now = lstat_at(parent, name)
+    if now is not None and (now.st_dev, now.st_ino) == (kept.st_dev, kept.st_ino):
+        disk.unlink(parent, entry.keep)  # never replaced: the original is still in place
+        return False
+    differs = _differences(kept, entry.original)
+    if differs:
+        kept_path = roots.path(entry.area).joinpath(*entry.parts[:-1], entry.keep)
+        raise RecoveryFailedError(
+            f"the kept original of {entry.path} is not the file the journal recorded ({differs}): "
+            "someone replaced or changed it after the transaction was interrupted; it was not put "
+            "back, and the journal is kept",
+            where=str(kept_path),
+            hint=f"the tree may be half patched: restore {entry.path} (and every other file the journal "
+            f"lists) from the engine image, then delete {kept_path} and "
+            f"{roots.path(Area.STATE) / JOURNAL_NAME}",
+        )
+    disk.replace(parent, entry.keep, name)  # the original inode goes back, exactly as it was
+    disk.fsync(parent, name)
+    return True
+
+
+def _write_back(roots: Roots, disk: Disk, entry: Entry, held: int | None) -> bool:
+    """The kept link is gone: write the journal's copy back, with the folders it was in (setuid, setgid and
+    sticky are not restored)."""
+    assert entry.before.data is not None and entry.before.mode is not None
+    parent = _entry_folder(roots, disk, entry, held, create=dict(entry.folders))
     assert parent is not None
     try:
         owner = None if entry.original is None else (entry.original.uid, entry.original.gid)
-        put_file(disk, parent, name, entry.before.data, entry.before.mode & PERMISSION_BITS, owner=owner)
+        put_file(disk, parent, entry.parts[-1], entry.before.data, entry.before.mode & PERMISSION_BITS, owner=owner)
     finally:
         os.close(parent)
     return True

@@ -112,7 +112,7 @@ def command(
     )
     if write_baseline:
         path, count = write_lint_baseline(request)
-        click.echo(f"patchkit lint: wrote {count} accepted patch site{'' if count == 1 else 's'} to {path}", err=True)
+        echo(f"patchkit lint: wrote {count} accepted patch site{'' if count == 1 else 's'} to {path}", err=True)
         ctx.exit(int(ExitCode.OK))
     report = run_lint(request)
     chosen = OutputFormat(output_format)

@@ -1,45 +1,25 @@
-"""Options shared by several commands, as decorators, and the one way a patch command runs and reports."""
+"""Options shared by several commands, as decorators, and the one way a patch command runs (run.command) and
+reports (speak.answer)."""
 
 from __future__ import annotations
 
 import functools
-import gc
 import os
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple, TypeVar, cast
+from typing import Any, NamedTuple, TypeVar, cast
 
 import click
 from click.core import ParameterSource
 
-from patchkit.errors import ExitCode, PatchkitError
-from patchkit.input.registry import check_registry_folder, find_locations, list_patch_ids, resolve_patch, stray_folders
-from patchkit.input.tree import open_root
-from patchkit.outcome import Action, PatchState, Result
-from patchkit.run.actions import Invocation, Options, Outcome, run
-from patchkit.speak.console import echo, json_option, print_lock_wait, progress, settings, warn
-from patchkit.speak.report import (
-    cause_lines,
-    change_lines,
-    hunk_table,
-    outcome_json,
-    provenance_line,
-    render_json,
-    series_json,
-    series_lines,
-    series_status_table,
-    strict_base_lines,
-    summary_line,
-    table_hint,
-    table_totals,
-    versioned,
-)
-from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, LockWait, recover_pending
-
-if TYPE_CHECKING:
-    from patchkit.run.series import SeriesOutcome
-    from patchkit.workspace.recovery import Recovery
+from patchkit.errors import PatchkitError
+from patchkit.input.registry import check_registry_folder, find_locations, list_patch_ids, stray_folders
+from patchkit.outcome import Action
+from patchkit.run.actions import Invocation, Options
+from patchkit.run.command import Hooks, Request, cycles_uncollected, run_command
+from patchkit.speak.answer import emit_answer, emit_recovery
+from patchkit.speak.console import json_option, print_lock_wait, progress, settings, warn
+from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -170,11 +150,15 @@ def root_words(root: str, package: str | None = None, python: str | None = None)
     return ("--root-from-package", package, "--python", str(Path(python).absolute()) if os.sep in python else python)
 
 
+def given_root_words(root: str) -> tuple[str, ...]:
+    """How this run named its tree (folded by _one_root), else `--root ROOT`."""
+    found = click.get_current_context().meta.get(_ROOT_WORDS)
+    return found if isinstance(found, tuple) else root_words(root)
+
+
 def invocation(root: str, patches: Path, selection: Selection) -> Invocation:
     """This run's Invocation: the tree as it was named, the registry and --target, ready to be spelled again."""
-    found = click.get_current_context().meta.get(_ROOT_WORDS)
-    words = found if isinstance(found, tuple) else root_words(root)
-    return Invocation(words, str(patches.absolute()), tuple(selection.target or ()))
+    return Invocation.of(given_root_words(root), patches, selection.target)
 
 
 def _one_selection(func: F) -> F:
@@ -259,106 +243,28 @@ def run_patch_command(
     options: Options,
     keep_going: bool = False,
 ) -> None:
-    """Resolve PATCH (or the --all series), run the action, print the report and exit with the outcome's code."""
+    """Run PATCH (or the --all series) with run.command.run_command, print its answer (speak.answer) and exit
+    with its code."""
     if keep_going and selection.patch is not None:
         raise click.UsageError("--keep-going goes with --all")
-    # A short-lived command whose data (the hunk set, the files) holds no reference cycles: the garbage
-    # collector's passes over it are pure cost (about 5% of a large status).
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        _run_patch_command(action, selection, root, patches_dir, as_json, options, keep_going)
-    finally:
-        if collecting:
-            gc.enable()
-
-
-def _run_patch_command(
-    action: Action, selection: Selection, root: str, patches_dir: str | None, as_json: bool, options: Options,
-    keep_going: bool,
-) -> None:
-    verbose = settings().verbose
-    with progress() as shown:
-        # One wait for the whole command: --lock-timeout is the time it waits in all, and who it waits for is
-        # said once, on a terminal's progress line or as a plain line (a container's log).
-        on_wait = shown.lock_wait if shown is not None else print_lock_wait
-        options = replace(options, on_lock_wait=on_wait, lock_wait=LockWait(options.lock_timeout, on_wait))
-        # The root is opened here, once for the whole command: the lock, the state folder, recovery, every read
-        # and the transaction work on this descriptor (tree.Root), and it is closed when the command ends.
-        with open_root(Path(root)) as handle:
-            # An interrupted transaction is undone before anything else, even if the manifest turns out broken.
-            emit_recovery(recover_pending(handle, options.lock_patience()))
-            patches = find_locations(patches=patches_dir).patches
-            commands = invocation(root, patches, selection)
-            options = replace(options, invocation=commands)
-            if selection.patch is None:
-                from patchkit.run.series import load_series, run_series  # lazy: the CLI (only --all runs a series)
-
-                warn_stray_folders(patches)
-                specs = load_series(patches, selection.target)
-                series = run_series(specs, handle, action, options, keep_going=keep_going, progress=shown)
-            else:
-                outcome = run(resolve_patch(selection.patch, patches), handle, action, options, progress=shown)
-    if selection.patch is None:
-        emit_series(series, as_json, verbose, commands)
-        click.get_current_context().exit(int(series.exit_code))
-    emit_outcome(outcome, as_json, verbose, commands)
-    click.get_current_context().exit(int(outcome.exit_code))
+    request = Request(
+        action, selection.patch, selection.target, Path(root), given_root_words(root), patches_dir, options,
+        keep_going,
+    )
+    with cycles_uncollected():
+        with progress() as shown:
+            # Who the command waits for is said on a terminal's progress line, or as a plain line (a container's log).
+            on_wait = shown.lock_wait if shown is not None else print_lock_wait
+            answer = run_command(request, Hooks(emit_recovery, warn_stray_folder, on_wait, shown))
+        emit_answer(answer, as_json, settings().verbose)
+        click.get_current_context().exit(int(answer.exit_code))
 
 
 def warn_stray_folders(folder: Path) -> None:
     """A folder of the registry without manifest.toml is not a patch: say so rather than skip it silently."""
     for stray in stray_folders(folder):
-        warn(f"{stray.absolute()}: no manifest.toml, so it is not a patch; skipped")
+        warn_stray_folder(stray)
 
 
-def emit_recovery(recovery: Recovery | None) -> None:
-    if recovery is not None:
-        echo(f"patchkit: {recovery.message}", err=True)
-
-
-def emit_fast_path(used: bool) -> None:
-    """With PATCHKIT_DEBUG_FASTPATH set: say on stderr whether the restart fast path answered (for tests)."""
-    if os.environ.get("PATCHKIT_DEBUG_FASTPATH"):
-        click.echo(f"patchkit: debug: fast path {'used' if used else 'not used'}", err=True)
-
-
-def emit_outcome(outcome: Outcome, as_json: bool, verbose: bool, commands: Invocation | None = None) -> None:
-    """One line; on a refusal the cause first (the whole table with -v); with --dry-run the files it would
-    write. -q prints only a refusal's lines."""
-    emit_recovery(outcome.recovered)
-    emit_fast_path(outcome.fast_path)
-    if as_json:
-        echo(render_json(versioned(outcome_json(outcome))))
-        return
-    refused = outcome.result is Result.REFUSED
-    if settings().quiet and not (refused or outcome.exit_code is ExitCode.BASE_MISMATCH):
-        return
-    echo(summary_line(outcome))
-    line = provenance_line(outcome, verbose, commands)
-    if line is not None:
-        echo(line)
-    lines = strict_base_lines(outcome)
-    if verbose:
-        table = hunk_table(outcome)
-        lines += table + table_totals(outcome, table)
-    elif refused or outcome.reason:  # a status can have a reason too (a file not under the root)
-        lines += cause_lines(outcome)
-        if outcome.tree.state is not PatchState.UNAPPLIED:  # a provenance refusal: the hunks are not the cause
-            lines.append(table_hint(outcome, commands))
-    if outcome.result is Result.DRY_RUN:
-        lines += change_lines(outcome)
-    if lines:  # one write: -v prints a row per hunk (ten thousand on a large patch)
-        echo("\n".join(lines))
-
-
-def emit_series(series: SeriesOutcome, as_json: bool, verbose: bool, commands: Invocation | None = None) -> None:
-    emit_recovery(series.recovered)
-    emit_fast_path(bool(series.outcomes) and all(o.fast_path for o in series.outcomes))
-    if as_json:
-        echo(render_json(versioned(series_json(series))))
-        return
-    if settings().quiet and not (series.left or series.exit_code is ExitCode.BASE_MISMATCH):
-        return
-    table = series_status_table if series.action is Action.STATUS else series_lines
-    echo("\n".join(table(series, verbose, commands)))  # one write: -v prints a row per hunk
+def warn_stray_folder(stray: Path) -> None:
+    warn(f"{stray.absolute()}: no manifest.toml, so it is not a patch; skipped")
