@@ -145,7 +145,7 @@ MUTANTS: tuple[Mutant, ...] = (
     # Since issue #25's third pass the plan's check takes the round trip's reading of each moved file
     # (judge_planned); what it still checks must be checked.
     m("planned-way-back-unchecked", "patchkit/judge/state.py",
-      "if set(back_reading.states) - {want} or back_reading.positions != moved_positions(",
+      "if set(back_reading.states) - {moving} or back_reading.positions != moved_positions(",
       "if False and back_reading.positions != moved_positions(",
       ["tests/test_plan.py::test_the_plans_check_judges_again_what_the_round_trip_cannot_vouch_for"],
       "the plan's check believes a round trip's reading whose way back does not lead to the tree's reading"),

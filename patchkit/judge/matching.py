@@ -237,7 +237,7 @@ def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: in
         if git_pos != pos:
             out.append(Located(
                 HunkState.AMBIGUOUS, None, 0,
-                f"the {_image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
+                f"the {image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
                 f"it (line {expected + 1}), and at line {_line(git_pos)}, nearest to the line its header names "
                 f"(line {header + 1}); a look-alike is near, and position cannot tell which one is the hunk",
                 (pos,) + ((git_pos,) if git_pos is not None else ()), len(image),
@@ -247,7 +247,8 @@ def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: in
     return out
 
 
-def _image_name(state: HunkState) -> str:
+def image_name(state: HunkState) -> str:
+    """How a report names the image a state reads: the post-image for applied, else the pre-image."""
     return "post-image" if state is HunkState.APPLIED else "pre-image"
 
 
