@@ -31,6 +31,7 @@ from patchkit.judge.matching import (
     Place,
     Reading,
     image_name,
+    locate,
     possible_places,
     read_file,
     simulate_git,
@@ -483,31 +484,37 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Has
     if not old_blob and not new_blob:
         return None
     lines = content.lines
-    n = len(lines)
     found: list[Reading] = []
-    stack: list[tuple[tuple[Located, ...], int]] = [((), 0)]  # (hunks read so far, lines they added)
+    # Depth first, as read_file: a reading goes on in place while each hunk reads one way; a hunk that reads
+    # both ways leaves the applied branch on the stack for after the unapplied one. (hunks read, lines they added)
+    stack: list[tuple[list[Located], int]] = [([], 0)]
     while stack and len(found) + len(stack) <= MAX_READINGS:
         located, growth = stack.pop()
-        i = len(located)
-        if i == len(hunks):
+        for i in range(len(located), len(hunks)):
+            hunk = hunks[i]
+            pos = hunk.old_index + growth
+            old, new = hunk.old_lines, hunk.new_lines
+            # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
+            # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
+            applied = locate(content, new, pos, 0, hunk.new_start <= 1, hunk.at_end, search=False) == pos
+            unapplied = locate(content, old, pos, 0, hunk.old_start <= 1, hunk.at_end, search=False) == pos
+            grows = hunk.new_len - hunk.old_len  # if read applied
+            if applied and unapplied:
+                stack.append(([*located, Located(HunkState.APPLIED, pos, len(new), None)], growth + grows))
+                if len(found) + len(stack) + 1 > MAX_READINGS:  # this one counts too: too many readings
+                    return None
+            if unapplied:
+                located.append(Located(HunkState.UNAPPLIED, pos, len(old), None))
+            elif applied:
+                located.append(Located(HunkState.APPLIED, pos, len(new), None))
+                growth += grows
+            else:
+                break
+        else:
             if _gives(rewrite_lines(lines, hunks, located, forward=False), old_blob, hashed) or _gives(
                 rewrite_lines(lines, hunks, located, forward=True), new_blob, hashed
             ):
-                found.append(Reading(located, tuple(loc.pos or 0 for loc in located)))
-            continue
-        hunk = hunks[i]
-        pos = hunk.old_index + growth
-        for state, image, start, grows in (
-            (HunkState.APPLIED, hunk.new_lines, hunk.new_start, hunk.new_len - hunk.old_len),
-            (HunkState.UNAPPLIED, hunk.old_lines, hunk.old_start, 0),
-        ):
-            # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
-            # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
-            end = pos + len(image)
-            pinned = (start <= 1 and pos != 0) or (hunk.trailing == 0 and end != n)
-            # content.matches_at, inline: this loop runs twice per hunk of every judged file
-            if not pinned and pos >= 0 and end <= n and lines[pos:end] == tuple(image):
-                stack.append(((*located, Located(state, pos, len(image), None)), growth + grows))
+                found.append(Reading(tuple(located), tuple(loc.pos or 0 for loc in located)))
     if stack or not found or len({r.states for r in found}) > 1:
         return None
     # What patchkit writes is what git would write: a pure reading must be where git puts it (section 4).
