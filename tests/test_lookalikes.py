@@ -413,3 +413,33 @@ def test_a_pre_image_copy_above_a_doubling_hunk_is_its_post_image(tmp_path: Path
     first = _hunks(doc)[0]
     assert first["state"] == "ambiguous" and len(set(first["candidate_lines"])) >= 2, first
     _refuses_every_write(root, registry, drifted)
+
+
+
+# The overlapping shape again, below a plain change whose pre-image has a copy near the top of the file (in the
+# base too). The copy makes hunk 1 uncertain, so hunks 1 and 2 are one run of exact gaps, between the start of
+# the file and hunk 3 (an anchor). Hunk 1's one place inside the run is exactly its gap past the start of the
+# file (the copy is above it, in the lines the gap keeps), and only from there does hunk 2's rival, the pre-image
+# inside its post-image, fit: a bound one line stricter than the gap drops the run, and with it the rival
+# (issue #37: the curated mutant rivals-left-bound-strict, which test_matching_reference kills only at 3,000).
+LEFT_COPY = b"p\nx = 1\nq\n"
+FILL_F = b"".join(b"f%d\n" % i for i in range(4))
+FILL_G = b"".join(b"g%d\n" % i for i in range(4))
+LEFT_B = LEFT_COPY + FILL_F + LEFT_COPY + FILL_G + OVER_B
+LEFT_T = LEFT_COPY + FILL_F + LEFT_COPY.replace(b"x = 1", b"x = 2") + FILL_G + OVER_T
+
+
+def test_a_rival_exactly_at_the_gap_past_an_uncertain_hunk_is_a_rival(tmp_path: Path, registry: Registry) -> None:
+    # Patched, a line added at the end (no blob id names it): hunk 1 applied where its header puts it, hunk 2
+    # read as applied keeps every gap but is also its pre-image with lines added (as in the tests above).
+    tree = LEFT_T + b"# local\n"
+    root = _setup(tmp_path, registry, LEFT_B, LEFT_T, tree, context=1)
+    code, doc = _status(root, registry)
+    assert (code, doc["state"]) == (5, "ambiguous"), doc
+    first, second, third = _hunks(doc)
+    assert (first["state"], third["state"]) == ("applied", "applied"), doc
+    over = 1 + LEFT_T.count(b"\n", 0, LEFT_T.index(b"h7\n"))  # the 1-based line of hunk 2's images
+    assert second["state"] == "ambiguous" and set(second["candidate_lines"]) == {over}, second
+    assert f"post-image is at line {over}" in second["detail"], second
+    assert f"pre-image is also at line {over}" in second["detail"], second
+    _refuses_every_write(root, registry, tree)

@@ -25,20 +25,33 @@ def test_split_lines_keeps_endings_and_a_missing_final_newline() -> None:
 
 def test_nearest_match_in_git_order_and_low_bound() -> None:
     content = lines(b"x\n", b"y\n", b"x\n", b"y\n", b"x\n", b"y\n")
-    assert locate(content, [b"x\n", b"y\n"], 3, 0, False, False) == 4  # 2 and 4 tie: git looks down first
-    assert locate(content, [b"x\n", b"y\n"], 5, 0, False, False) == 4
-    assert locate(content, [b"x\n", b"y\n"], 0, 1, False, False) == 2
-    assert locate(content, [b"z\n"], 0, 0, False, False) is None
+    assert locate(content, (b"x\n", b"y\n"), 3, 0, False, False) == 4  # 2 and 4 tie: git looks down first
+    assert locate(content, (b"x\n", b"y\n"), 5, 0, False, False) == 4
+    assert locate(content, (b"x\n", b"y\n"), 0, 1, False, False) == 2
+    assert locate(content, (b"z\n",), 0, 0, False, False) is None
 
 
 def test_anchors() -> None:
     content = lines(b"a\n", b"b\n", b"a\n", b"b\n")
-    assert locate(content, [b"a\n", b"b\n"], 2, 0, True, False) == 0
-    assert locate(content, [b"a\n", b"b\n"], 0, 0, False, True) == 2
-    assert locate(content, [b"b\n", b"a\n"], 1, 0, True, False) is None
+    assert locate(content, (b"a\n", b"b\n"), 2, 0, True, False) == 0
+    assert locate(content, (b"a\n", b"b\n"), 0, 0, False, True) == 2
+    assert locate(content, (b"b\n", b"a\n"), 1, 0, True, False) is None
     # an image anchored at both ends is the whole file
-    assert locate(lines(), [], 0, 0, True, True) == 0
-    assert locate(content, [], 0, 0, True, True) is None
+    assert locate(lines(), (), 0, 0, True, True) == 0
+    assert locate(content, (), 0, 0, True, True) is None
+
+
+def test_the_first_look_alone_answers_only_at_the_expected_line_or_the_pin() -> None:
+    # search=False (the proof, the common case of read_file, simulate_git's first try): the image at the line
+    # asked, or at its pin, else None, though it occurs elsewhere; the full search finds that other place.
+    content = lines(b"x\n", b"y\n", b"a\n", b"x\n", b"y\n")
+    assert locate(content, (b"x\n", b"y\n"), 3, 0, False, False, search=False) == 3
+    assert locate(content, (b"x\n", b"y\n"), 2, 0, False, False, search=False) is None
+    assert locate(content, (b"x\n", b"y\n"), 2, 0, False, False) == 3
+    assert locate(content, (b"x\n", b"y\n"), 3, 4, False, False, search=False) is None  # before `low`
+    assert locate(content, (b"x\n", b"y\n"), 2, 0, False, True, search=False) == 3  # pinned to the end
+    assert locate(content, (b"x\n", b"y\n"), 2, 0, True, False, search=False) == 0  # pinned to the start
+    assert locate(content, (b"a\n",), 0, 0, False, True, search=False) is None  # not at the end: nowhere
 
 
 def only(content: FileLines, *hunks: Hunk) -> tuple[tuple[HunkState, ...], tuple[int | None, ...]]:

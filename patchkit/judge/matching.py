@@ -77,27 +77,34 @@ def git_order(pos: int, expected: int) -> tuple[int, bool]:
 
 
 def locate(
-    content: FileLines, image: Sequence[bytes], expected: int, low: int, at_start: bool, at_end: bool
+    content: FileLines, image: tuple[bytes, ...], expected: int, low: int, at_start: bool, at_end: bool, *,
+    search: bool = True,
 ) -> int | None:
-    """The position of `image` nearest to `expected` in git's order, not before `low`; None if it does not occur."""
-    n, m = len(content.lines), len(image)
-    expected = min(max(expected, 0), n)
-    if at_start and at_end:  # the image is the whole file
-        candidates: Sequence[int] = [0] if n == m else []
-    elif at_start:
-        candidates = [0]
-    elif at_end:
-        candidates = [n - m]
-    elif m == 0:
-        candidates = [max(expected, low)]
-    elif content.matches_at(image, expected) and expected >= low:
-        return expected
+    """The position of `image` nearest to `expected` in git's order, not before `low` (>= 0); None if it does not
+    occur.
+
+    The one place an image is located (read_file, state.py's blob-id proof and simulate_git ask it too), with
+    the fast case first: an image git pins to the start or the end of the file (`at_start`, `at_end`) is
+    there or nowhere, and any other one found at `expected` itself is the nearest. `search=False` stops there:
+    the position only if the image is at `expected` (or at its pin), without the search of the whole file.
+    """
+    lines = content.lines
+    n, m = len(lines), len(image)
+    if at_start or at_end:
+        if at_start and at_end and n != m:  # the image is the whole file
+            return None
+        first = 0 if at_start else n - m
     else:
-        candidates = sorted((p for p in content.positions(image[0]) if p >= low), key=lambda p: git_order(p, expected))
-    for pos in candidates:
-        if low <= pos and pos + m <= n and (m == 0 or content.matches_at(image, pos)):
-            return pos
-    return None
+        first = expected
+    if low <= first and first + m <= n and lines[first:first + m] == image:
+        return first
+    if at_start or at_end or not search:
+        return None
+    expected = min(max(expected, 0), n)
+    if m == 0:
+        return max(expected, low) if max(expected, low) <= n else None
+    candidates = sorted((p for p in content.positions(image[0]) if p >= low), key=lambda p: git_order(p, expected))
+    return next((pos for pos in candidates if content.matches_at(image, pos)), None)
 
 
 def image_of(hunk: Hunk, state: HunkState) -> tuple[bytes, ...]:
@@ -116,11 +123,8 @@ def _find(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: 
 
 def _here(content: FileLines, hunk: Hunk, state: HunkState, expected: int, low: int) -> int | None:
     """`expected` if the image matches there (a pinned image: where its pin puts it, if that is `expected`)."""
-    at_start, at_end = _pinned(hunk, state)
-    if at_start or at_end:
-        pos = _find(content, hunk, state, expected, low)
-        return pos if pos == expected else None
-    return expected if expected >= low and content.matches_at(image_of(hunk, state), expected) else None
+    pos = locate(content, image_of(hunk, state), expected, low, *_pinned(hunk, state), search=False)
+    return pos if pos == expected else None
 
 
 class Reading(NamedTuple):
@@ -157,8 +161,6 @@ def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading],
     stack: list[tuple[list[Located], list[int], int, int, int]] = [([], [], 0, 0, 0)]
     cut = False
     count = len(hunks)
-    lines = content.lines
-    n = len(lines)
     starts = [hunk.old_index for hunk in hunks]
     while stack:
         located, expecteds, end, low, growth = stack.pop()
@@ -169,20 +171,19 @@ def read_file(content: FileLines, hunks: Sequence[Hunk]) -> tuple[list[Reading],
             # keep the gap of unchanged lines the diff has between this hunk and the one before it
             expected = start if i == 0 else end + start - (starts[i - 1] + hunks[i - 1].old_len)
             header = start + growth  # where the header puts it, given the states read so far
-            if header == expected and expected >= low and hunk.trailing and hunk.old_start > 1 and hunk.new_start > 1:
-                # The common case, inline: no image is pinned, git's line is the running one, and exactly one
+            if header == expected and hunk.trailing and hunk.old_start > 1 and hunk.new_start > 1:
+                # The common case, first: no image is pinned, git's line is the running one, and exactly one
                 # image is at `expected`: that decides, as _choices would (the other could only tie there).
                 # One choice never meets MAX_READINGS: the readings done, waiting and this one are at most it.
                 old, new = hunk.old_lines, hunk.new_lines
-                stop_old, stop_new = expected + len(old), expected + len(new)
-                pre = stop_old <= n and lines[expected:stop_old] == old
-                if pre is not (stop_new <= n and lines[expected:stop_new] == new):
-                    if pre:
+                at_old = locate(content, old, expected, low, False, False, search=False) is not None
+                if at_old is not (locate(content, new, expected, low, False, False, search=False) is not None):
+                    if at_old:
                         located.append(Located(HunkState.UNAPPLIED, expected, len(old), None))
-                        end = low = stop_old
+                        end = low = expected + len(old)
                     else:
                         located.append(Located(HunkState.APPLIED, expected, len(new), None))
-                        end = low = stop_new
+                        end = low = expected + len(new)
                         growth += len(new) - len(old)
                     expecteds.append(expected)
                     i += 1
@@ -237,7 +238,7 @@ def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: in
         if git_pos != pos:
             out.append(Located(
                 HunkState.AMBIGUOUS, None, 0,
-                f"the {_image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
+                f"the {image_name(state)} is found at line {pos + 1}, nearest to where the hunks before it put "
                 f"it (line {expected + 1}), and at line {_line(git_pos)}, nearest to the line its header names "
                 f"(line {header + 1}); a look-alike is near, and position cannot tell which one is the hunk",
                 (pos,) + ((git_pos,) if git_pos is not None else ()), len(image),
@@ -247,7 +248,8 @@ def _choices(content: FileLines, hunk: Hunk, expected: int, header: int, low: in
     return out
 
 
-def _image_name(state: HunkState) -> str:
+def image_name(state: HunkState) -> str:
+    """How a report names the image a state reads: the post-image for applied, else the pre-image."""
     return "post-image" if state is HunkState.APPLIED else "pre-image"
 
 
@@ -337,8 +339,7 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
     found: list[int | None] = []
     shift = 0  # lines the hunks applied so far added: image line = current line + shift, past them
     end = 0  # current line just past the last hunk applied
-    lines = content.lines
-    n = len(lines)
+    n = len(content.lines)
     from_state = HunkState.APPLIED if reverse else HunkState.UNAPPLIED
     for i, hunk in enumerate(hunks):
         if reverse:  # the image git starts from, the one it writes, and the header line it looks at
@@ -349,10 +350,11 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
         expected = new_start - 1 if new_start else 0
         # git tries the expected line first: when the image is there (past the hunks applied so far, so the
         # image as modified has the current lines there), that is git's answer, without building the image.
+        # `here` is that line (its pin's, if pinned) in current lines: locate looks there only, without the start
+        # pin (`here` already is image line 0) and with the end pin (the image must also end the file there).
         first = 0 if at_start else (n + shift - len(old) if at_end else expected)
         here = first - shift
-        stop = here + len(old)
-        if here >= end and stop <= n and lines[here:stop] == old and (not at_end or stop == n):
+        if locate(content, old, here, end, False, at_end, search=False) == here:
             pos: int | None = here
         else:
             image = _modified(content, hunks[:i], found, from_state)
@@ -381,7 +383,8 @@ def _modified(content: FileLines, hunks: Sequence[Hunk], found: Sequence[int | N
     return out
 
 
-def _git_locate(content: FileLines, image: Sequence[bytes], expected: int, at_start: bool, at_end: bool) -> int | None:
+def _git_locate(content: FileLines, image: tuple[bytes, ...], expected: int, at_start: bool, at_end: bool
+                ) -> int | None:
     """locate() as git matches: an image whose last line lacks its newline ("\\ No newline at end of file")
     also matches, away from the end of the file, a line that continues with whitespace only (git compares the
     image's bytes as a prefix, and line hashes that ignore whitespace). patchkit itself never matches that way;

@@ -30,6 +30,8 @@ from patchkit.judge.matching import (
     Located,
     Place,
     Reading,
+    image_name,
+    locate,
     possible_places,
     read_file,
     simulate_git,
@@ -49,9 +51,6 @@ __all__ = [
     "replay_sections",
     "scan_tree",
 ]
-
-A, U = HunkState.APPLIED, HunkState.UNAPPLIED
-
 
 def scan_tree(root: Root, hunk_set: HunkSet) -> TreeState:
     """Read every path of the filtered hunk set once and judge each section."""
@@ -113,10 +112,10 @@ class Known(NamedTuple):
 
 
 def _moved_reading(verdict: FileVerdict, forward: bool) -> Known | None:
-    """What judge_lines would give the content rewrite_section(verdict, forward) writes, or None.
+    """What _judge_lines would give the content rewrite_section(verdict, forward) writes, or None.
 
     The round trip of that judgement decided the moved content (`moved`) and checked that moving it back
-    gives the content it came from. judge_lines on the moved content decides the same reading and runs the
+    gives the content it came from. _judge_lines on the moved content decides the same reading and runs the
     same round trip from the other end: moving back gives that content again, whose reading the judgement
     also has (the verdict's own for a pure reading; for a partial one, the round trip's other end). Left to
     check: that reading is all of the other state, exactly where the moved positions put it. The moved
@@ -125,7 +124,8 @@ def _moved_reading(verdict: FileVerdict, forward: bool) -> Known | None:
     if verdict.section.op in (FileOp.CREATE, FileOp.DELETE):
         return None
     own = Reading(tuple(hv.located for hv in verdict.hunks), tuple(hv.expected for hv in verdict.hunks))
-    if U not in own.states if forward else A not in own.states:
+    moving = HunkState.UNAPPLIED if forward else HunkState.APPLIED  # the state of the hunks this direction moves
+    if moving not in own.states:
         # No hunk moves (only the mode or the name may): the content is the one judged, and so its reading.
         source = verdict.source_path
         data = verdict.judged_on[source].data if source is not None else None
@@ -138,8 +138,7 @@ def _moved_reading(verdict: FileVerdict, forward: bool) -> Known | None:
     back = verdict.moved[not forward]
     back_reading = own if back is None else back.reading
     hunks = [hv.hunk for hv in verdict.hunks]
-    want = U if forward else A
-    if set(back_reading.states) - {want} or back_reading.positions != moved_positions(
+    if set(back_reading.states) - {moving} or back_reading.positions != moved_positions(
         hunks, moved.reading.located, forward=not forward
     ):
         return None
@@ -183,6 +182,7 @@ def replay_sections(
 
 
 def _undecided(verdict: FileVerdict) -> Undecided | None:
+    """Why nothing can be written from `verdict` (a hunk or the file conflicted or ambiguous), or None."""
     where = verdict.section.path
     for hv in verdict.hunks:
         if hv.state in (HunkState.CONFLICT, HunkState.AMBIGUOUS):
@@ -202,21 +202,10 @@ def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) 
     must each read as applied, and the others, applied in turn from the tree, must each read as unapplied.
     The largest j that holds wins. If none does, the chain is judged forward on the tree (partial, conflict).
     """
-
-    def stack(order: Sequence[int], want: PatchState, forward: bool, out: list[FileVerdict | None]) -> bool:
-        overlay = dict(snapshots)
-        for i in order:
-            verdict = judge_section(chain[i], overlay)
-            if verdict.state is not want:
-                return False
-            out[i] = verdict
-            overlay.update(rewrite_section(verdict, forward=forward))
-        return True
-
     for j in range(len(chain), -1, -1):
         found: list[FileVerdict | None] = [None] * len(chain)
-        if stack(range(j - 1, -1, -1), PatchState.APPLIED, False, found) and stack(
-            range(j, len(chain)), PatchState.UNAPPLIED, True, found
+        if _stack_reads(chain, snapshots, range(j - 1, -1, -1), PatchState.APPLIED, found) and _stack_reads(
+            chain, snapshots, range(j, len(chain)), PatchState.UNAPPLIED, found
         ):
             return [v for v in found if v is not None]
     overlay = dict(snapshots)
@@ -229,66 +218,96 @@ def _judge_chain(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot]) 
     return verdicts
 
 
+def _stack_reads(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot], order: Sequence[int],
+                 want: PatchState, found: list[FileVerdict | None]) -> bool:
+    """Do the sections `order` names, judged one after the other, each read `want` on what the ones before them
+    leave? Each is moved away from `want` before the next (applied ones reverted, unapplied ones applied), and
+    its verdict stored in `found`."""
+    overlay = dict(snapshots)
+    for i in order:
+        verdict = judge_section(chain[i], overlay)
+        if verdict.state is not want:
+            return False
+        found[i] = verdict
+        overlay.update(rewrite_section(verdict, forward=want is PatchState.UNAPPLIED))
+    return True
+
+
 def _verify_chain(
     chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot], verdicts: list[FileVerdict]
 ) -> list[FileVerdict]:
-    """The chain's round trip, through replay_sections exactly as a plan would run it."""
+    """The chain's round trip, through replay_sections exactly as a plan would run it: the verdicts if it holds,
+    else every one of them ambiguous, saying why."""
     state = combine(v.state for v in verdicts)
     if state not in (PatchState.APPLIED, PatchState.UNAPPLIED, PatchState.PARTIAL):
-        # No order of the sections explains the file: the state a section reads on it means nothing on its own
-        # (a later section may sit on top of it), so only the undecided ones keep their verdict.
-        bad = next(i for i, v in enumerate(verdicts) if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS))
-        detail = (
-            f"{len(chain)} sections of the diff touch this file, and section {bad + 1} is "
-            f"{verdicts[bad].state.value}, so the state of the others cannot be told"
-        )
-        return [
-            v if v.state in (PatchState.CONFLICT, PatchState.AMBIGUOUS)
-            else replace(v, state=PatchState.AMBIGUOUS, detail=detail)
-            for v in verdicts
-        ]
-    paths = paths_of(chain)
-
-    def move(judged: Sequence[FileVerdict], tree: Mapping[str, Snapshot], forward: bool, goal: PatchState
-             ) -> tuple[dict[str, Snapshot], list[FileVerdict]] | str:
-        after, problem = replay_sections(judged, tree, forward=forward)
-        if problem is not None:
-            return f"{'applying' if forward else 'reverting'} it in memory stops: {problem.message}"
-        again = _judge_chain(chain, after)
-        if combine(v.state for v in again) is not goal:
-            bad = next(i for i, v in enumerate(again) if v.state is not goal)
-            return (
-                f"after {'applying' if forward else 'reverting'} it in memory, section {bad + 1} of the sections "
-                f"touching it reads {again[bad].state.value}, not {goal.value}"
-            )
-        return after, again
-
-    def same(a: Mapping[str, Snapshot], b: Mapping[str, Snapshot]) -> bool:
-        return all((a[p].data, a[p].mode) == (b[p].data, b[p].mode) for p in paths)
-
-    failure: str | None = None
-    goals = {PatchState.UNAPPLIED: [True], PatchState.APPLIED: [False], PatchState.PARTIAL: [True, False]}[state]
-    ends: dict[bool, tuple[dict[str, Snapshot], list[FileVerdict]]] = {}
-    for forward in goals:
-        moved = move(verdicts, snapshots, forward, PatchState.APPLIED if forward else PatchState.UNAPPLIED)
-        if isinstance(moved, str):
-            failure = moved
-            break
-        ends[forward] = moved
-    if failure is None:
-        for forward, (after, again) in ends.items():
-            back = move(again, after, not forward, PatchState.UNAPPLIED if forward else PatchState.APPLIED)
-            expected = ends[not forward][0] if (not forward) in ends else snapshots
-            if isinstance(back, str):
-                failure = back
-            elif not same(back[0], expected):
-                failure = "moving it there and back in memory does not give back the same content"
-            if failure:
-                break
+        return _unexplained_chain(chain, verdicts)
+    failure = _chain_round_trip(chain, snapshots, verdicts, state)
     if failure is None:
         return verdicts
     detail = f"{len(chain)} sections of the diff touch this file; {failure}"
     return [replace(v, state=PatchState.AMBIGUOUS, detail=detail) for v in verdicts]
+
+
+def _unexplained_chain(chain: Sequence[FilePatch], verdicts: Sequence[FileVerdict]) -> list[FileVerdict]:
+    """No order of the sections explains the file: the state a section reads on it means nothing on its own (a
+    later section may sit on top of it), so only the undecided ones keep their verdict; the others are
+    ambiguous, naming the first undecided one."""
+    undecided = (PatchState.CONFLICT, PatchState.AMBIGUOUS)
+    bad = next(i for i, v in enumerate(verdicts) if v.state in undecided)
+    detail = (
+        f"{len(chain)} sections of the diff touch this file, and section {bad + 1} is "
+        f"{verdicts[bad].state.value}, so the state of the others cannot be told"
+    )
+    return [v if v.state in undecided else replace(v, state=PatchState.AMBIGUOUS, detail=detail) for v in verdicts]
+
+
+def _chain_round_trip(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot], verdicts: Sequence[FileVerdict],
+                      state: PatchState) -> str | None:
+    """Why the chain, read `state` (applied, unapplied or partial), fails its round trip; None when it holds.
+
+    The chain is moved to each end its state allows (applied: reverted; unapplied: applied; partial: both),
+    and from there back: every move must read as its goal, and the way back must give the content of the other
+    end (or, from a pure state, of the tree)."""
+    directions = {PatchState.UNAPPLIED: [True], PatchState.APPLIED: [False], PatchState.PARTIAL: [True, False]}[state]
+    ends: dict[bool, tuple[dict[str, Snapshot], list[FileVerdict]]] = {}
+    for forward in directions:
+        moved = _move_chain(chain, verdicts, snapshots, forward=forward)
+        if isinstance(moved, str):
+            return moved
+        ends[forward] = moved
+    paths = paths_of(chain)
+    for forward, (after, again) in ends.items():
+        back = _move_chain(chain, again, after, forward=not forward)
+        if isinstance(back, str):
+            return back
+        expected = ends[not forward][0] if (not forward) in ends else snapshots
+        if not _same_content(back[0], expected, paths):
+            return "moving it there and back in memory does not give back the same content"
+    return None
+
+
+def _move_chain(chain: Sequence[FilePatch], verdicts: Sequence[FileVerdict], tree: Mapping[str, Snapshot], *,
+                forward: bool) -> tuple[dict[str, Snapshot], list[FileVerdict]] | str:
+    """Apply (`forward`) or revert the chain on `tree` as replay_sections does, and judge it again there: the tree
+    it leaves and its verdicts, which must read applied (reverted: unapplied); else why not."""
+    goal = PatchState.APPLIED if forward else PatchState.UNAPPLIED
+    verb = "applying" if forward else "reverting"
+    after, problem = replay_sections(verdicts, tree, forward=forward)
+    if problem is not None:
+        return f"{verb} it in memory stops: {problem.message}"
+    again = _judge_chain(chain, after)
+    if combine(v.state for v in again) is not goal:
+        bad = next(i for i, v in enumerate(again) if v.state is not goal)
+        return (
+            f"after {verb} it in memory, section {bad + 1} of the sections touching it reads "
+            f"{again[bad].state.value}, not {goal.value}"
+        )
+    return after, again
+
+
+def _same_content(one: Mapping[str, Snapshot], other: Mapping[str, Snapshot], paths: Sequence[str]) -> bool:
+    """Do the two trees hold the same bytes and modes at `paths`?"""
+    return all((one[p].data, one[p].mode) == (other[p].data, other[p].mode) for p in paths)
 
 
 def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
@@ -300,22 +319,23 @@ def _chains(sections: Sequence[FilePatch]) -> list[list[int]]:
     """
     owner: dict[str, int] = {}
     parent = list(range(len(sections)))
-
-    def find(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
     for i, section in enumerate(sections):
         for path in section.paths:
             if path in owner:
-                parent[find(i)] = find(owner[path])
+                parent[_group_of(parent, i)] = _group_of(parent, owner[path])
             owner[path] = i
     groups: dict[int, list[int]] = {}
     for i in range(len(sections)):
-        groups.setdefault(find(i), []).append(i)
+        groups.setdefault(_group_of(parent, i), []).append(i)
     return sorted(groups.values(), key=lambda g: g[0])
+
+
+def _group_of(parent: list[int], i: int) -> int:
+    """The index that stands for i's group in the union-find `parent` (whose paths it halves on the way)."""
+    while parent[i] != i:
+        parent[i] = parent[parent[i]]
+        i = parent[i]
+    return i
 
 
 # -------------------------------------------------------------------------------------------- one section
@@ -387,17 +407,12 @@ Hashed = list[tuple[list[bytes], str]]
 NOTHING_MOVED: Ends = (None, None)
 
 
-def judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs = (None, None),
-                digests: Digests = NO_DIGESTS) -> Reading:
-    """The reading of one file's content that holds, after its round trip; or one that says why none does."""
-    return _judge_lines(content, hunks, blobs, digests)[0]
-
-
 def _judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, digests: Digests = NO_DIGESTS
                  ) -> tuple[Reading, Ends]:
-    """judge_lines, and what its round trip found at each end (FileVerdict.moved)."""
+    """The reading of one file's content that holds, after its round trip, or one that says why none does; and
+    what its round trip found at each end (FileVerdict.moved)."""
     hashed: Hashed = []
-    reading = _decide(content, hunks, blobs, hashed, digests)
+    reading = _decide_reading(content, hunks, blobs, hashed, digests)
     if not reading.complete:
         return reading, NOTHING_MOVED
     problem, moved = _round_trip(content, hunks, reading, blobs, hashed, digests)
@@ -407,8 +422,8 @@ def _judge_lines(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, digest
     return _doubt(reading, index, why), NOTHING_MOVED
 
 
-def _decide(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed,
-            digests: Digests = NO_DIGESTS) -> Reading:
+def _decide_reading(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Hashed,
+                    digests: Digests = NO_DIGESTS) -> Reading:
     """The one reading of `content` the evidence leaves; else the reason why there is none, in a reading.
 
     The diff's blob ids may prove a reading (_proved: the cheap check, and the common case of a tree that no
@@ -469,29 +484,37 @@ def _proved(content: FileLines, hunks: Sequence[Hunk], blobs: Blobs, hashed: Has
     if not old_blob and not new_blob:
         return None
     lines = content.lines
-    n = len(lines)
     found: list[Reading] = []
-    stack: list[tuple[tuple[Located, ...], int]] = [((), 0)]  # (hunks read so far, lines they added)
+    # Depth first, as read_file: a reading goes on in place while each hunk reads one way; a hunk that reads
+    # both ways leaves the applied branch on the stack for after the unapplied one. (hunks read, lines they added)
+    stack: list[tuple[list[Located], int]] = [([], 0)]
     while stack and len(found) + len(stack) <= MAX_READINGS:
         located, growth = stack.pop()
-        i = len(located)
-        if i == len(hunks):
+        for i in range(len(located), len(hunks)):
+            hunk = hunks[i]
+            pos = hunk.old_index + growth
+            old, new = hunk.old_lines, hunk.new_lines
+            # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
+            # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
+            applied = locate(content, new, pos, 0, hunk.new_start <= 1, hunk.at_end, search=False) == pos
+            unapplied = locate(content, old, pos, 0, hunk.old_start <= 1, hunk.at_end, search=False) == pos
+            grows = hunk.new_len - hunk.old_len  # if read applied
+            if applied and unapplied:
+                stack.append(([*located, Located(HunkState.APPLIED, pos, len(new), None)], growth + grows))
+                if len(found) + len(stack) + 1 > MAX_READINGS:  # this one counts too: too many readings
+                    return None
+            if unapplied:
+                located.append(Located(HunkState.UNAPPLIED, pos, len(old), None))
+            elif applied:
+                located.append(Located(HunkState.APPLIED, pos, len(new), None))
+                growth += grows
+            else:
+                break
+        else:
             if _gives(rewrite_lines(lines, hunks, located, forward=False), old_blob, hashed) or _gives(
                 rewrite_lines(lines, hunks, located, forward=True), new_blob, hashed
             ):
-                found.append(Reading(located, tuple(loc.pos or 0 for loc in located)))
-            continue
-        hunk = hunks[i]
-        pos = hunk.old_index + growth
-        for state, image, start, grows in ((A, hunk.new_lines, hunk.new_start, hunk.new_len - hunk.old_len),
-                                           (U, hunk.old_lines, hunk.old_start, 0)):
-            # git's pins hold here too: an image whose side starts at line 0 or 1 sits at the start of the
-            # file, a hunk without trailing context at its end (an empty -U0 image matches nowhere else)
-            end = pos + len(image)
-            pinned = (start <= 1 and pos != 0) or (hunk.trailing == 0 and end != n)
-            # content.matches_at, inline: this loop runs twice per hunk of every judged file
-            if not pinned and pos >= 0 and end <= n and lines[pos:end] == tuple(image):
-                stack.append(((*located, Located(state, pos, len(image), None)), growth + grows))
+                found.append(Reading(tuple(located), tuple(loc.pos or 0 for loc in located)))
     if stack or not found or len({r.states for r in found}) > 1:
         return None
     # What patchkit writes is what git would write: a pure reading must be where git puts it (section 4).
@@ -509,12 +532,12 @@ def _fingerprinted(content: FileLines, hunks: Sequence[Hunk], digests: Digests) 
     would not place every hunk on an exact match of its image.
     """
     digest = hashlib.sha256(b"".join(content.lines)).hexdigest()
-    for state, want in ((U, digests[0]), (A, digests[1])):
+    for state, want in ((HunkState.UNAPPLIED, digests[0]), (HunkState.APPLIED, digests[1])):
         if digest != want:
             continue
         located = []
-        for hunk, pos in zip(hunks, simulate_git(content, hunks, reverse=state is A), strict=True):
-            image = hunk.new_lines if state is A else hunk.old_lines
+        for hunk, pos in zip(hunks, simulate_git(content, hunks, reverse=state is HunkState.APPLIED), strict=True):
+            image = hunk.new_lines if state is HunkState.APPLIED else hunk.old_lines
             if pos is None or not content.matches_at(image, pos):
                 return None
             located.append(Located(state, pos, len(image), None))
@@ -531,7 +554,7 @@ def git_applied(data: bytes, hunks: Sequence[Hunk]) -> bytes | None:
     for hunk, pos in zip(hunks, simulate_git(content, hunks, reverse=False), strict=True):
         if pos is None or not content.matches_at(hunk.old_lines, pos):
             return None
-        located.append(Located(U, pos, len(hunk.old_lines), None))
+        located.append(Located(HunkState.UNAPPLIED, pos, len(hunk.old_lines), None))
     return b"".join(rewrite_lines(list(content.lines), hunks, located, forward=True))
 
 
@@ -567,13 +590,37 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
       a post-image copy that ends with the real pre-image (or a pre-image copy around the real post-image)
       keeps every gap for the longer image, and the shorter one, with the copy's other lines added, fits too.
     """
-    count = len(hunks)
     located = reading.located
     certain = [len(p) == 1 for p in places]
-    # gaps[i]: the diff's unchanged lines before hunk i (for hunk 0: above it; gaps[count]: after the last one,
-    # 0, counted only where the diff saw the end). exact[i]: hunk i starts exactly gaps[i] past the end of
-    # hunk i-1 (for hunk 0: past the start); exact[count]: the last hunk ends at the end of the file, where the
-    # diff saw it end.
+    gaps, exact = _exact_gaps(content, hunks, located)
+    bounds: dict[tuple[int, int], tuple[list[int], list[int]]] = {}  # _rivals of each run, found once
+    out = list(located)
+    for i, (loc, possible) in enumerate(zip(located, places, strict=True)):
+        if certain[i]:
+            continue
+        assert loc.pos is not None
+        others = [p for p in possible if (p.state, p.pos) != (loc.state, loc.pos)]
+        run = _exact_run(exact, certain, i)
+        if run is not None:
+            if run not in bounds:
+                bounds[run] = _rivals(places, located, gaps, run, len(content.lines))
+            low, high = bounds[run]
+            others = [p for p in others if p.pos >= low[i] + gaps[i] and p.pos + p.span <= high[i + 1]]
+            if not others:
+                continue
+        out[i] = _rivalled(loc, others)
+    return Reading(tuple(out), reading.expected)
+
+
+def _exact_gaps(content: FileLines, hunks: Sequence[Hunk], located: Sequence[Located]) -> tuple[list[int], list[bool]]:
+    """(gaps, exact) of a complete reading, for _unrivalled.
+
+    gaps[i]: the diff's unchanged lines before hunk i (for hunk 0: above it; gaps[count]: after the last one, 0,
+    counted only where the diff saw the end). exact[i]: hunk i starts exactly gaps[i] past the end of hunk i-1
+    (for hunk 0: past the start); exact[count]: the last hunk ends at the end of the file, where the diff saw
+    it end.
+    """
+    count = len(hunks)
     gaps = [h.old_index - (0 if i == 0 else hunks[i - 1].old_index + hunks[i - 1].old_len)
             for i, h in enumerate(hunks)] + [0]
     exact = [False] * (count + 1)
@@ -585,44 +632,37 @@ def _unrivalled(content: FileLines, hunks: Sequence[Hunk], reading: Reading, pla
     size = max((max(h.leading, h.trailing) for h in hunks), default=0)
     # (a hunk without trailing context is where git anchors it, at the end: the gap is exactly 0 by git's rule)
     exact[count] = (hunks[-1].at_end or hunks[-1].trailing < size) and end == len(content.lines)
+    return gaps, exact
 
-    def anchored(i: int) -> tuple[int, int] | None:
-        """The run (first hunk, the anchor past its last) of exact gaps between two anchors that holds hunk i."""
-        j = i
-        while exact[j] and j > 0 and not certain[j - 1]:
-            j -= 1
-        left = exact[j] and (j == 0 or certain[j - 1])
-        k = i + 1
-        while exact[k] and k < count and not certain[k]:
-            k += 1
-        return (j, k) if left and exact[k] and (k == count or certain[k]) else None
 
-    out = list(located)
-    bounds: dict[tuple[int, int], tuple[list[int], list[int]]] = {}
-    for i, (loc, possible) in enumerate(zip(located, places, strict=True)):
-        if certain[i]:
-            continue
-        assert loc.pos is not None
-        others = [p for p in possible if (p.state, p.pos) != (loc.state, loc.pos)]
-        run = anchored(i)
-        if run is not None:
-            if run not in bounds:
-                bounds[run] = _rivals(places, located, gaps, run, len(content.lines))
-            low, high = bounds[run]
-            others = [p for p in others if p.pos >= low[i] + gaps[i] and p.pos + p.span <= high[i + 1]]
-            if not others:
-                continue
-        seen = "; ".join(
-            f"its {'post' if p.state is A else 'pre'}-image is also at line {p.pos + 1}" for p in others[:4]
-        )
-        out[i] = Located(
-            HunkState.AMBIGUOUS, None, 0,
-            f"read as {loc.state.value}, its {'post' if loc.state is A else 'pre'}-image is at line {loc.pos + 1}, "
-            f"but {seen}; nothing in the patch excludes that place (the other hunks fit either way), so content "
-            "cannot tell which one is the hunk and which a copy",
-            (loc.pos, *(p.pos for p in others)), loc.span,
-        )
-    return Reading(tuple(out), reading.expected)
+def _exact_run(exact: Sequence[bool], certain: Sequence[bool], i: int) -> tuple[int, int] | None:
+    """The run (its first hunk, the anchor past its last) of exact gaps between two anchors that holds hunk i;
+    None when the gaps around hunk i do not reach an anchor on both sides exactly.
+
+    An anchor is a certain hunk, or the start or the end of the file (index 0 on the left, len(certain) on the
+    right)."""
+    count = len(certain)
+    first = i
+    while exact[first] and first > 0 and not certain[first - 1]:
+        first -= 1
+    left = exact[first] and (first == 0 or certain[first - 1])
+    past = i + 1
+    while exact[past] and past < count and not certain[past]:
+        past += 1
+    return (first, past) if left and exact[past] and (past == count or certain[past]) else None
+
+
+def _rivalled(loc: Located, others: Sequence[Place]) -> Located:
+    """Hunk `loc` made ambiguous by the other places its images may be (`others`), naming them."""
+    assert loc.pos is not None
+    seen = "; ".join(f"its {image_name(p.state)} is also at line {p.pos + 1}" for p in others[:4])
+    return Located(
+        HunkState.AMBIGUOUS, None, 0,
+        f"read as {loc.state.value}, its {image_name(loc.state)} is at line {loc.pos + 1}, "
+        f"but {seen}; nothing in the patch excludes that place (the other hunks fit either way), so content "
+        "cannot tell which one is the hunk and which a copy",
+        (loc.pos, *(p.pos for p in others)), loc.span,
+    )
 
 
 def _rivals(places: Sequence[Sequence[Place]], located: Sequence[Located], gaps: Sequence[int],
@@ -697,7 +737,7 @@ def _git_check(content: FileLines, hunks: Sequence[Hunk], reading: Reading) -> t
     states = set(reading.states)
     if len(states) != 1:
         return None
-    reverse = states == {A}
+    reverse = states == {HunkState.APPLIED}
     git = simulate_git(content, hunks, reverse=reverse)
     for i, (ours, theirs) in enumerate(zip(reading.positions, git, strict=True)):
         if ours != theirs:
@@ -720,7 +760,7 @@ def _tie(readings: Sequence[Reading], cut: bool) -> Reading:
         if len(options) == 1:
             continue
         described = "; ".join(
-            f"read as {state.value}, its {'post' if state is A else 'pre'}-image is at line {(pos or 0) + 1}"
+            f"read as {state.value}, its {image_name(state)} is at line {(pos or 0) + 1}"
             for state, pos in options[:4]
         )
         located[i] = Located(
@@ -736,6 +776,7 @@ def _tie(readings: Sequence[Reading], cut: bool) -> Reading:
 
 
 def _doubt(reading: Reading, index: int, why: str) -> Reading:
+    """`reading` with hunk `index` made ambiguous, for `why`."""
     loc = reading.located[index]
     located = list(reading.located)
     located[index] = Located(HunkState.AMBIGUOUS, None, 0, why, (loc.pos,) if loc.pos is not None else ())
@@ -752,20 +793,23 @@ def _round_trip(
         return None, NOTHING_MOVED
     lines = list(content.lines)
     states = set(reading.states)
+    all_applied, all_unapplied = states == {HunkState.APPLIED}, states == {HunkState.UNAPPLIED}
     # A pure reading moves one way only: rewriting it the other way would give back `lines`, so it is not done.
-    forward_lines = rewrite_lines(lines, hunks, reading.located, forward=True) if states != {A} else lines
-    reverse_lines = rewrite_lines(lines, hunks, reading.located, forward=False) if states != {U} else lines
+    forward_lines = lines if all_applied else rewrite_lines(lines, hunks, reading.located, forward=True)
+    reverse_lines = lines if all_unapplied else rewrite_lines(lines, hunks, reading.located, forward=False)
     checks = []
-    if states != {A}:  # unapplied or partial: applying (completing) must read applied, and revert to ...
-        back = lines if states == {U} else reverse_lines
-        checks.append((forward_lines, A, moved_positions(hunks, reading.located, forward=True), back))
-    if states != {U}:
-        back = lines if states == {A} else forward_lines
-        checks.append((reverse_lines, U, moved_positions(hunks, reading.located, forward=False), back))
+    if not all_applied:  # unapplied or partial: applying (completing) must read applied, and revert to ...
+        back = lines if all_unapplied else reverse_lines
+        checks.append((forward_lines, HunkState.APPLIED, moved_positions(hunks, reading.located, forward=True), back))
+    if not all_unapplied:
+        back = lines if all_applied else forward_lines
+        checks.append(
+            (reverse_lines, HunkState.UNAPPLIED, moved_positions(hunks, reading.located, forward=False), back)
+        )
     moved: list[Moved | None] = [None, None]
     for result, want, positions, back in checks:
-        verb = "applying" if want is A else "reverting"
-        again = _decide(FileLines(tuple(result)), hunks, blobs, hashed, digests)
+        verb = "applying" if want is HunkState.APPLIED else "reverting"
+        again = _decide_reading(FileLines(tuple(result)), hunks, blobs, hashed, digests)
         for i, (loc, pos) in enumerate(zip(again.located, positions, strict=True)):
             if loc.state is not want or loc.pos != pos:
                 seen = f"{loc.state.value}" + (f" at line {loc.pos + 1}" if loc.pos is not None else "")
@@ -773,14 +817,15 @@ def _round_trip(
                     f"read as {reading.states[i].value}, the file does not survive a round trip: after {verb} "
                     f"in memory this hunk reads {seen}, not {want.value} at line {(pos or 0) + 1}"
                 )), NOTHING_MOVED
-        if rewrite_lines(result, hunks, again.located, forward=want is U) != back:
+        if rewrite_lines(result, hunks, again.located, forward=want is HunkState.UNAPPLIED) != back:
             why = f"read as {combine(reading.states).value}, {verb} and back in memory does not give the same bytes"
             return (0, why), NOTHING_MOVED
-        moved[want is A] = Moved(again, len(result))
+        moved[want is HunkState.APPLIED] = Moved(again, len(result))
     return None, (moved[0], moved[1])
 
 
 def _judge_mode(section: FilePatch, snap: Snapshot) -> HunkState | None:
+    """The state of the section's change of the exec bit on `snap`; None when it changes none."""
     change = section.mode_change
     if change is None:
         return None
