@@ -63,6 +63,7 @@ STATE = "tests/test_state.py"
 CRASH = "tests/test_crash.py"
 WORKSPACE = "tests/test_workspace.py"
 FAST = "tests/test_fastpath.py"
+ENTRY = "tests/test_restart_entry.py"
 LINT_RULES = "tests/test_lint_rules.py"
 LINT_POLICY = "tests/test_lint_policy.py"
 PORT = "tests/test_port.py"
@@ -311,6 +312,50 @@ MUTANTS: tuple[Mutant, ...] = (
     m("fast-path-unsealed", "patchkit/run/fastpath.py",
       "if not _sealed(data):", "if False:",
       [FAST], "an edited record (seal broken) still vouches"),
+    # ------------------------------------------------------------------------------------- restart entry
+    m("restart-entry-skips-diff-digest", "patchkit/cli/restart.py",
+      "return hashlib.sha256(manifest).hexdigest(), hashlib.sha256(data).hexdigest()",
+      'return hashlib.sha256(manifest).hexdigest(), str(facts.get("diff_sha256"))',
+      [f"{ENTRY}::test_any_change_the_records_do_not_vouch_for_falls_through[diff]"],
+      "the restart entry believes the sealed record's diff digest instead of hashing the diff"),
+    m("restart-entry-skips-manifest-digest", "patchkit/cli/restart.py",
+      "series.append([pid, *digests])", "series.append([pid, claimed[pid][1], digests[1]])",
+      [f"{ENTRY}::test_any_change_the_records_do_not_vouch_for_falls_through[manifest]"],
+      "the restart entry takes the manifest digest the record claims instead of hashing the manifest"),
+    m("restart-entry-skips-code", "patchkit/run/fastpath.py",
+      'if block.get("code") != code_fingerprint() or', "if",
+      [f"{ENTRY}::test_any_change_the_records_do_not_vouch_for_falls_through[code]"],
+      "records written by other code (another patchkit, another Python) vouch"),
+    m("restart-entry-unsealed", "patchkit/run/fastpath.py",
+      "if not _sealed(data):", "if False:",
+      [f"{ENTRY}::test_any_change_the_records_do_not_vouch_for_falls_through[record]"],
+      "the restart entry answers from an edited record"),
+    m("restart-entry-ignores-files", "patchkit/run/fastpath.py",
+      "if not all(_file_is(snap, files[path]) for path, snap in found):", "if False:",
+      [f"{ENTRY}::test_any_change_the_records_do_not_vouch_for_falls_through[engine file]"],
+      "the restart entry answers for an engine file edited since the apply"),
+    m("restart-entry-trusts-other-owner", "patchkit/run/fastpath.py",
+      "child = open_trusted_child(fd, name, shown, folder=not last, flags=_READ_FLAGS if last else None)",
+      "child = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=fd)",
+      [f"{ENTRY}::test_a_record_owned_by_another_user_falls_through"],
+      "the restart entry reads its records without the trust rule"),
+    m("restart-entry-ignores-journal", "patchkit/cli/restart.py",
+      "if _journal_pending(state):", "if False:",
+      [f"{ENTRY}::test_a_journal_pending_falls_through_and_is_recovered"],
+      "the restart entry answers while an interrupted transaction's journal waits for recovery"),
+    m("restart-entry-no-lock", "patchkit/cli/restart.py",
+      "fcntl.flock(lock, fcntl.LOCK_SH | fcntl.LOCK_NB)", "pass",
+      [f"{ENTRY}::test_a_busy_lock_falls_through"],
+      "the restart entry reads the records while a writer holds the root's lock"),
+    m("restart-entry-ignores-git", "patchkit/cli/restart.py",
+      'if any(facts.get("pinned_commit") is not None and has_git for _, facts in answers):', "if False:",
+      [f"{ENTRY}::test_a_pinned_checkout_falls_through_and_a_pinned_tree_without_git_answers"],
+      "the restart entry says `base unknown` for a pinned git checkout, whose HEAD the full path compares"),
+    m("restart-entry-ignores-strays", "patchkit/cli/restart.py",
+      'elif not name.startswith(".") and (folder.is_dir() or (folder / MANIFEST).exists()):\n            return []',
+      'elif False:\n            return []',
+      [f"{ENTRY}::test_a_registry_the_records_do_not_name_falls_through"],
+      "the restart entry answers where the full path warns of a stray folder"),
     # --------------------------------------------------------------------------------------- lint rules
     m("pk204-claimed-waiver", "patchkit/lint/rules.py",
       "if number is None or lint_input.is_claimed(number):\n        return []",

@@ -241,8 +241,9 @@ def _vouched(
     first = peeked[ids[0]]
     if first is None:
         return None
-    order = [str(entry[0]) for entry in first[0]]
-    if sorted(order) != sorted(ids) or len(set(order)) != len(order) or (not every and order != list(ids)):
+    claimed = {str(entry[0]): entry for entry in first[0]}  # what the first record says it was judged with
+    order = list(claimed)
+    if sorted(order) != sorted(ids) or len(order) != len(first[0]) or (not every and order != list(ids)):
         return None  # another series than the registry's (a patch added, removed or renamed)
     series = []
     for pid in order:
