@@ -56,7 +56,7 @@ def answered(cwd: Path, *args: str | Path, env: Mapping[str, str] | None = None)
     """Whether the program answered from the restart entry: it never imported click."""
     _, _, err = program(cwd, *args, env=env, importtime=True)
     imported = {line.split("|")[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
-    assert "patchkit.cli.restart" in imported, err.decode()[-2000:]
+    assert "patchkit.cli.start" in imported, err.decode()[-2000:]
     return "click" not in imported
 
 

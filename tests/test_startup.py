@@ -258,9 +258,9 @@ def test_the_program_collects_cycles_rarely_and_embedders_keep_their_settings() 
 # What the program loads when the restart entry (patchkit.cli.restart) answers: the standard library and these
 # stdlib-only modules of patchkit, no click, no manifest parser, no report, no judgement.
 RESTART_ENTRY_MODULES = (
-    "patchkit.cli.restart", "patchkit.display", "patchkit.errors", "patchkit.input.excludes", "patchkit.input.limits",
-    "patchkit.input.tree", "patchkit.input.trust", "patchkit.run.fastpath", "patchkit.run.recorded",
-    "patchkit.run.records", "patchkit.speak.plain", "patchkit.workspace.names",
+    "patchkit.cli.restart", "patchkit.cli.start", "patchkit.display", "patchkit.errors", "patchkit.input.excludes",
+    "patchkit.input.limits", "patchkit.input.tree", "patchkit.input.trust", "patchkit.run.fastpath",
+    "patchkit.run.recorded", "patchkit.run.records", "patchkit.speak.plain", "patchkit.workspace.names",
 )
 
 
@@ -284,3 +284,13 @@ def test_the_program_answers_a_restart_without_click(
     assert sorted(m for m in loaded if m.split(".")[0] in ("patchkit", "unidiff")) == with_packages(
         RESTART_ENTRY_MODULES
     )
+
+
+def test_the_program_offers_only_an_apply_to_the_restart_entry(tmp_path: Path) -> None:
+    """`python -m patchkit --version` (or any other command) never loads the restart entry's checks."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "patchkit", "--version"], capture_output=True,
+                          text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "patchkit.cli.start" in loaded and "click" in loaded
+    assert not loaded & {"patchkit.cli.restart", "patchkit.run.fastpath", "patchkit.speak.plain"}

@@ -3,7 +3,8 @@
 Why it exists: every container start runs `patchkit apply --all` (or `apply ID`) on a tree that patchkit patched
 already, and the answer is nearly always "already applied". The full CLI imports click, the manifest parser and
 the report (~70 ms) before it reads a byte of the tree; `git apply -R --check` needs far less. So the program
-(the console script, `python -m patchkit`, patchkit.pyz) starts here and answers the one case it can prove:
+(the console script, `python -m patchkit`, patchkit.pyz: patchkit.cli.start) asks this module first about any
+`apply`, and it answers the one case it can prove:
 
 - the argument shape it knows: `apply ID` or `apply --all`, with --root and --patches (or $PATCHKIT_ROOT and
   $PATCHKIT_PATCHES), -q, --json; no pyproject.toml on the way up (it could name the registry), no colour (no
@@ -23,14 +24,12 @@ module did not exist. tests/test_restart_entry.py compares the bytes with the fu
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import re
 import stat
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -69,28 +68,6 @@ class Request(NamedTuple):
     patches: str
     quiet: bool
     as_json: bool
-
-
-def entry() -> None:
-    """The `patchkit` program: the restart's answer if this module can prove it, else the full CLI."""
-    text = answer(sys.argv[1:])
-    if text is None:
-        from patchkit.cli.main import entry as full_entry  # lazy: the CLI (a restart the records answer skips it)
-
-        full_entry()
-        return
-    try:
-        if text:
-            sys.stdout.write(text)
-        sys.stdout.flush()
-    except BrokenPipeError:  # a closed pipe: the outcome's code stands, as on the full path
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-    except OSError as exc:  # a full disk, EIO: an output error, as the full path reports it
-        with contextlib.suppress(OSError):
-            os.write(2, f"patchkit: error: cannot write the output: {exc.strerror or exc}\n".encode())
-        os._exit(11)  # ExitCode.OUTPUT_FAILED
-    os._exit(0)
 
 
 def answer(argv: Sequence[str]) -> str | None:
