@@ -123,6 +123,16 @@ def test_apply_all_is_answered_before_click_byte_for_byte(series: Path, registry
         assert [p["patch"] for p in json.loads(out)["patches"]] == ["pa", "pb"]
 
 
+@pytest.mark.parametrize("mode", [[], ["--json"]], ids=["text", "--json"])
+def test_a_series_of_one_reads_alike(single: Path, registry: Registry, work: Path, mode: list[str]) -> None:
+    """`apply --all` on a registry of the one patch applied alone: its record names that series of one."""
+    args = ("apply", "--all", *mode, "--root", single, "--patches", registry.path)
+    code, out, _ = same_bytes(work, *args)
+    assert code == 0 and answered(work, *args)
+    if not mode:
+        assert out.endswith(b"series: the only patch is already applied (nothing written)\n")
+
+
 @pytest.mark.parametrize("env", [{"NO_COLOR": "1"}, {"TERM": "dumb"}, {"LANG": "C", "LC_ALL": "C"}],
                          ids=["NO_COLOR", "TERM=dumb", "C locale"])
 @pytest.mark.parametrize("mode", [[], ["--json"]], ids=["text", "--json"])
