@@ -252,3 +252,14 @@ def test_a_record_owned_by_another_user_falls_through(single: Path, registry: Re
     record = single / ".patchkit" / "applied" / "pa.json"
     os.chown(record, user[0], -1)
     assert not answered(work, "apply", "pa", "--root", single, "--patches", registry.path)
+
+
+def test_a_removed_working_folder_falls_through(single: Path, registry: Registry, tmp_path: Path) -> None:
+    """os.getcwd() fails there: the entry declines (it never crashes a start), and the full CLI answers."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    probe = ("import os, sys\nos.chdir(sys.argv[1])\nos.rmdir(sys.argv[1])\n"
+             "from patchkit.cli.restart import answer\nprint(answer(sys.argv[2:]))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(gone), "apply", "pa", "--root", str(single),
+                           "--patches", str(registry.path)], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout) == (0, "None\n"), done.stderr

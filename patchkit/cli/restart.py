@@ -75,6 +75,13 @@ def answer(argv: Sequence[str]) -> str | None:
     request = parse_request(argv)
     if request is None or any(name in os.environ for name in _FULL_ENV) or _colour_possible():
         return None
+    try:
+        return _answer(request)
+    except OSError:  # a working folder removed, a file system's surprise: the full path meets it and says so
+        return None
+
+
+def _answer(request: Request) -> str | None:
     if _project_config_above(os.getcwd()):
         return None
     patches = Path(request.patches)
@@ -89,8 +96,8 @@ def answer(argv: Sequence[str]) -> str | None:
         vouched = _vouched_under_lock(root.fd, root.path, patches, ids, request.patch is None)
         if vouched is None:
             return None
-        base = _base(root.fd)
-    text = render(request, str(root.path), vouched, base)
+        has_git = _has_git(root.fd)
+    text = render(request, str(root.path), vouched, has_git)
     return text if text is None or text.isascii() else None  # another encoding: click's echo decides
 
 
@@ -206,6 +213,7 @@ def _vouched_under_lock(
 
 
 def _journal_pending(state_fd: int) -> bool:
+    """A journal, or a temp name of ours, in the state folder: a transaction to recover (workspace.lock)."""
     names = os.listdir(state_fd)
     return any(name == JOURNAL_NAME or TEMP_NAME.fullmatch(name) for name in names)
 
@@ -213,6 +221,8 @@ def _journal_pending(state_fd: int) -> bool:
 def _vouched(
     root_fd: int, root: Path, patches: Path, ids: Sequence[str], every: bool
 ) -> list[tuple[Vouched, dict[str, Any]]] | None:
+    """The series the first record names must be the registry's (`every`: --all, in any order; else `ids` as
+    they are), each manifest and diff hashed now; then every record must vouch for that series."""
     datas = {pid: read_record(root_fd, root, pid) for pid in ids}
     peeked = {pid: _peek(data) for pid, data in datas.items()}
     first = peeked[ids[0]]
@@ -282,7 +292,7 @@ def _read_plain(path: Path) -> bytes | None:
         os.close(fd)
 
 
-def _base(root_fd: int) -> bool:
+def _has_git(root_fd: int) -> bool:
     """Whether the root holds a `.git` entry (a pinned commit is then compared by the full path)."""
     try:
         os.stat(".git", dir_fd=root_fd, follow_symlinks=False)
