@@ -1,3 +1,3 @@
-from patchkit.cli.main import entry
+from patchkit.cli.start import entry
 
 entry()  # `python -m patchkit` says "patchkit" in help, and completes as _PATCHKIT_COMPLETE

@@ -113,7 +113,7 @@ def archive_paths(path):
 sys.path_hooks.insert(0, archive_paths)
 sys.path_importer_cache.pop(ARCHIVE, None)
 
-from patchkit.cli.main import entry  # noqa: E402
+from patchkit.cli.start import entry  # noqa: E402
 
 entry()
 '''

@@ -10,7 +10,7 @@ from patchkit.diff.diffs import parse_diff
 from patchkit.diff.filtering import filter_diff, match_exclude
 from patchkit.diff.hunks import FileOp
 from patchkit.errors import DiffError, ManifestError, UnsafePathError
-from patchkit.input.manifest import Exclude
+from patchkit.input.excludes import Exclude
 from tests.conftest import git_diff
 
 SIMPLE = b"""diff --git a/x.py b/x.py

@@ -26,8 +26,9 @@ from hypothesis import strategies as st
 from patchkit.diff.diffs import parse_diff
 from patchkit.diff.filtering import filter_diff
 from patchkit.errors import ExitCode, PatchkitError
+from patchkit.input.excludes import Exclude
 from patchkit.input.limits import MAX_PATH_BYTES, MAX_PATH_DEPTH
-from patchkit.input.manifest import Exclude, load_manifest
+from patchkit.input.manifest import load_manifest
 from patchkit.input.paths import reserved_name
 from patchkit.input.tree import split_relative
 from patchkit.plan.plan import plan_changes

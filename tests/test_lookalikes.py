@@ -163,7 +163,7 @@ def test_the_diffs_blob_ids_prove_an_undrifted_file_whatever_it_holds(tmp_path: 
 def test_blob_ids_come_from_the_index_line_and_hunk_excludes_drop_the_after_one(tmp_path: Path) -> None:
     from patchkit.diff.diffs import parse_diff
     from patchkit.diff.filtering import filter_diff
-    from patchkit.input.manifest import Exclude
+    from patchkit.input.excludes import Exclude
     from tests.conftest import git
 
     before = b"".join(b"line %d\n" % i for i in range(30))

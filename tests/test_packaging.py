@@ -57,7 +57,7 @@ def test_the_wheel_holds_the_package_its_data_and_complete_metadata(dist: Path) 
     dev = {re.split(r"[<>=;! ]", r, maxsplit=1)[0] for r in requires if 'extra == "dev"' in r}
     assert dev == {"ruff", "mypy", "cosmic-ray"}  # static checks and the mutation run (docs/testing.md)
     assert not [r for r in requires if 'extra == "test"' in r and r.startswith(("ruff", "mypy"))]
-    assert "patchkit = patchkit.cli.main:entry" in entry_points
+    assert "patchkit = patchkit.cli.start:entry" in entry_points
     shipped = {p.relative_to(REPO).as_posix() for p in (REPO / "patchkit").rglob("*")
                if p.is_file() and "__pycache__" not in p.parts}
     assert {n for n in names if n.startswith("patchkit/")} == shipped  # every module and every demo file

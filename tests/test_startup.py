@@ -253,3 +253,44 @@ def test_the_program_collects_cycles_rarely_and_embedders_keep_their_settings() 
     now, default = done.stdout.strip().splitlines()[-1].split(") (")
     assert now.strip("()").split(", ")[0] == str(cli_module.GC_FIRST_GENERATION)
     assert now.strip("()").split(", ")[1:] == default.strip("()").split(", ")[1:]
+
+
+# What the program loads when the restart entry (patchkit.cli.restart) answers: the standard library and these
+# stdlib-only modules of patchkit, no click, no manifest parser, no report, no judgement.
+RESTART_ENTRY_MODULES = (
+    "patchkit.cli.restart", "patchkit.cli.start", "patchkit.display", "patchkit.errors", "patchkit.input.excludes",
+    "patchkit.input.limits", "patchkit.input.tree", "patchkit.input.trust", "patchkit.run.fastpath",
+    "patchkit.run.recorded", "patchkit.run.records", "patchkit.speak.plain", "patchkit.workspace.names",
+)
+
+
+@pytest.mark.parametrize("flag", [[], ["--json"]], ids=["text", "--json"])
+@pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all"])
+def test_the_program_answers_a_restart_without_click(
+    small_patch: tuple[Path, Path], which: list[str], flag: list[str], tmp_path: Path
+) -> None:
+    """`python -m patchkit apply` on a tree patchkit applied: exactly RESTART_ENTRY_MODULES of patchkit load
+    (read from -X importtime: the program ends with os._exit), and click never does."""
+    engine, patches = small_patch
+    assert cli("apply", *which, "--root", engine, "--patches", patches).code == 0
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "patchkit", "apply", *which, *flag, "--root", str(engine),
+         "--patches", str(patches)], capture_output=True, text=True, check=False, cwd=tmp_path, env=env,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "click" not in loaded
+    assert sorted(m for m in loaded if m.split(".")[0] in ("patchkit", "unidiff")) == with_packages(
+        RESTART_ENTRY_MODULES
+    )
+
+
+def test_the_program_offers_only_an_apply_to_the_restart_entry(tmp_path: Path) -> None:
+    """`python -m patchkit --version` (or any other command) never loads the restart entry's checks."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "patchkit", "--version"], capture_output=True,
+                          text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert "patchkit.cli.start" in loaded and "click" in loaded
+    assert not loaded & {"patchkit.cli.restart", "patchkit.run.fastpath", "patchkit.speak.plain"}

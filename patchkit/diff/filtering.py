@@ -26,7 +26,8 @@ from patchkit.input.manifest import line_of_key
 from patchkit.input.paths import path_problem
 
 if TYPE_CHECKING:
-    from patchkit.input.manifest import Exclude, PatchSpec, PathMap
+    from patchkit.input.excludes import Exclude
+    from patchkit.input.manifest import PatchSpec, PathMap
 
 
 class ExcludeError(ManifestError):

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from patchkit.display import closest, show_path
 from patchkit.errors import ManifestError, PendingPatchError
+from patchkit.input.excludes import Exclude
 from patchkit.input.globs import is_glob, parse_glob
 from patchkit.input.limits import (
     MAX_MANIFEST_BYTES,
@@ -184,14 +185,6 @@ class Target(NamedTuple):  # a NamedTuple, as PullRef
 
     name: str
     pinned_commit: str | None  # None: not known yet (recorded as "unknown" or omitted)
-
-
-class Exclude(NamedTuple):  # a NamedTuple, as PullRef
-    """One `[exclude]` entry: a file (or glob), or some hunks of one file, and why it is not ported."""
-
-    pattern: str  # a path or a glob, after strip, as the diff names it (before prefix and [paths])
-    reason: str
-    hunks: tuple[int, ...] | None = None  # only these hunks of the file are dropped (1-based); None: the file
 
 
 class PathMap(NamedTuple):  # a NamedTuple, as PullRef

@@ -18,10 +18,11 @@ import shlex
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit.diff.hunkset import HunkSet
 from patchkit.errors import ExitCode, PatchkitError
+from patchkit.input.globs import match_glob
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.judge.treestate import TreeState
 from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result, combine
@@ -246,7 +247,7 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered, True
             outcomes = []
-            for spec, (record, report) in zip(specs, restart, strict=True):
+            for spec, (record, report, _) in zip(specs, restart, strict=True):
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
                 recorded = None
                 if options.show_verdicts:
@@ -444,12 +445,47 @@ def record_changes(
             record = files[name]
             assert record is not None
             report = report_text(hunk_set, verdicts)
-            block = fast_block(series or [series_entry(spec)], paths_of(hunk_set.files), after, report)
+            block = fast_block(
+                series or [series_entry(spec)], paths_of(hunk_set.files), after, report, restart_facts(spec, hunk_set)
+            )
             files[name] = add_block(record, block)
         return files
     if decision.forward is False or decision.drops_record:
         return record_removal(spec.id)
     return {}
+
+
+def upstream_json(spec: PatchSpec) -> dict[str, Any]:
+    """The document's `upstream` key: the first PR (repo, pr, url) as before, every PR, and the origin."""
+    up = spec.upstream
+    return {
+        "repo": up.repo or None, "pr": up.pr, "url": up.url or None, "origin": up.origin.value,
+        "prs": [{"repo": p.repo, "pr": p.number, "url": p.url} for p in up.prs], "reason": up.reason,
+    }
+
+
+def excluded_json(spec: PatchSpec, paths: Sequence[str]) -> list[dict[str, str]]:
+    """The document's `excluded` key: each path the excludes removed, with the reason of the exclude it matched."""
+    def reason(path: str) -> str:
+        return next((e.reason for e in spec.excludes if match_glob(e.pattern, path)), "")
+
+    return [{"path": path, "reason": reason(path)} for path in paths]
+
+
+def restart_facts(spec: PatchSpec, hunk_set: HunkSet) -> dict[str, Any] | None:
+    """What a restart's document says of the manifest, for the record's fast_path block: the restart entry
+    (patchkit.cli.restart) prints it without parsing the manifest, which the record binds by its sha256. None
+    for a manifest with a [base] fingerprint (only the full path checks one) or without a pinned diff."""
+    if spec.base_files or spec.sha256 is None:
+        return None
+    return {
+        "diff": spec.diff_name,
+        "upstream": upstream_json(spec),
+        "excluded": excluded_json(spec, hunk_set.excluded),
+        "pinned_commit": spec.target.pinned_commit,
+        "diff_sha256": spec.sha256,
+        "hunk_set_sha256": spec.hunkset_sha256,
+    }
 
 
 def commit(root: Root, changes: Sequence[FileChange], state_files: Mapping[str, bytes | None], label: str) -> None:

@@ -56,9 +56,13 @@ if TYPE_CHECKING:
 
 BLOCK = "fast_path"
 REPORT = "report"  # the block's key for the verdicts of the applied tree (patchkit.run.recorded), as one string
+RESTART = "restart"  # the block's key for what the restart entry prints of the manifest (run.actions.restart_facts)
 _SEAL_KEY = b'"seal": "'
 _ZERO_SEAL = "0" * 64
 DISABLE_ENV = "PATCHKIT_NO_FASTPATH"  # set (non-empty): always run the full judgement
+# Why the base is unknown without a [base] fingerprint (run.provenance says it; the restart entry too).
+UNKNOWN_UNPINNED = "target.pinned_commit is unknown and the manifest has no [base] fingerprint"
+UNKNOWN_NO_GIT = "not a git checkout, and the manifest has no [base] fingerprint"
 _READ_FLAGS = os.O_RDONLY | os.O_NONBLOCK  # a FIFO swapped in must not hang the read
 
 
@@ -71,10 +75,12 @@ def series_entry(spec: PatchSpec) -> list[str]:
 
 
 def fast_block(
-    series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot], report: str
+    series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot], report: str,
+    restart: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The `fast_path` block of a record (without its seal): the state `paths` are left in by the transaction,
-    and `report`, the verdicts a judgement of that state finds (patchkit.run.recorded.report_text)."""
+    `report`, the verdicts a judgement of that state finds (patchkit.run.recorded.report_text), and `restart`,
+    what a restart's document says of the manifest (run.actions.restart_facts; left out when None)."""
     files: dict[str, dict[str, Any] | None] = {}
     for path in paths:
         snap = after[path]
@@ -82,7 +88,11 @@ def fast_block(
             files[path] = None
         else:
             files[path] = {"sha256": _sha256(snap.data), "mode": snap.mode, "size": len(snap.data)}
-    return {"code": code_fingerprint(), "series": [list(e) for e in series], "files": files, REPORT: report}
+    block: dict[str, Any] = {"code": code_fingerprint(), "series": [list(e) for e in series], "files": files}
+    if restart is not None:
+        block[RESTART] = dict(restart)
+    block[REPORT] = report
+    return block
 
 
 def add_block(record: bytes, block: Mapping[str, Any]) -> bytes:
@@ -154,6 +164,7 @@ class Vouched(NamedTuple):
 
     record: AppliedRecord
     report: Any
+    restart: Any  # the block's `restart` facts (fast_block), for the restart entry's document; None if absent
 
 
 def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[Vouched, ...] | None:
@@ -172,25 +183,42 @@ def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[Vouched, ...]
         series = [series_entry(spec) for spec in specs]
     except (OSError, PatchkitError):
         return None
+    vouched = vouch(root.fd, root.path, series)
+    if vouched is None or any(v.record.strip != spec.strip for v, spec in zip(vouched, specs, strict=True)):
+        return None
+    return vouched
+
+
+def vouch(root_fd: int, root: Path, series: Sequence[Sequence[str]]) -> tuple[Vouched, ...] | None:
+    """The records proving every patch of `series` ([id, manifest sha256, diff sha256] each, hashed now, in the
+    order they are judged together) is applied as written; None: the full judgement must run. Call under the
+    root's lock, shared."""
+    wanted = [list(entry) for entry in series]
+    records = []
+    for entry in wanted:
+        data = read_record(root_fd, root, entry[0])
+        record = None if data is None else vouch_record(root_fd, root, data, entry, wanted)
+        if record is None:
+            return None
+        records.append(record)
+    return tuple(records)
+
+
+def read_record(root_fd: int, root: Path, patch_id: str) -> bytes | None:
+    """The bytes of the applied record of `patch_id`, read under the one trust rule (None: absent or refused)."""
     try:
-        records = []
-        for spec, entry in zip(specs, series, strict=True):
-            record = _vouching_record(root.fd, root.path, spec, entry, series)
-            if record is None:
-                return None
-            records.append(record)
-        return tuple(records)
+        return read_trusted(root_fd, root, f"{STATE_DIR}/{record_names(patch_id)[0]}")
     except (OSError, PatchkitError):
         return None
 
 
-def _vouching_record(
-    root_fd: int, root: Path, spec: PatchSpec, entry: list[str], series: list[list[str]]
+def vouch_record(
+    root_fd: int, root: Path, data: bytes, entry: Sequence[str], series: Sequence[Sequence[str]]
 ) -> Vouched | None:
-    json_name, _ = record_names(spec.id)
-    data = _read_trusted(root_fd, root, f"{STATE_DIR}/{json_name}")
-    if data is None:
-        return None
+    """One patch's answer from its record's bytes `data` (read_record): the one check of a record, by ids and
+    digests alone, that check_restart (the CLI's run) and the restart entry (patchkit.cli.restart, which loads no
+    manifest parser) both make. `entry` is this patch's [id, manifest sha256, diff sha256] as hashed now and
+    `series` all of them; None: the full judgement must run."""
     try:
         if not _sealed(data):
             return None  # not byte for byte the record patchkit wrote
@@ -203,18 +231,21 @@ def _vouching_record(
             return None
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
-    fresh = (spec.id, entry[1], entry[2])
-    if (record.patch, record.manifest_sha256, record.diff_sha256) != fresh or record.strip != spec.strip:
+    if [record.patch, record.manifest_sha256, record.diff_sha256] != list(entry):
         return None
-    if block.get("code") != code_fingerprint() or block.get("series") != series:
+    if block.get("code") != code_fingerprint() or block.get("series") != [list(e) for e in series]:
         return None
     if not all(isinstance(path, str) for path in files):
         return None
-    # One file in memory at a time: each is read, hashed and dropped (a restart's peak stays below the tree's size).
-    with contextlib.closing(iter_all_at(root_fd, root, files)) as found:
-        if not all(_file_is(snap, files[path]) for path, snap in found):
-            return None
-    return Vouched(record, block.get(REPORT))
+    try:
+        # One file in memory at a time: each is read, hashed and dropped (a restart's peak stays below the tree's
+        # size).
+        with contextlib.closing(iter_all_at(root_fd, root, files)) as found:
+            if not all(_file_is(snap, files[path]) for path, snap in found):
+                return None
+    except (OSError, PatchkitError):
+        return None
+    return Vouched(record, block.get(REPORT), block.get(RESTART))
 
 
 def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:
@@ -236,7 +267,7 @@ def _file_is(snap: Snapshot, want: Any) -> bool:
     )
 
 
-def _read_trusted(root_fd: int, root: Path, rel: str) -> bytes | None:
+def read_trusted(root_fd: int, root: Path, rel: str) -> bytes | None:
     """The bytes of `rel` if it and the folders under the root leading to it pass the one trust rule
     (patchkit.input.trust: root's or this user's, writable by nobody else, no link), each checked on the
     descriptor it is opened as and the next name opened from it; None otherwise (or when it is absent)."""

@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, NamedTuple
 from patchkit.errors import BadInputError, ManifestError, PatchkitError, UntrustedStateError
 from patchkit.input.tree import STATE_DIR, Root
 from patchkit.outcome import BaseCheck, BaseState, HunkState, Origin, PatchState, RecordState, Relation
+from patchkit.run.fastpath import UNKNOWN_NO_GIT, UNKNOWN_UNPINNED
 from patchkit.run.records import AppliedRecord, parse_record, record_names
 from patchkit.workspace.trust import check_trusted, read_state
 
@@ -123,9 +124,7 @@ def _unknown_why(state: BaseState, spec: PatchSpec) -> str | None:
         return None
     if spec.base_files:
         return "no [base] file can be checked while its hunks are in this state"
-    if spec.target.pinned_commit is None:
-        return "target.pinned_commit is unknown and the manifest has no [base] fingerprint"
-    return "not a git checkout, and the manifest has no [base] fingerprint"
+    return UNKNOWN_UNPINNED if spec.target.pinned_commit is None else UNKNOWN_NO_GIT
 
 
 def compare_head(root: Root, pinned: str) -> HeadCheck:

@@ -14,7 +14,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from patchkit import __version__
-from patchkit.input.manifest import Exclude
+from patchkit.input.excludes import Exclude
 
 if TYPE_CHECKING:
 

@@ -8,18 +8,12 @@ always a list of `{path, reason}` objects.
 
 from __future__ import annotations
 
-import json
-import os
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes a string with
 from typing import TYPE_CHECKING, Any
 
 import click
 
 from patchkit.display import escape_controls, show_path
-from patchkit.input.globs import match_glob
 from patchkit.outcome import (
     Action,
     BaseCheck,
@@ -31,9 +25,15 @@ from patchkit.outcome import (
     Relation,
     Result,
 )
-from patchkit.run.actions import Invocation
+from patchkit.run.actions import Invocation, upstream_json
+from patchkit.run.actions import excluded_json as _excluded_json
 from patchkit.run.provenance import missing_files
 from patchkit.run.recorded import FileEntry, HunkEntry, verdict_entry
+from patchkit.speak.plain import ALREADY_APPLIED, files_text
+from patchkit.speak.plain import SCHEMA_VERSION as SCHEMA_VERSION
+from patchkit.speak.plain import RawJSON as RawJSON
+from patchkit.speak.plain import render_json as render_json
+from patchkit.speak.plain import versioned as versioned
 
 if TYPE_CHECKING:
     from patchkit.diff.hunkset import HunkSet
@@ -65,12 +65,6 @@ _COLOURS = {
 }
 
 
-SCHEMA_VERSION = 1
-
-
-def versioned(document: dict[str, Any]) -> dict[str, Any]:
-    """A top-level JSON document: `schema_version` first."""
-    return {"schema_version": SCHEMA_VERSION, **document}
 
 
 def error_json(message: str, exit_code: int, where: str | None, hint: str | None) -> dict[str, Any]:
@@ -81,13 +75,6 @@ def error_json(message: str, exit_code: int, where: str | None, hint: str | None
 def excluded_json(spec: PatchSpec, hunk_set: HunkSet) -> list[dict[str, str]]:
     """The files the manifest's excludes removed from the diff, each with the reason of the exclude it matched."""
     return _excluded_json(spec, hunk_set.excluded)
-
-
-def _excluded_json(spec: PatchSpec, paths: Sequence[str]) -> list[dict[str, str]]:
-    def reason(path: str) -> str:
-        return next((e.reason for e in spec.excludes if match_glob(e.pattern, path)), "")
-
-    return [{"path": path, "reason": reason(path)} for path in paths]
 
 
 def _entries(outcome: Outcome) -> Sequence[FileEntry]:
@@ -115,7 +102,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "upstream": upstream_json(spec),
         "hunk_set_sha256": outcome.recorded.hunk_set_sha256 if outcome.recorded is not None else tree.hunk_set.digest,
         "excluded": _excluded_json(spec, _excluded(outcome)),
-        "files": RawJSON(_files_text(_entries(outcome))),
+        "files": RawJSON(files_text(_entries(outcome))),
         "changes": (
             [{"path": c.path, "op": _change_op(c.before.exists, c.after.exists)} for c in outcome.plan.changes]
             if outcome.plan
@@ -141,70 +128,6 @@ def reason_text(outcome: Outcome, *, name_undecided: bool = True) -> str | None:
 
 def _change_op(before: bool, after: bool) -> str:
     return "modify" if before and after else ("create" if after else "delete")
-
-
-@dataclass(frozen=True)
-class RawJSON:
-    """A value render_json writes as this text: JSON rendered as json.dumps(indent=2) renders it at the top
-    level, which render_json indents to where the value stands (JSON text holds no raw newline but these)."""
-
-    text: str
-
-
-def render_json(data: Any) -> str:
-    """The document as json.dumps(indent=2, ensure_ascii=False) writes it, RawJSON values spliced in."""
-    raw: list[str] = []
-    mark = f"\0{os.urandom(8).hex()}:"  # unguessable: no string of the document can hold it
-
-    def placeholder(value: Any) -> str:
-        if not isinstance(value, RawJSON):
-            raise TypeError(f"{type(value).__name__} is not JSON")
-        raw.append(value.text)
-        return f"{mark}{len(raw) - 1}"
-
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=placeholder)
-    if not raw:
-        return text
-    marked = re.compile(rf'^( *)(.*?){re.escape(encode_basestring(mark)[:-1])}(\d+)"', re.MULTILINE)
-    return marked.sub(lambda m: m[1] + m[2] + raw[int(m[3])].replace("\n", "\n" + m[1]), text)
-
-
-def _files_text(entries: Sequence[FileEntry]) -> str:
-    """The document's `files` (see docs/output.md), as json.dumps(indent=2) renders its list of objects
-    {path, old_path, op, state, detail, mode, hunks: [{index, header, state, expected_line, found_line,
-    candidate_lines, detail}]}: written out here because a restart prints ten thousand of them, and json's
-    indenting encoder (pure Python) takes 5x the time of these templates."""
-    return _json_list([_file_text(e) for e in entries], "")
-
-
-def _file_text(entry: FileEntry) -> str:
-    return (
-        f'  {{\n    "path": {_scalar(entry.path)},\n    "old_path": {_scalar(entry.old_path)},\n'
-        f'    "op": {_scalar(entry.op)},\n    "state": {_scalar(entry.state)},\n'
-        f'    "detail": {_scalar(entry.detail)},\n    "mode": {_scalar(entry.mode)},\n'
-        f'    "hunks": {_json_list([_hunk_text(h) for h in entry.hunks], "    ")}\n  }}'
-    )
-
-
-def _hunk_text(hunk: HunkEntry) -> str:
-    lines = _json_list([f"          {pos + 1}" for pos in hunk.candidates], "        ")  # ambiguous: each match
-    found = hunk.found + 1 if hunk.found is not None else None
-    return (
-        f'      {{\n        "index": {hunk.number},\n        "header": {_scalar(hunk.header)},\n'
-        f'        "state": {_scalar(hunk.state)},\n        "expected_line": {hunk.expected + 1},\n'
-        f'        "found_line": {_scalar(found)},\n'
-        f'        "candidate_lines": {lines},\n        "detail": {_scalar(hunk.detail)}\n      }}'
-    )
-
-
-def _json_list(items: Sequence[str], indent: str) -> str:
-    return "[\n" + ",\n".join(items) + f"\n{indent}]" if items else "[]"
-
-
-def _scalar(value: str | int | None) -> str:
-    if value is None:
-        return "null"
-    return encode_basestring(value) if isinstance(value, str) else str(int(value))
 
 
 # How a person says what the tree holds, after "refused: " or "dry run: ".
@@ -252,7 +175,7 @@ def summary_line(outcome: Outcome) -> str:
     texts = {
         Result.APPLIED: f"applied ({size}; {plural(written, 'file')} written)",
         Result.REVERTED: f"reverted ({size}; {plural(written, 'file')} written)",
-        Result.ALREADY_APPLIED: "already applied, nothing written",
+        Result.ALREADY_APPLIED: ALREADY_APPLIED,
         Result.NOT_APPLIED: "not applied, nothing to revert",
         Result.DRY_RUN: f"dry run: {where}; would write {plural(written, 'file')}",
         Result.REFUSED: f"refused: {where}; nothing written",
@@ -464,15 +387,6 @@ def spec_json(spec: PatchSpec) -> dict[str, Any]:
         "sha256": spec.sha256,
         "hunk_set_sha256": spec.hunkset_sha256,
         "base": dict(spec.base_files),
-    }
-
-
-def upstream_json(spec: PatchSpec) -> dict[str, Any]:
-    """The `upstream` key: the first PR (repo, pr, url) as before, every PR, and the origin."""
-    up = spec.upstream
-    return {
-        "repo": up.repo or None, "pr": up.pr, "url": up.url or None, "origin": up.origin.value,
-        "prs": [{"repo": p.repo, "pr": p.number, "url": p.url} for p in up.prs], "reason": up.reason,
     }
 
 

@@ -18,7 +18,8 @@ from importlib import resources
 from pathlib import Path
 
 from patchkit.errors import BadInputError, ManifestError, RegistryError
-from patchkit.input.manifest import MANIFEST_NAME, Exclude, PatchSpec, load_manifest, patch_id_problem, quote_short
+from patchkit.input.excludes import Exclude
+from patchkit.input.manifest import MANIFEST_NAME, PatchSpec, load_manifest, patch_id_problem, quote_short
 
 TEMPLATE = "templates/manifest.toml"
 

@@ -19,7 +19,8 @@ from patchkit.cli.commands.vendor import (
 )
 from patchkit.diff.filtering import load_hunk_set, match_exclude
 from patchkit.errors import BadInputError, NotADiffError, PatchkitError
-from patchkit.input.manifest import Exclude, PatchSpec, load_manifest
+from patchkit.input.excludes import Exclude
+from patchkit.input.manifest import PatchSpec, load_manifest
 from patchkit.input.registry import find_locations, load_registry
 from patchkit.speak.console import echo, settings
 from patchkit.speak.report import render_json, spec_json, spec_line, versioned

@@ -1,0 +1,40 @@
+"""Where the program starts (the console script, `python -m patchkit`, patchkit.pyz): an `apply` is first offered
+to the restart entry (patchkit.cli.restart), which answers a restart the records vouch for before click loads;
+anything else, and anything it declines, runs the full CLI (patchkit.cli.main). Nothing of patchkit is imported
+here, so `--version` or a `status` pays nothing for the restart's shortcut.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+
+def entry() -> None:
+    """The `patchkit` program: the restart entry's answer if it has one, else the full CLI."""
+    argv = sys.argv[1:]
+    if argv[:1] == ["apply"]:
+        from patchkit.cli.restart import answer  # lazy: the CLI (only an `apply` may be a restart the records answer)
+
+        text = answer(argv)
+        if text is not None:
+            leave(text)
+    from patchkit.cli.main import entry as full_entry  # lazy: the CLI (a restart the records answer skips it)
+
+    full_entry()
+
+
+def leave(text: str) -> None:
+    """Print the restart's answer and end the process at once with exit 0, as cli.main.entry ends a run."""
+    try:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    except BrokenPipeError:  # a closed pipe: the outcome's code stands, as on the full path
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    except OSError as exc:  # a full disk, EIO: an output error, as the full path reports it
+        with contextlib.suppress(OSError):
+            os.write(2, f"patchkit: error: cannot write the output: {exc.strerror or exc}\n".encode())
+        os._exit(11)  # ExitCode.OUTPUT_FAILED (patchkit.errors is not imported on this path)
+    os._exit(0)
