@@ -169,3 +169,79 @@ def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]
         # 0700 folder. (As root it is the same answer: root owns the state.)
         assert run_here(case.args("status", root, "--json")) == 0
         as_user(*user, status)
+
+
+def _hunk_headers(diff: bytes) -> list[bytes]:
+    return [line.split(b" @@")[0] + b" @@" for line in diff.splitlines() if line.startswith(b"@@ ")]
+
+
+def test_a_later_section_inside_or_below_a_kept_grown_hunk_gets_the_headers_git_reads(tmp_path: Path) -> None:
+    """One file touched twice (B -> M -> T, -U3). B -> M: hunk 1 deletes B's first three lines (excluded), hunk 2
+    inserts two lines after `line 20` (kept). M -> T: hunk 3 changes the line after hunk 2's inserts, so its leading
+    context starts inside hunk 2 (past its own leading context); hunk 4 changes a line below everything. The
+    oracle is real `git apply` and the headers the test writes itself by line identity
+    (test_differential.filtered_diff); `patchkit show` of the filtered hunk set must carry the same headers.
+
+    Kills patchkit/diff/filtering.py:135:core/ReplaceBinaryOperator_Add_LShift#1 (a line inside a kept hunk of a
+    lower section: `base << kept + j`) and :144:core/ReplaceBinaryOperator_Add_RShift#6 (a line below a kept hunk
+    that grew the file: `base >> kept`); each moved a header git then reads at the wrong place."""
+    from tests import test_differential as oracle  # its helpers: git's diffs, identities, git apply
+
+    work = tmp_path / "work"
+    work.mkdir()
+    path = "src/engine/mod_0.py"
+    base = [b"line %d\n" % i for i in range(1, 41)]
+    middle = base[3:]
+    middle[17:17] = [b"inserted 1\n", b"inserted 2\n"]  # after `line 20` (index 16 of M)
+    top = list(middle)
+    top[20] = b"changed near the inserts\n"  # hunk 3: context from index 17, hunk 2's first inserted line
+    top[34] = b"changed below\n"  # hunk 4
+    twice = (oracle.make_diff(work, {path: base}, {path: middle}, 3, "")
+             + oracle.make_diff(work, {path: middle}, {path: top}, 3, ""))
+    sections = oracle.parse_sections(twice)
+    fresh = iter(range(10_000))
+    ids = oracle.with_ids({path: base}, fresh)
+    steps = oracle.chain_steps(sections, ids, fresh)
+    assert [(st.section, st.number, st.hunk.old_start) for st in steps] == [(0, 1, 1), (0, 2, 18), (1, 3, 18),
+                                                                           (1, 4, 32)]
+    kept = frozenset({1, 2, 3})
+    filtered = oracle.filtered_diff(sections, steps, ids, kept)
+    pristine, whole = oracle.construct(ids, steps, frozenset()), oracle.construct(ids, steps, kept)
+    assert filtered is not None and pristine is not None and whole is not None
+    assert oracle.git_result(work, pristine, filtered) == whole
+    registry = tmp_path / "patches"
+    folder = Registry(registry).add("p", twice, strip=2)
+    oracle.add_hunk_excludes(folder, path, [1])
+    shown = cli("show", "p", "--patches", registry)
+    assert shown.code == 0, shown.err
+    assert _hunk_headers(shown.out.encode()) == _hunk_headers(filtered), shown.out
+    assert oracle.git_result(work, pristine, shown.out.encode(), "-p1") == whole
+    code, after, out = oracle.run_patchkit(work, registry, "p", pristine, "apply")
+    assert (code, after) == (0, whole), out
+
+
+@pytest.mark.parametrize("created", [False, True], ids=["modified", "created"])
+def test_an_exclude_of_every_hunk_of_a_modified_file_is_refused_a_created_file_keeps_its_creation(
+    tmp_path: Path, registry: Registry, created: bool
+) -> None:
+    """A hunk exclude that drops every hunk of a modified file is refused at load (exit 2, the manifest line, the
+    whole-file exclude as the hint); the only hunk of a created file may be dropped (git creates the file empty).
+
+    Kills patchkit/diff/filtering.py:179:core/ReplaceComparisonOperator_Is_LtE#0 (`f.op <= FileOp.MODIFY`: an
+    Enum without an order, so the load crashed with a TypeError)."""
+    before = {"engine/a.py": b"a 1\na 2\na 3\n"}
+    after = {"engine/a.py": b"a 1\na two\na 3\n", "engine/new.py": b"n 1\nn 2\n"}
+    folder = registry.add("p", git_diff(tmp_path, before, after))
+    excluded = "engine/new.py" if created else "engine/a.py"
+    with (folder / "manifest.toml").open("a") as manifest:
+        manifest.write(f'"{excluded}" = {{ hunks = [1], reason = "not ported" }}\n')
+    root = tmp_path / "engine-root"
+    write_tree(root, before)
+    res = cli("status", "p", "--root", root, "--patches", registry.path)
+    if created:
+        assert (res.code, res.out) == (3, "p: unapplied (1 hunk in 2 files)\n"), (res.out, res.err)
+        return
+    assert res.code == 2, (res.out, res.err)
+    assert f"manifest.toml:{(folder / 'manifest.toml').read_text().count(chr(10))}: exclude 'engine/a.py' drops " \
+           "every hunk of the file" in res.err, res.err
+    assert 'hint: exclude the whole file instead: "engine/a.py" = "not ported"' in res.err, res.err
