@@ -11,8 +11,10 @@ import hashlib
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -245,3 +247,71 @@ def test_an_exclude_of_every_hunk_of_a_modified_file_is_refused_a_created_file_k
     assert f"manifest.toml:{(folder / 'manifest.toml').read_text().count(chr(10))}: exclude 'engine/a.py' drops " \
            "every hunk of the file" in res.err, res.err
     assert 'hint: exclude the whole file instead: "engine/a.py" = "not ported"' in res.err, res.err
+
+
+def _state_dir_spy(monkeypatch: pytest.MonkeyPatch, root: Path, then: Callable[[], None]) -> list[int]:
+    """os.mkdir, watched: right after the real mkdir of `root/.patchkit` (the first moment another user could see
+    it) record its mode, then run `then` (a racer's move); the modes seen are returned."""
+    real = os.mkdir
+    seen: list[int] = []
+
+    def mkdir(path: str | Path, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        real(path, mode, dir_fd=dir_fd)
+        if str(path) == ".patchkit" and dir_fd is not None and os.path.samestat(os.fstat(dir_fd), os.stat(root)):
+            seen.append(stat.S_IMODE(os.stat(root / ".patchkit", follow_symlinks=False).st_mode))
+            then()
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    return seen
+
+
+def test_the_state_folder_is_never_open_to_others_even_before_its_mode_is_set(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a umask of 0, `.patchkit` as mkdir leaves it (before the fchmod to 0755) is 0700: in that window
+    nobody else may enter it or write in it. Afterwards it is 0755, and the apply went through.
+
+    Kills patchkit/workspace/trust.py:73:core/NumberReplacer#8 and #9 (`os.mkdir(STATE_DIR, 0o701)` / `0o677`)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    seen = _state_dir_spy(monkeypatch, root, lambda: None)
+    old = os.umask(0)
+    try:
+        res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    finally:
+        os.umask(old)
+    assert res.code == 0, (res.out, res.err)
+    assert seen == [0o700]
+    assert stat.S_IMODE((root / ".patchkit").stat().st_mode) == 0o755
+
+
+@needs_root
+def test_a_state_folder_swapped_in_right_after_the_mkdir_is_refused_and_left_as_it_was(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root runs apply; right after its mkdir of `.patchkit`, another user (uid 54321) puts a 0777 folder of their
+    own in its place. patchkit refuses it (exit 2, untrusted state, the tree untouched) and never changes it: no
+    fchmod of a folder it did not make, its mode and owner stay as the other user left them.
+
+    Kills patchkit/workspace/trust.py:80:core/ReplaceComparisonOperator_Eq_GtE#0 (`st_uid >= geteuid()`: as
+    root, every owner passes, and the impostor was made 0755 before the refusal)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    state = root / ".patchkit"
+
+    def swap() -> None:
+        state.rename(root / "made-by-patchkit")
+        state.mkdir()
+        os.chown(state, 54321, 54321)
+        state.chmod(0o777)
+
+    seen = _state_dir_spy(monkeypatch, root, swap)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 2 and "state folder" in res.err, (res.out, res.err)
+    assert seen == [0o700]
+    st = state.stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o777, 54321, 54321)
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
