@@ -83,6 +83,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py"),
     "patchkit/workspace/trust.py": ("tests/test_state_trust.py", "tests/test_untrusted_state.py",
                                     "tests/test_workspace.py", "tests/test_mutation_kills.py"),
+    # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment
+    "patchkit/input/trust.py": ("tests/test_trust_rule.py", "tests/test_state_trust.py",
+                                "tests/test_untrusted_state.py", "tests/test_untrusted_env.py",
+                                "tests/test_mutation_kills.py"),
     "patchkit/workspace/names.py": _WORKSPACE,
     "patchkit/workspace/interrupts.py": _WORKSPACE,
     "patchkit/workspace/folders.py": (*_WORKSPACE, "tests/test_moved_folders.py"),
