@@ -90,6 +90,23 @@ def test_commit_writes_every_change_with_modes_and_leaves_no_trace(tmp_path: Pat
     assert (tmp_path / STATE / ".gitignore").read_bytes() == b"*\n"
 
 
+def test_a_commit_that_also_writes_at_the_top_of_the_root_leaves_no_kept_link_below_it(tmp_path: Path) -> None:
+    """A file at the top of the root written first, then files in folders: every temp file and kept link is
+    dropped from the folder it was made in (the top one is held too, and must not stand in for the others).
+
+    Kills patchkit/workspace/recovery.py:141:core/NumberReplacer#9 (finish looked each entry's folder up as
+    `parts[:-0]`, the root: the kept links of pkg/a.py and pkg/sub/b.sh were left behind)."""
+    make_tree(tmp_path)
+    (tmp_path / "top.py").write_bytes(b"top = 1\n")
+    top = FileChange("top.py", read_snapshot(tmp_path, "top.py"), Snapshot("top.py", b"top = 2\n", 0o644))
+    commit_changes(tmp_path, [top, *changes_for(tmp_path)])
+    after = image(tmp_path)
+    assert after["top.py"] == ("file", b"top = 2\n", 0o644)
+    assert after["pkg/a.py"] == ("file", b"a = 2\r\n\xff\xfe\n", 0o640)
+    assert not journal(tmp_path).exists()
+    assert not [p for p in tmp_path.rglob("*") if TEMP_NAME.fullmatch(p.name)]
+
+
 def test_commit_refuses_a_tree_that_changed_since_the_plan(tmp_path: Path) -> None:
     make_tree(tmp_path)
     changes = changes_for(tmp_path)
