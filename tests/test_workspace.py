@@ -107,6 +107,53 @@ def test_a_commit_that_also_writes_at_the_top_of_the_root_leaves_no_kept_link_be
     assert not [p for p in tmp_path.rglob("*") if TEMP_NAME.fullmatch(p.name)]
 
 
+def test_a_file_that_vanishes_as_the_write_stage_looks_at_it_is_named_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone (not holding the lock) deletes pkg/a.py right after the plan: the write stage finds it gone when
+    it builds the journal, and fails naming the file, nothing written.
+
+    Kills patchkit/workspace/commit.py:219:core/ReplaceBinaryOperator_Div_Pow#2 (`shown ** parts[-1]`: the error
+    path itself crashed with a TypeError)."""
+    import patchkit.workspace.commit as commit
+
+    start = make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    real = commit.lstat_at
+    gone: list[str] = []
+
+    def lstat_at(fd: int, name: str) -> os.stat_result | None:
+        if name == "a.py" and not gone:
+            gone.append(name)
+            (tmp_path / "pkg" / "a.py").unlink()
+        return real(fd, name)
+
+    monkeypatch.setattr(commit, "lstat_at", lstat_at)
+    with pytest.raises(WriteFailedError, match=r"pkg/a\.py vanished while the plan was being made") as caught:
+        commit_changes(tmp_path, changes)
+    assert caught.value.where == str(tmp_path / "pkg" / "a.py")
+    assert image(tmp_path) == {k: v for k, v in start.items() if k != "pkg/a.py"}
+    assert not journal(tmp_path).exists()
+
+
+def test_a_filesystem_that_returns_short_reads_still_gets_each_write_checked_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pread returning at most 3 bytes a call (as a network or FUSE filesystem may): the commit reads each file
+    back to its end and finds what it wrote, so it succeeds.
+
+    Kills patchkit/workspace/commit.py:581:core/ReplaceBinaryOperator_Add_BitAnd#8 and _Add_RShift#8 (the
+    read-back loop stopped after the first short read and reported the content as not written)."""
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, size, offset: real(fd, min(size, 3), offset))
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    after = image(tmp_path)
+    assert after["pkg/a.py"] == ("file", b"a = 2\r\n\xff\xfe\n", 0o640)
+    assert after["pkg/new/deep/d.py"][1] == b"d = 4\n"
+    assert not journal(tmp_path).exists()
+
+
 def test_commit_refuses_a_tree_that_changed_since_the_plan(tmp_path: Path) -> None:
     make_tree(tmp_path)
     changes = changes_for(tmp_path)
