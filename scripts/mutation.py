@@ -54,7 +54,9 @@ REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "scripts" / "mutation_equivalent.toml"
 
 _JUDGE = ("tests/test_state.py", "tests/test_matching.py", "tests/test_placement.py", "tests/test_plan.py",
-          "tests/test_regressions.py")
+          "tests/test_regressions.py",
+          # the judgement against real git and the construction's truth, 40 examples and the replayed cases (14 s)
+          "tests/test_differential.py")
 _WORKSPACE = ("tests/test_workspace.py", "tests/test_recovery_checks.py", "tests/test_crash.py",
               "tests/test_untrusted_state.py", "tests/test_state_trust.py", "tests/test_races.py",
               # a folder moved out of the root mid-write: restored through the held descriptors (2.5 s)
