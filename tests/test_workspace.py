@@ -203,6 +203,37 @@ def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> No
     assert outcomes["back"] > 20 and outcomes["forward"] >= 1 and outcomes["untouched"] >= 1, outcomes
 
 
+def test_a_rollback_remakes_a_folder_removed_after_the_kill_with_its_journaled_mode(tmp_path: Path) -> None:
+    """Killed mid-commit, the journal written; then pkg/gone (mode 0700, its c.py to be deleted) is removed
+    whole, kept link and all, by someone else. recover() rolls back: it makes pkg/gone again with the mode the
+    journal recorded for it (0700, not the 0755 of a new folder nor wider) and writes c.py back from the
+    journal's copy: the original tree exactly.
+
+    Kills patchkit/workspace/folders.py:85:core/ReplaceBinaryOperator_Add_BitXor#0 (the mode looked up for the
+    second folder of the path was the first's: `folders[: i ^ 1]`) and :87:core/ReplaceBinaryOperator_BitAnd_BitOr#0
+    (`mode | 0o777`: the folder came back world-writable)."""
+    import shutil
+
+    original_root = tmp_path / "orig"
+    original_root.mkdir()
+    original = make_tree(original_root)
+    for n in range(500):
+        root = tmp_path / f"run{n}"
+        root.mkdir()
+        make_tree(root)
+        status = in_child(root, changes_for(root), {"PATCHKIT_FAULT_AFTER": str(n)})
+        assert status in (0, -signal.SIGKILL), status
+        if status == -signal.SIGKILL and journal(root).exists() and (root / "pkg" / "gone").is_dir():
+            break
+    else:
+        pytest.fail("no kill point left a journal with pkg/gone in place")
+    shutil.rmtree(root / "pkg" / "gone")
+    report = recover(root)
+    assert report is not None and report.direction is Direction.BACK, report
+    assert image(root) == original
+    assert not journal(root).exists()
+
+
 def test_state_files_are_written_and_deleted_in_the_same_transaction(tmp_path: Path) -> None:
     make_tree(tmp_path)
     commit_changes(tmp_path, changes_for(tmp_path), state_files={"applied/x.json": b'{"v": 1}'}, label="apply")
