@@ -92,7 +92,9 @@ MODULES: dict[str, tuple[str, ...]] = {
                                 "tests/test_untrusted_state.py", "tests/test_untrusted_env.py",
                                 "tests/test_mutation_kills.py"),
     "patchkit/workspace/names.py": _WORKSPACE,
-    "patchkit/workspace/interrupts.py": _WORKSPACE,
+    "patchkit/workspace/interrupts.py": (*_WORKSPACE,  # SIGTERM / SIGINT mid-write: rolled back, said so (2 s)
+                                         "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_"
+                                         "and_say_so"),
     "patchkit/workspace/folders.py": _WORKSPACE,
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,
