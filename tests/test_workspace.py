@@ -234,6 +234,58 @@ def test_a_rollback_remakes_a_folder_removed_after_the_kill_with_its_journaled_m
     assert not journal(root).exists()
 
 
+def test_a_state_file_that_would_not_change_is_left_alone(tmp_path: Path) -> None:
+    """A second commit that hands over a state file with the bytes it already has: the tree's change is written,
+    the record is not (same inode: never replaced, not in the journal).
+
+    Kills patchkit/workspace/commit.py:172:core/ReplaceComparisonOperator_Eq_Is#0 (`(data, mode) is (...)`:
+    never true, so every unchanged state file was rewritten)."""
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path), state_files={"applied/unit.json": b"{}"})
+    record = tmp_path / STATE / "applied" / "unit.json"
+    before = record.stat()
+    change = FileChange("pkg/a.py", read_snapshot(tmp_path, "pkg/a.py"), Snapshot("pkg/a.py", b"a = 3\n", 0o640))
+    commit_changes(tmp_path, [change], state_files={"applied/unit.json": b"{}"})
+    assert (tmp_path / "pkg" / "a.py").read_bytes() == b"a = 3\n"
+    after = record.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_filesystem_without_room_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """statvfs says one block is free: the commit is refused before a byte is written (the journal either), naming
+    what it needs.
+
+    Kills patchkit/workspace/commit.py:276:core/ReplaceComparisonOperator_Gt_Eq#1 (`size + margin == free`: only
+    an exact fit was refused)."""
+    start = make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    real = os.fstatvfs
+
+    def full(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1, 1, v.f_files, v.f_ffree, v.f_favail,
+                                  v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", full)
+    with pytest.raises(WriteFailedError, match="not enough room on the filesystem"):
+        commit_changes(tmp_path, changes)
+    assert image(tmp_path) == start
+    assert not journal(tmp_path).exists()
+
+
+def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
+
+    Kills patchkit/workspace/commit.py:287:core/ZeroIterationForLoop#7 (the free-space check's descriptors
+    were never closed)."""
+    make_tree(tmp_path)
+    before = len(os.listdir("/proc/self/fd"))
+    commit_changes(tmp_path, changes_for(tmp_path))
+    assert len(os.listdir("/proc/self/fd")) == before
+
+
 def test_state_files_are_written_and_deleted_in_the_same_transaction(tmp_path: Path) -> None:
     make_tree(tmp_path)
     commit_changes(tmp_path, changes_for(tmp_path), state_files={"applied/x.json": b'{"v": 1}'}, label="apply")
