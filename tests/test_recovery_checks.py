@@ -162,6 +162,37 @@ def test_a_rollback_without_its_kept_links_restores_modes_too(mode_case: Case) -
     assert checked >= 2, f"only {checked} kill points left kept links"
 
 
+@pytest.fixture(scope="module")
+def open_case() -> Iterator[Case]:
+    # A file every user may write (0777: a shared scratch script), edited: its mode is kept as it was.
+    with shared_case({"engine/open.sh": (b"#!/bin/sh\necho 1\n", 0o777)},
+                     {"engine/open.sh": (b"#!/bin/sh\necho 2\n", 0o777)}) as made:
+        yield made
+
+
+def test_a_rollback_without_its_kept_link_gives_a_0777_file_its_mode_back(open_case: Case) -> None:
+    """As test_a_rollback_without_its_kept_links_restores_modes_too, for a file of mode 0777: the journal's copy
+    is written back with its permission bits, all nine of them, so the tree is the original exactly.
+
+    Kills patchkit/workspace/recovery.py:255:core/ReplaceBinaryOperator_BitAnd_Mod#0 (`mode % 0o777`: 0777
+    became 0000)."""
+    checked = 0
+    for n in range(0, 200):
+        root = open_case.fresh("open-nolinks")
+        if not run_forked(open_case.args("apply", root), fault_env(n)).killed:
+            break
+        links = kept_links(root)
+        if not (root / ".patchkit" / "journal.json").exists() or not links:
+            continue
+        for link in links:
+            link.unlink()
+        run = run_forked(open_case.args("status", root))
+        assert "Traceback" not in run.err, run.err
+        checked += 1
+        assert whole_state(open_case, root) is not None, f"kill after op {n}, links removed: {image(root)}"
+    assert checked >= 1, "no kill point left a kept link"
+
+
 def _forge_temp_not_ours(doc: dict[str, Any], body: bytes) -> bytes:
     doc["entries"][0]["temp"] = "evil.tmp"  # the right kind, not a name patchkit makes
     return body
