@@ -54,14 +54,26 @@ REPO = Path(__file__).resolve().parent.parent
 EQUIVALENTS = REPO / "scripts" / "mutation_equivalent.toml"
 
 _JUDGE = ("tests/test_state.py", "tests/test_matching.py", "tests/test_placement.py", "tests/test_plan.py",
-          "tests/test_regressions.py")
+          "tests/test_regressions.py",
+          # the judgement against real git and the construction's truth, 40 examples and the replayed cases (14 s)
+          "tests/test_differential.py")
 _WORKSPACE = ("tests/test_workspace.py", "tests/test_recovery_checks.py", "tests/test_crash.py",
-              "tests/test_untrusted_state.py", "tests/test_state_trust.py", "tests/test_races.py")
+              "tests/test_untrusted_state.py", "tests/test_state_trust.py", "tests/test_races.py",
+              # a folder moved out of the root mid-write: restored through the held descriptors (2.5 s)
+              "tests/test_moved_folders.py")
 # diff/filtering.py: the excludes (test_diffs, test_manifest, test_globs, test_rule_edges), a commit chain's layers
 # (test_mbox_chain), the [paths] placement (test_placement), hunk excludes kept in a compiled set (test_compiled),
 # stacked patches (test_series)
 _DIFF = ("tests/test_diffs.py", "tests/test_manifest.py", "tests/test_globs.py", "tests/test_rule_edges.py",
-         "tests/test_mbox_chain.py", "tests/test_placement.py", "tests/test_compiled.py", "tests/test_series.py")
+         "tests/test_mbox_chain.py", "tests/test_placement.py", "tests/test_compiled.py", "tests/test_series.py",
+         # a file touched two or three times with hunk excludes in a lower section, against real `git apply`
+         *(f"tests/test_differential.py::{name}" for name in (
+             "test_hunk_excludes_in_a_file_touched_twice_move_the_later_section",
+             "test_hunk_excludes_in_a_file_touched_three_times",
+             "test_seed_20261201_chain_13187_a_later_section_reads_context_inside_a_dropped_hunk")),
+         # a symbolic link or submodule change left in the set (refused by _check_supported)
+         *(f"tests/test_hostile.py::test_hostile_input_is_refused_cleanly[{case}]"
+           for case in ("make-symlink", "symlink-to-file", "gitlink")))
 
 # Module (a file under patchkit/) -> the test files that exercise it. Each line is a choice of speed over reach:
 # a mutant that only a test outside its selection would kill shows up as a survivor, and the fix is to add that
@@ -72,16 +84,24 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/verdicts.py": (*_JUDGE, "tests/test_mutation_kills.py"),
     "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_mutation_kills.py"),
     "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py"),
-    "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py"),
+    # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
+    "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py"),
     "patchkit/workspace/trust.py": ("tests/test_state_trust.py", "tests/test_untrusted_state.py",
                                     "tests/test_workspace.py", "tests/test_mutation_kills.py"),
+    # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment
+    "patchkit/input/trust.py": ("tests/test_trust_rule.py", "tests/test_state_trust.py",
+                                "tests/test_untrusted_state.py", "tests/test_untrusted_env.py",
+                                "tests/test_mutation_kills.py"),
     "patchkit/workspace/names.py": _WORKSPACE,
-    "patchkit/workspace/interrupts.py": _WORKSPACE,
-    "patchkit/workspace/folders.py": (*_WORKSPACE, "tests/test_moved_folders.py"),
+    "patchkit/workspace/interrupts.py": (*_WORKSPACE,  # SIGTERM / SIGINT mid-write: rolled back, said so (2 s)
+                                         "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_"
+                                         "and_say_so"),
+    "patchkit/workspace/folders.py": _WORKSPACE,
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,
-    "patchkit/workspace/recovery.py": _WORKSPACE,
-    "patchkit/workspace/lock.py": _WORKSPACE,
+    "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)
+                                       "tests/test_bytecode.py::test_a_rollback_counts_only_the_files_it_put_back"),
+    "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py"),  # the lock against other users (6 s)
     "patchkit/workspace/commit.py": _WORKSPACE,
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py"),

@@ -113,3 +113,45 @@ def test_a_linked_cache_folder_is_refused(setup: Path, registry: Registry, tmp_p
     result = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert result.code == 2 and "symbolic link" in result.err
     assert (root / "pkg/mod.py").read_bytes() == SOURCE and (elsewhere / "mod.cpython-311.pyc").exists()
+
+
+def _tree(root: Path) -> dict[str, tuple[bytes, int] | None]:
+    """Every file under root but patchkit's temp names (`.patchkit-<hex>.tmp/.orig`) and its state outside
+    `.patchkit/applied` (the record is written in the same transaction, the journal and lock are not)."""
+    return {str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mode) for p in root.rglob("*")
+            if p.is_file() and not p.name.startswith(".patchkit-")
+            and (".patchkit" not in p.relative_to(root).parts or "applied" in p.relative_to(root).parts)}
+
+
+def test_a_rollback_counts_only_the_files_it_put_back(setup: Path, registry: Registry) -> None:
+    """Every kill point of an apply that also removes two stale caches, then `status` recovers: the number of
+    files it says it rolled back is the number of files recovery changed (the oracle: the tree before and after
+    it, compared by the test), so a kill before any change says "no file had been changed yet".
+
+    Kills patchkit/workspace/recovery.py:234:core/ReplaceFalseWithTrue#4 (a stale cache never renamed away, its
+    kept name absent, counted as put back: "rolled back 2 files" where nothing had changed)."""
+    from tests.safety_helpers import fault_env, run_forked
+
+    root = setup
+    compile_caches(root, "UNCHECKED_HASH")
+    pristine = _tree(root)
+    args = ["--root", str(root), "--patches", str(registry.path)]
+    seen = set()
+    for n in range(0, 30, 2):  # every other kill point: the test forks twice for each
+        killed = run_forked(["apply", "p", *args], fault_env(n))
+        if killed.code == 0:
+            break
+        before = _tree(root)
+        run = run_forked(["status", "p", *args])
+        if "completed it" in run.err:  # killed after every file was written: rolled forward from here on
+            break
+        assert run.code == 3 and "Traceback" not in run.err, (n, run.code, run.err)
+        after = _tree(root)
+        assert after == pristine, n
+        changed = sum(before.get(p) != after.get(p) for p in set(before) | set(after))
+        said = "no file had been changed yet" if not changed else \
+            f"rolled back {changed} file{'' if changed == 1 else 's'}"
+        if "recovered an interrupted" in run.err:
+            assert said in run.err, (n, changed, run.err)
+            seen.add(changed)
+    assert 0 in seen and len(seen) > 2, seen  # kills before the first change, and in the middle

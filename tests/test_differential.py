@@ -1157,6 +1157,20 @@ def test_seed_4242_example_1668_a_post_image_copy_overlapping_the_pre_image() ->
     assert not tally.wrong, tally.wrong
 
 
+def test_seed_0_example_264_an_anchored_run_that_reaches_the_end_of_the_file() -> None:
+    """Found by the mutation run (docs/testing.md; PATCHKIT_DIFF_EXAMPLES=400, the default seed 0, example 264:
+    synthetic, -U2 --minimal): on the shifted base and target trees a run of hunks with exact gaps is anchored by
+    the end of the file, where the diff saw it end, so judge/state.py `_rivals` bounds it by the file's length, not
+    by a hunk after it. Replayed here at the default size.
+
+    Kills patchkit/judge/state.py:647:core/ReplaceComparisonOperator_Eq_Lt#16 (`k < len(located)`: the bound
+    read the hunk past the last one, and status crashed with an IndexError, exit 10)."""
+    tally = Tally()
+    with scratch() as work:
+        one_example(tally, work, random.Random("0-264"), 264)
+    assert not tally.crashes and not tally.wrong, (tally.crashes, tally.wrong)
+
+
 def test_seed_20261201_example_18849_a_pre_image_copy_above_the_pre_image_is_the_post_image() -> None:
     """Found by the 20,000-example run (PATCHKIT_DIFF_SEED=20261201): `base+decoy@-0` read `partial`, truth
     `unapplied`. The oracle was wrong, not the judgement: in src/engine/mod_2.py hunk 1 (-U1, @@ -4,2 +4,4 @@)

@@ -143,3 +143,39 @@ def test_the_lock_timeout_is_the_whole_wait_and_what_it_waits_for_is_said_once(c
     assert lines[0] == f"patchkit: waiting for the lock on {lock} held by pid {os.getpid()} (user root) ...", run.err
     assert run.err.count("waiting for the lock") == 1, run.err
     assert "has held the lock for over 2s" in run.err
+
+
+def test_a_fifo_at_the_locks_name_is_refused_not_waited_on_by_another_users_status(
+    case: Case, user: tuple[int, int]
+) -> None:
+    """Root's `.patchkit/lock` is a FIFO (0644: the user may read it, not write it). The user's `status` opens it
+    read-only, sees it is no regular file and fails (the lock is not a regular file) at once: it never blocks
+    in the open, waiting for a writer that never comes.
+
+    Kills patchkit/workspace/lock.py:329:core/ReplaceBinaryOperator_BitOr_BitAnd#21 (`O_NOFOLLOW & O_NONBLOCK`:
+    the read-only open lost O_NONBLOCK and hung on the FIFO)."""
+    import signal
+
+    root = used_once(case, "lock-fifo", user)
+    assert run_here(case.args("apply", root)) == 0
+    lock = root / STATE / "lock"
+    lock.unlink()
+    os.mkfifo(lock, 0o644)
+    os.chmod(lock, 0o644)
+    from patchkit.run.fastpath import code_fingerprint
+
+    code_fingerprint()  # as run_as_that_user: the child must not read the checkout
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        os.setgroups([])
+        os.setgid(user[1])
+        os.setuid(user[0])
+        os.chdir(case.workdir)
+        signal.alarm(10)  # a hang ends here, as SIGALRM (the answer takes about a second)
+        with open(os.devnull, "w") as quiet, contextlib.redirect_stderr(quiet), contextlib.redirect_stdout(quiet):
+            code = run_here(case.args("status", root))
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert not os.WIFSIGNALED(status), f"status hung on the FIFO (killed by signal {os.WTERMSIG(status)})"
+    assert os.WEXITSTATUS(status) not in (0, 3), os.WEXITSTATUS(status)
+    assert stat.S_ISFIFO(os.lstat(lock).st_mode)

@@ -132,3 +132,16 @@ def test_line_ending_mismatch_is_explained() -> None:
     located = readings[0].located[0]
     assert located.state is HunkState.CONFLICT
     assert located.detail is not None and "line endings differ" in located.detail and "CRLF" in located.detail
+
+
+def test_a_crlf_diff_on_an_lf_file_is_explained_too() -> None:
+    """The other way round: the diff's lines end in CRLF, the file's in LF.
+
+    Kills patchkit/judge/matching.py:409:core/ReplaceComparisonOperator_NotEq_Gt#3 (`crlf_file > crlf_diff`: only
+    a CRLF file was explained, this case said which line differs instead)."""
+    hunk = make_hunk([b"1\r\n", b"2\r\n", b"3\r\n"], [b"1\r\n", b"two\r\n", b"3\r\n"], old_start=1)
+    readings, _ = read_file(lines(b"1\n", b"2\n", b"3\n"), [hunk])
+    located = readings[0].located[0]
+    assert located.state is HunkState.CONFLICT
+    assert located.detail == ("line endings differ: the file uses LF, the diff CRLF; regenerate the diff from a "
+                              "tree with the same line endings"), located.detail

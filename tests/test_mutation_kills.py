@@ -11,8 +11,10 @@ import hashlib
 import io
 import json
 import os
+import stat
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -169,3 +171,147 @@ def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]
         # 0700 folder. (As root it is the same answer: root owns the state.)
         assert run_here(case.args("status", root, "--json")) == 0
         as_user(*user, status)
+
+
+def _hunk_headers(diff: bytes) -> list[bytes]:
+    return [line.split(b" @@")[0] + b" @@" for line in diff.splitlines() if line.startswith(b"@@ ")]
+
+
+def test_a_later_section_inside_or_below_a_kept_grown_hunk_gets_the_headers_git_reads(tmp_path: Path) -> None:
+    """One file touched twice (B -> M -> T, -U3). B -> M: hunk 1 deletes B's first three lines (excluded), hunk 2
+    inserts two lines after `line 20` (kept). M -> T: hunk 3 changes the line after hunk 2's inserts, so its leading
+    context starts inside hunk 2 (past its own leading context); hunk 4 changes a line below everything. The
+    oracle is real `git apply` and the headers the test writes itself by line identity
+    (test_differential.filtered_diff); `patchkit show` of the filtered hunk set must carry the same headers.
+
+    Kills patchkit/diff/filtering.py:135:core/ReplaceBinaryOperator_Add_LShift#1 (a line inside a kept hunk of a
+    lower section: `base << kept + j`) and :144:core/ReplaceBinaryOperator_Add_RShift#6 (a line below a kept hunk
+    that grew the file: `base >> kept`); each moved a header git then reads at the wrong place."""
+    from tests import test_differential as oracle  # its helpers: git's diffs, identities, git apply
+
+    work = tmp_path / "work"
+    work.mkdir()
+    path = "src/engine/mod_0.py"
+    base = [b"line %d\n" % i for i in range(1, 41)]
+    middle = base[3:]
+    middle[17:17] = [b"inserted 1\n", b"inserted 2\n"]  # after `line 20` (index 16 of M)
+    top = list(middle)
+    top[20] = b"changed near the inserts\n"  # hunk 3: context from index 17, hunk 2's first inserted line
+    top[34] = b"changed below\n"  # hunk 4
+    twice = (oracle.make_diff(work, {path: base}, {path: middle}, 3, "")
+             + oracle.make_diff(work, {path: middle}, {path: top}, 3, ""))
+    sections = oracle.parse_sections(twice)
+    fresh = iter(range(10_000))
+    ids = oracle.with_ids({path: base}, fresh)
+    steps = oracle.chain_steps(sections, ids, fresh)
+    assert [(st.section, st.number, st.hunk.old_start) for st in steps] == [(0, 1, 1), (0, 2, 18), (1, 3, 18),
+                                                                           (1, 4, 32)]
+    kept = frozenset({1, 2, 3})
+    filtered = oracle.filtered_diff(sections, steps, ids, kept)
+    pristine, whole = oracle.construct(ids, steps, frozenset()), oracle.construct(ids, steps, kept)
+    assert filtered is not None and pristine is not None and whole is not None
+    assert oracle.git_result(work, pristine, filtered) == whole
+    registry = tmp_path / "patches"
+    folder = Registry(registry).add("p", twice, strip=2)
+    oracle.add_hunk_excludes(folder, path, [1])
+    shown = cli("show", "p", "--patches", registry)
+    assert shown.code == 0, shown.err
+    assert _hunk_headers(shown.out.encode()) == _hunk_headers(filtered), shown.out
+    assert oracle.git_result(work, pristine, shown.out.encode(), "-p1") == whole
+    code, after, out = oracle.run_patchkit(work, registry, "p", pristine, "apply")
+    assert (code, after) == (0, whole), out
+
+
+@pytest.mark.parametrize("created", [False, True], ids=["modified", "created"])
+def test_an_exclude_of_every_hunk_of_a_modified_file_is_refused_a_created_file_keeps_its_creation(
+    tmp_path: Path, registry: Registry, created: bool
+) -> None:
+    """A hunk exclude that drops every hunk of a modified file is refused at load (exit 2, the manifest line, the
+    whole-file exclude as the hint); the only hunk of a created file may be dropped (git creates the file empty).
+
+    Kills patchkit/diff/filtering.py:179:core/ReplaceComparisonOperator_Is_LtE#0 (`f.op <= FileOp.MODIFY`: an
+    Enum without an order, so the load crashed with a TypeError)."""
+    before = {"engine/a.py": b"a 1\na 2\na 3\n"}
+    after = {"engine/a.py": b"a 1\na two\na 3\n", "engine/new.py": b"n 1\nn 2\n"}
+    folder = registry.add("p", git_diff(tmp_path, before, after))
+    excluded = "engine/new.py" if created else "engine/a.py"
+    with (folder / "manifest.toml").open("a") as manifest:
+        manifest.write(f'"{excluded}" = {{ hunks = [1], reason = "not ported" }}\n')
+    root = tmp_path / "engine-root"
+    write_tree(root, before)
+    res = cli("status", "p", "--root", root, "--patches", registry.path)
+    if created:
+        assert (res.code, res.out) == (3, "p: unapplied (1 hunk in 2 files)\n"), (res.out, res.err)
+        return
+    assert res.code == 2, (res.out, res.err)
+    assert f"manifest.toml:{(folder / 'manifest.toml').read_text().count(chr(10))}: exclude 'engine/a.py' drops " \
+           "every hunk of the file" in res.err, res.err
+    assert 'hint: exclude the whole file instead: "engine/a.py" = "not ported"' in res.err, res.err
+
+
+def _state_dir_spy(monkeypatch: pytest.MonkeyPatch, root: Path, then: Callable[[], None]) -> list[int]:
+    """os.mkdir, watched: right after the real mkdir of `root/.patchkit` (the first moment another user could see
+    it) record its mode, then run `then` (a racer's move); the modes seen are returned."""
+    real = os.mkdir
+    seen: list[int] = []
+
+    def mkdir(path: str | Path, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+        real(path, mode, dir_fd=dir_fd)
+        if str(path) == ".patchkit" and dir_fd is not None and os.path.samestat(os.fstat(dir_fd), os.stat(root)):
+            seen.append(stat.S_IMODE(os.stat(root / ".patchkit", follow_symlinks=False).st_mode))
+            then()
+
+    monkeypatch.setattr(os, "mkdir", mkdir)
+    return seen
+
+
+def test_the_state_folder_is_never_open_to_others_even_before_its_mode_is_set(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a umask of 0, `.patchkit` as mkdir leaves it (before the fchmod to 0755) is 0700: in that window
+    nobody else may enter it or write in it. Afterwards it is 0755, and the apply went through.
+
+    Kills patchkit/workspace/trust.py:73:core/NumberReplacer#8 and #9 (`os.mkdir(STATE_DIR, 0o701)` / `0o677`)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    seen = _state_dir_spy(monkeypatch, root, lambda: None)
+    old = os.umask(0)
+    try:
+        res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    finally:
+        os.umask(old)
+    assert res.code == 0, (res.out, res.err)
+    assert seen == [0o700]
+    assert stat.S_IMODE((root / ".patchkit").stat().st_mode) == 0o755
+
+
+@needs_root
+def test_a_state_folder_swapped_in_right_after_the_mkdir_is_refused_and_left_as_it_was(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root runs apply; right after its mkdir of `.patchkit`, another user (uid 54321) puts a 0777 folder of their
+    own in its place. patchkit refuses it (exit 2, untrusted state, the tree untouched) and never changes it: no
+    fchmod of a folder it did not make, its mode and owner stay as the other user left them.
+
+    Kills patchkit/workspace/trust.py:80:core/ReplaceComparisonOperator_Eq_GtE#0 (`st_uid >= geteuid()`: as
+    root, every owner passes, and the impostor was made 0755 before the refusal)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    state = root / ".patchkit"
+
+    def swap() -> None:
+        state.rename(root / "made-by-patchkit")
+        state.mkdir()
+        os.chown(state, 54321, 54321)
+        state.chmod(0o777)
+
+    seen = _state_dir_spy(monkeypatch, root, swap)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 2 and "state folder" in res.err, (res.out, res.err)
+    assert seen == [0o700]
+    st = state.stat()
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o777, 54321, 54321)
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]

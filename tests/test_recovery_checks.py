@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -159,3 +160,92 @@ def test_a_rollback_without_its_kept_links_restores_modes_too(mode_case: Case) -
         checked += 1
         assert whole_state(mode_case, root) is not None, f"kill after op {n}, links removed: a mixed tree: {run.err}"
     assert checked >= 2, f"only {checked} kill points left kept links"
+
+
+@pytest.fixture(scope="module")
+def open_case() -> Iterator[Case]:
+    # A file every user may write (0777: a shared scratch script), edited: its mode is kept as it was.
+    with shared_case({"engine/open.sh": (b"#!/bin/sh\necho 1\n", 0o777)},
+                     {"engine/open.sh": (b"#!/bin/sh\necho 2\n", 0o777)}) as made:
+        yield made
+
+
+def test_a_rollback_without_its_kept_link_gives_a_0777_file_its_mode_back(open_case: Case) -> None:
+    """As test_a_rollback_without_its_kept_links_restores_modes_too, for a file of mode 0777: the journal's copy
+    is written back with its permission bits, all nine of them, so the tree is the original exactly.
+
+    Kills patchkit/workspace/recovery.py:255:core/ReplaceBinaryOperator_BitAnd_Mod#0 (`mode % 0o777`: 0777
+    became 0000)."""
+    checked = 0
+    for n in range(0, 200):
+        root = open_case.fresh("open-nolinks")
+        if not run_forked(open_case.args("apply", root), fault_env(n)).killed:
+            break
+        links = kept_links(root)
+        if not (root / ".patchkit" / "journal.json").exists() or not links:
+            continue
+        for link in links:
+            link.unlink()
+        run = run_forked(open_case.args("status", root))
+        assert "Traceback" not in run.err, run.err
+        checked += 1
+        assert whole_state(open_case, root) is not None, f"kill after op {n}, links removed: {image(root)}"
+    assert checked >= 1, "no kill point left a kept link"
+
+
+def _forge_temp_not_ours(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["entries"][0]["temp"] = "evil.tmp"  # the right kind, not a name patchkit makes
+    return body
+
+
+def _forge_temp_of_the_wrong_kind(doc: dict[str, Any], body: bytes) -> bytes:
+    entry = doc["entries"][0]
+    entry["temp"] = entry["keep"]  # one of our names, but a kept link's (.orig) where the temp file's (.tmp) goes
+    return body
+
+
+def _forge_a_bool_uid(doc: dict[str, Any], body: bytes) -> bytes:
+    next(e for e in doc["entries"] if e["before"] is not None)["before"]["uid"] = True  # JSON true, not a number
+    return body
+
+
+def _forge_an_original_past_the_end(doc: dict[str, Any], body: bytes) -> bytes:
+    # offset + size one past the end, while offset ^ size (== 0) is not: the bound is the sum
+    before = next(e for e in doc["entries"] if e["before"] is not None and e["before"]["offset"] is not None)["before"]
+    before["offset"] = before["size"] = len(body) // 2 + 1
+    return body
+
+
+@pytest.mark.parametrize(("forge", "message"), [
+    (_forge_temp_not_ours, "temp name 'evil.tmp'"),
+    (_forge_temp_of_the_wrong_kind, "is not one patchkit makes"),
+    (_forge_a_bool_uid, "number True"),
+    (_forge_an_original_past_the_end, "an original lies outside the journal"),
+], ids=["temp-not-ours", "temp-of-the-wrong-kind", "bool-uid", "original-past-the-end"])
+def test_a_journal_with_a_forged_field_is_not_replayed(
+    case: Case, forge: Callable[[dict[str, Any], bytes], bytes], message: str
+) -> None:
+    """A journal left by a killed apply, one field changed: recovery refuses it as unreadable (exit 8, the
+    journal named and kept, the tree untouched, no traceback).
+
+    Kills patchkit/workspace/journal.py:170:core/ReplaceOrWithAnd#2 (a temp name had to fail both the pattern
+    and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1) and
+    :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end)."""
+    for n in range(8, 60):
+        root = case.fresh("forged")
+        run_forked(case.args("apply", root), fault_env(n))
+        journal = root / ".patchkit" / "journal.json"
+        if journal.exists() and whole_state(case, root) is None:
+            break
+    else:
+        raise AssertionError("no kill point left a journal")
+    header, _, body = journal.read_bytes().partition(b"\n")
+    doc = json.loads(header)
+    body = forge(doc, body)
+    journal.write_bytes(json.dumps(doc).encode() + b"\n" + body)
+    before = image(root)
+    run = run_forked(case.args("status", root))
+    assert run.code == 8, (run.code, run.err)
+    assert "journal of an interrupted transaction is unreadable" in run.err and message in run.err, run.err
+    assert str(journal) in run.err and "Traceback" not in run.err, run.err
+    assert image(root) == before and journal.exists()

@@ -462,3 +462,35 @@ def test_a_plain_diff_creates_a_file_without_exec_bits(tmp_path: Path, registry:
     (tmp_path / "plain.diff").write_bytes(diff)
     git(oracle, "apply", str(tmp_path / "plain.diff"))
     assert read_tree(engine) == read_tree(oracle) == {"run.sh": (SCRIPT, False)}
+
+
+def test_a_copy_between_two_certain_hunks_is_excluded_by_them_even_with_drift_above(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Three hunks (-U3, lines 10, 30, 50 of 80 changed). The tree has a line added at the top (so no hunk sits
+    at its line from the start of the file) and, between hunks 1 and 2, seven lines replaced by a copy of hunk 2's
+    pre-image. Hunks 1 and 3 have one place each: they anchor the run between them, whose gaps the diff fixes, and
+    a hunk 2 on the copy would shorten the gap before it. So the tree is unapplied, every hunk at its real place;
+    `apply` writes what git writes.
+
+    Kills patchkit/judge/state.py:572:core/ReplaceComparisonOperator_Eq_Lt#9 (`len(p) < 1`: no hunk counted as
+    certain, so nothing anchored the run and all three hunks read ambiguous)."""
+    base = b"".join(b"line %d\n" % i for i in range(1, 81))
+    after = base
+    for i in (10, 30, 50):
+        after = after.replace(b"line %d\n" % i, b"changed %d\n" % i)
+    registry.add("p", git_diff(tmp_path, {"engine/mod.py": base}, {"engine/mod.py": after}))
+    lines = base.splitlines(keepends=True)
+    tree = b"".join([b"drift at the top\n", *lines[:14], *lines[26:33], *lines[21:]])
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/mod.py": tree})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "-v")
+    assert res.code == 3 and "p: unapplied (3 hunks in 1 file)" in res.out, res.out
+    assert "ambiguous" not in res.out, res.out
+    oracle = tmp_path / "oracle"
+    write_tree(oracle, {"engine/mod.py": tree})
+    (tmp_path / "p.diff").write_bytes((registry.path / "p" / "change.diff").read_bytes())
+    git(oracle, "init", "-q")
+    git(oracle, "apply", str(tmp_path / "p.diff"))
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert read_tree(root) == read_tree(oracle)

@@ -93,6 +93,70 @@ def test_commit_writes_every_change_with_modes_and_leaves_no_trace(tmp_path: Pat
     assert (tmp_path / STATE / ".gitignore").read_bytes() == b"*\n"
 
 
+def test_a_commit_that_also_writes_at_the_top_of_the_root_leaves_no_kept_link_below_it(tmp_path: Path) -> None:
+    """A file at the top of the root written first, then files in folders: every temp file and kept link is
+    dropped from the folder it was made in (the top one is held too, and must not stand in for the others).
+
+    Kills patchkit/workspace/recovery.py:141:core/NumberReplacer#9 (finish looked each entry's folder up as
+    `parts[:-0]`, the root: the kept links of pkg/a.py and pkg/sub/b.sh were left behind)."""
+    make_tree(tmp_path)
+    (tmp_path / "top.py").write_bytes(b"top = 1\n")
+    top = FileChange("top.py", read_snapshot(tmp_path, "top.py"), Snapshot("top.py", b"top = 2\n", 0o644))
+    commit_changes(tmp_path, [top, *changes_for(tmp_path)])
+    after = image(tmp_path)
+    assert after["top.py"] == ("file", b"top = 2\n", 0o644)
+    assert after["pkg/a.py"] == ("file", b"a = 2\r\n\xff\xfe\n", 0o640)
+    assert not journal(tmp_path).exists()
+    assert not [p for p in tmp_path.rglob("*") if TEMP_NAME.fullmatch(p.name)]
+
+
+def test_a_file_that_vanishes_as_the_write_stage_looks_at_it_is_named_and_nothing_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Someone (not holding the lock) deletes pkg/a.py right after the plan: the write stage finds it gone when
+    it builds the journal, and fails naming the file, nothing written.
+
+    Kills patchkit/workspace/commit.py:219:core/ReplaceBinaryOperator_Div_Pow#2 (`shown ** parts[-1]`: the error
+    path itself crashed with a TypeError)."""
+    import patchkit.workspace.commit as commit
+
+    start = make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    real = commit.lstat_at
+    gone: list[str] = []
+
+    def lstat_at(fd: int, name: str) -> os.stat_result | None:
+        if name == "a.py" and not gone:
+            gone.append(name)
+            (tmp_path / "pkg" / "a.py").unlink()
+        return real(fd, name)
+
+    monkeypatch.setattr(commit, "lstat_at", lstat_at)
+    with pytest.raises(WriteFailedError, match=r"pkg/a\.py vanished while the plan was being made") as caught:
+        commit_changes(tmp_path, changes)
+    assert caught.value.where == str(tmp_path / "pkg" / "a.py")
+    assert image(tmp_path) == {k: v for k, v in start.items() if k != "pkg/a.py"}
+    assert not journal(tmp_path).exists()
+
+
+def test_a_filesystem_that_returns_short_reads_still_gets_each_write_checked_and_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """pread returning at most 3 bytes a call (as a network or FUSE filesystem may): the commit reads each file
+    back to its end and finds what it wrote, so it succeeds.
+
+    Kills patchkit/workspace/commit.py:581:core/ReplaceBinaryOperator_Add_BitAnd#8 and _Add_RShift#8 (the
+    read-back loop stopped after the first short read and reported the content as not written)."""
+    real = os.pread
+    monkeypatch.setattr(os, "pread", lambda fd, size, offset: real(fd, min(size, 3), offset))
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    after = image(tmp_path)
+    assert after["pkg/a.py"] == ("file", b"a = 2\r\n\xff\xfe\n", 0o640)
+    assert after["pkg/new/deep/d.py"][1] == b"d = 4\n"
+    assert not journal(tmp_path).exists()
+
+
 def test_commit_refuses_a_tree_that_changed_since_the_plan(tmp_path: Path) -> None:
     make_tree(tmp_path)
     changes = changes_for(tmp_path)
@@ -146,6 +210,89 @@ def test_every_kill_point_of_a_commit_is_recovered_exactly(tmp_path: Path) -> No
     else:
         pytest.fail("the writer never finished")
     assert outcomes["back"] > 20 and outcomes["forward"] >= 1 and outcomes["untouched"] >= 1, outcomes
+
+
+def test_a_rollback_remakes_a_folder_removed_after_the_kill_with_its_journaled_mode(tmp_path: Path) -> None:
+    """Killed mid-commit, the journal written; then pkg/gone (mode 0700, its c.py to be deleted) is removed
+    whole, kept link and all, by someone else. recover() rolls back: it makes pkg/gone again with the mode the
+    journal recorded for it (0700, not the 0755 of a new folder nor wider) and writes c.py back from the
+    journal's copy: the original tree exactly.
+
+    Kills patchkit/workspace/folders.py:85:core/ReplaceBinaryOperator_Add_BitXor#0 (the mode looked up for the
+    second folder of the path was the first's: `folders[: i ^ 1]`) and :87:core/ReplaceBinaryOperator_BitAnd_BitOr#0
+    (`mode | 0o777`: the folder came back world-writable)."""
+    import shutil
+
+    original_root = tmp_path / "orig"
+    original_root.mkdir()
+    original = make_tree(original_root)
+    for n in range(500):
+        root = tmp_path / f"run{n}"
+        root.mkdir()
+        make_tree(root)
+        status = in_child(root, changes_for(root), {"PATCHKIT_FAULT_AFTER": str(n)})
+        assert status in (0, -signal.SIGKILL), status
+        if status == -signal.SIGKILL and journal(root).exists() and (root / "pkg" / "gone").is_dir():
+            break
+    else:
+        pytest.fail("no kill point left a journal with pkg/gone in place")
+    shutil.rmtree(root / "pkg" / "gone")
+    report = recover(root)
+    assert report is not None and report.direction is Direction.BACK, report
+    assert image(root) == original
+    assert not journal(root).exists()
+
+
+def test_a_state_file_that_would_not_change_is_left_alone(tmp_path: Path) -> None:
+    """A second commit that hands over a state file with the bytes it already has: the tree's change is written,
+    the record is not (same inode: never replaced, not in the journal).
+
+    Kills patchkit/workspace/commit.py:172:core/ReplaceComparisonOperator_Eq_Is#0 (`(data, mode) is (...)`:
+    never true, so every unchanged state file was rewritten)."""
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path), state_files={"applied/unit.json": b"{}"})
+    record = tmp_path / STATE / "applied" / "unit.json"
+    before = record.stat()
+    change = FileChange("pkg/a.py", read_snapshot(tmp_path, "pkg/a.py"), Snapshot("pkg/a.py", b"a = 3\n", 0o640))
+    commit_changes(tmp_path, [change], state_files={"applied/unit.json": b"{}"})
+    assert (tmp_path / "pkg" / "a.py").read_bytes() == b"a = 3\n"
+    after = record.stat()
+    assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_filesystem_without_room_is_refused_before_anything_is_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """statvfs says one block is free: the commit is refused before a byte is written (the journal either), naming
+    what it needs.
+
+    Kills patchkit/workspace/commit.py:276:core/ReplaceComparisonOperator_Gt_Eq#1 (`size + margin == free`: only
+    an exact fit was refused)."""
+    start = make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    real = os.fstatvfs
+
+    def full(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1, 1, v.f_files, v.f_ffree, v.f_favail,
+                                  v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", full)
+    with pytest.raises(WriteFailedError, match="not enough room on the filesystem"):
+        commit_changes(tmp_path, changes)
+    assert image(tmp_path) == start
+    assert not journal(tmp_path).exists()
+
+
+def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
+    """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
+
+    Kills patchkit/workspace/commit.py:287:core/ZeroIterationForLoop#7 (the free-space check's descriptors
+    were never closed)."""
+    make_tree(tmp_path)
+    before = len(os.listdir("/proc/self/fd"))
+    commit_changes(tmp_path, changes_for(tmp_path))
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_state_files_are_written_and_deleted_in_the_same_transaction(tmp_path: Path) -> None:
