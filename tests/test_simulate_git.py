@@ -140,11 +140,11 @@ def test_the_comparison_catches_a_simulation_blind_to_earlier_new_lines(monkeypa
     """The comparison must be able to fail: a search that only looks past the last hunk applied (in the content
     as it is) misses git's matches in the earlier hunks' new lines."""
 
-    def blind(self: matching._Modified, line: bytes, expected: int) -> Iterator[int]:
-        split = len(self.head)
-        return iter(sorted((p - self.start + split for p in self.content.positions(line) if p >= self.start),
-                           key=lambda q: matching.git_order(q, expected)))
+    def blind(self: matching._Modified, line: bytes) -> matching._Joined:
+        seen = plain_positions(self, line)
+        return matching._Joined([], seen.below, seen.low, seen.offset)
 
-    monkeypatch.setattr(matching._Modified, "outward", blind)
+    plain_positions = matching._Modified.positions
+    monkeypatch.setattr(matching._Modified, "positions", blind)
     _, problems = compare(100, 0)
     assert problems

@@ -22,7 +22,7 @@ import bisect
 import io
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from patchkit.diff.hunks import Hunk
 from patchkit.outcome import HunkState
@@ -72,9 +72,27 @@ class Located(NamedTuple):
     candidate_span: int = 0  # ambiguous: length of the first candidate's image
 
 
-def git_order(pos: int, expected: int) -> tuple[int, bool]:
-    """Sort key of git's search: the expected line, then +1, -1, +2, -2, ... (further down wins a tie)."""
-    return abs(pos - expected), pos < expected
+class Ascending(Protocol):
+    """Positions in ascending order, as bisect reads them: a list, a range, or a view joining two lists."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, k: int, /) -> int: ...
+
+
+def git_order(positions: Ascending, expected: int, low: int = 0) -> Iterator[int]:
+    """positions[low:] in the order of git's search: the expected line, then +1, -1, +2, -2, ... (further down
+    wins a tie). Walked outward from a bisection, without sorting them all."""
+    down = bisect.bisect_left(positions, expected, low)
+    up = down - 1
+    count = len(positions)
+    while down < count or up >= low:
+        if up < low or (down < count and positions[down] - expected <= expected - positions[up]):
+            yield positions[down]
+            down += 1
+        else:
+            yield positions[up]
+            up -= 1
 
 
 def locate(
@@ -104,7 +122,8 @@ def locate(
     expected = min(max(expected, 0), n)
     if m == 0:
         return max(expected, low) if max(expected, low) <= n else None
-    candidates = sorted((p for p in content.positions(image[0]) if p >= low), key=lambda p: git_order(p, expected))
+    positions = content.positions(image[0])
+    candidates = git_order(positions, expected, bisect.bisect_left(positions, low))
     return next((pos for pos in candidates if content.matches_at(image, pos)), None)
 
 
@@ -419,29 +438,11 @@ class _Modified:
             return tuple(self.head[q:q + m])
         return (*self.head[q:], *self.content.lines[self.start:self.start + q + m - split])
 
-    def outward(self, line: bytes, expected: int) -> Iterator[int]:
-        """The image's positions of `line` in git's order from `expected` (git_order), without sorting them."""
-        above = self.index.get(line, [])
+    def positions(self, line: bytes) -> _Joined:
+        """The image's positions of `line`, ascending: the head's, then the content's past `start`."""
         below = self.content.positions(line)
-        split, low = len(self.head), bisect.bisect_left(below, self.start)
-        # the image's positions, ascending: above, then below[low:] moved to image lines (all past the head)
-        count = len(above) + len(below) - low
-
-        def at(k: int) -> int:
-            return above[k] if k < len(above) else below[low + k - len(above)] - self.start + split
-
-        if above and above[-1] >= expected:
-            down = bisect.bisect_left(above, expected)
-        else:
-            down = len(above) + bisect.bisect_left(below, expected - split + self.start, low) - low
-        up = down - 1
-        while down < count or up >= 0:
-            if up < 0 or (down < count and at(down) - expected <= expected - at(up)):
-                yield at(down)
-                down += 1
-            else:
-                yield at(up)
-                up -= 1
+        low = bisect.bisect_left(below, self.start)
+        return _Joined(self.index.get(line, []), below, low, len(self.head) - self.start)
 
     def git_locate(self, image: tuple[bytes, ...], expected: int, at_start: bool, at_end: bool) -> int | None:
         """locate() in the image, low 0, as git matches: an image whose last line lacks its newline ("\\ No
@@ -463,7 +464,8 @@ class _Modified:
             expected = min(max(expected, 0), n)
             if m == 0:
                 return expected
-            return next((q for q in self.outward(image[0], expected) if self.lines_at(q, m) == image), None)
+            return next((q for q in git_order(self.positions(image[0]), expected) if self.lines_at(q, m) == image),
+                        None)
         head, last = image[:-1], image[-1]
 
         def fits(q: int) -> bool:
@@ -475,21 +477,22 @@ class _Modified:
         if at_start:
             return 0 if fits(0) else None
         # any position fits only where the image's first line is, but a one-line image: every line is tried
-        spots = self.outward(image[0], expected) if m > 1 else _outward(n - m + 1, expected)
+        spots = git_order(self.positions(image[0]) if m > 1 else range(n - m + 1), expected)
         return next((q for q in spots if fits(q)), None)
 
 
-def _outward(count: int, expected: int) -> Iterator[int]:
-    """range(count) in git's order from `expected` (git_order)."""
-    down = min(max(expected, 0), count)
-    up = down - 1
-    while down < count or up >= 0:
-        if up < 0 or (down < count and down - expected <= expected - up):
-            yield down
-            down += 1
-        else:
-            yield up
-            up -= 1
+class _Joined:
+    """Two ascending lists as one (Ascending): all of `above`, then below[low:] each moved by `offset`."""
+
+    def __init__(self, above: list[int], below: list[int], low: int, offset: int) -> None:
+        self.above, self.below, self.low, self.offset = above, below, low, offset
+
+    def __len__(self) -> int:
+        return len(self.above) + len(self.below) - self.low
+
+    def __getitem__(self, k: int, /) -> int:
+        split = len(self.above)
+        return self.above[k] if k < split else self.below[self.low + k - split] + self.offset
 
 
 def explain_conflict(content: FileLines, hunk: Hunk, expected: int) -> str:
