@@ -102,7 +102,8 @@ def locate(
     """The position of `image` nearest to `expected` in git's order, not before `low` (>= 0); None if it does not
     occur.
 
-    The one place an image is located (read_file, state.py's blob-id proof and simulate_git ask it too), with
+    The one place an image is located in a file's content (read_file, state.py's blob-id proof and
+    simulate_git's first look ask it too; simulate_git searches the image as modified, _Modified), with
     the fast case first: an image git pins to the start or the end of the file (`at_start`, `at_end`) is
     there or nowhere, and any other one found at `expected` itself is the nearest. `search=False` stops there:
     the position only if the image is at `expected` (or at its pin), without the search of the whole file.
