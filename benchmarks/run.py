@@ -7,6 +7,8 @@ renames and mode changes included from `large` on). Then it times, on identical 
 
   status   patchkit status        vs git apply --check            vs patch --dry-run          (unapplied tree)
   status   patchkit status        vs git apply --reverse --check  vs patch -R --dry-run       (applied tree)
+  status   patchkit status        vs git apply --check            vs patch --dry-run          (drifted tree: a line
+           added above the hunks of every file, so every hunk is one line off its header)
   apply    patchkit apply         vs git apply                    vs patch -p1                (fresh copy each run)
   restart  patchkit apply on a tree patchkit applied (the container restart) vs git apply --reverse --check
   rerun    patchkit apply on a tree that has the change but no record (no fast path)
@@ -280,6 +282,19 @@ def _git_diff(base: Path, expected: Path, git_dir: Path) -> bytes:
 # ----------------------------------------------------------------------------------------------- comparison
 
 
+def first_hunks(diff: bytes) -> dict[str, tuple[int, int]]:
+    """path -> (start, length) of the old side of its first hunk, for every file of a git diff with hunks."""
+    found: dict[str, tuple[int, int]] = {}
+    path = ""
+    for line in diff.splitlines():
+        if line.startswith(b"diff --git a/"):
+            path = line.split(b" ")[2][2:].decode()  # the generated paths have no spaces
+        elif line.startswith(b"@@ -") and path not in found:
+            start, _, length = line.split(b" ")[1][1:].partition(b",")
+            found[path] = (int(start), int(length or b"1"))
+    return found
+
+
 def scan(root: Path) -> dict[str, tuple[str, bool]]:
     """path -> (sha256 of bytes, executable) for every file, ignoring .git and patchkit's own state folder."""
     out: dict[str, tuple[str, bool]] = {}
@@ -437,6 +452,20 @@ class Bench:
 
         return make
 
+    def drifted(self, corpus: Corpus) -> Path:
+        """A fresh copy of the base tree with one line added above the hunks of every file the diff modifies (not
+        the deleted or renamed ones): at the top, or past the first hunk when that one starts at line 1 (git pins
+        it there)."""
+        tree = self.fresh(corpus.base)()
+        for rel, (start, length) in first_hunks(corpus.diff.read_bytes()).items():
+            path = tree / rel
+            if path.is_file() and (corpus.expected / rel).is_file():
+                lines = path.read_bytes().splitlines(keepends=True)
+                at = length if start <= 1 else 0
+                path.write_bytes(b"".join([*lines[:at], b"# drifted: a line added above the hunks\n", *lines[at:]]))
+        os.sync()
+        return tree
+
     def size_rows(self, corpus: Corpus) -> list[Row]:
         pk = [*self.patchkit]
         reg = ["--patches", str(corpus.registry)]
@@ -458,6 +487,15 @@ class Bench:
             self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, applied),
             self.patch and self.measure("patch", [self.patch, "-R", "--dry-run", *patch_flags], 0, applied),
         ])
+        # A drifted (ported) tree: one line added above the hunks of every file (Bench.drifted), so nearly every hunk
+        # is one line off its header; git and patch apply it with offsets, patchkit reads it unapplied.
+        drifted = self.drifted(corpus)
+        row("status, drifted tree (a line added above the hunks)", [
+            self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 3, drifted),
+            self.measure("git apply", ["git", "apply", "--check", diff], 0, drifted),
+            self.patch and self.measure("patch", [self.patch, "--dry-run", *patch_flags], 0, drifted),
+        ])
+        shutil.rmtree(drifted)
         row("apply (fresh copy)", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0,
                          prepare=self.fresh(corpus.base), verify=corpus.expected),

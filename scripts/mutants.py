@@ -76,7 +76,7 @@ CANARY_TEST = f"{MATCHING}::test_split_lines_keeps_endings_and_a_missing_final_n
 MUTANTS: tuple[Mutant, ...] = (
     # ---------------------------------------------------------------------------------------- matching
     m("match-tie-goes-up", "patchkit/judge/matching.py",
-      "return abs(pos - expected), pos < expected", "return abs(pos - expected), pos > expected",
+      "positions[down] - expected <= expected - positions[up]", "positions[down] - expected < expected - positions[up]",
       [MATCHING], "at equal distance the match above wins (git takes the one further down)"),
     m("match-start-pin-off-by-one", "patchkit/judge/matching.py",
       "return start <= 1, hunk.at_end", "return start < 1, hunk.at_end",
@@ -105,6 +105,20 @@ MUTANTS: tuple[Mutant, ...] = (
       "shift += len(old) - len(new)\n        end = pos + len(old)",
       [STATE, MATCHING, "tests/test_regressions.py"],
       "the git simulation carries the lines earlier hunks added with the wrong sign"),
+    # simulate_git keeps the image as modified so far as a head (the earlier hunks and the lines between them)
+    # and the content as it is past the last hunk; git's match may be in the head, an earlier hunk's new lines.
+    m("simulate-git-head-unsearched", "patchkit/judge/matching.py",
+      "return _Joined(self.index.get(line, []), below, low, len(self.head) - self.start)",
+      "return _Joined([], below, low, len(self.head) - self.start)",
+      ["tests/test_simulate_git.py"],
+      "the git simulation looks an image up only past the last hunk applied, never in the image as modified "
+      "above it (an earlier hunk's new lines)"),
+    m("simulate-git-head-straddle", "patchkit/judge/matching.py",
+      "        if q + m <= split:\n            return tuple(self.head[q:q + m])",
+      "        if True:\n            return tuple(self.head[q:q + m])",
+      ["tests/test_simulate_git.py"],
+      "the git simulation never matches an image that starts in the image as modified and ends in the content "
+      "as it is"),
     # -------------------------------------------------------------------------------------------- state
     m("combine-ambiguous-before-conflict", "patchkit/outcome.py",
       'if "conflict" in seen:\n        return PatchState.CONFLICT\n    if "ambiguous" in seen:\n'

@@ -18,10 +18,11 @@ The rule (docs/judgement.md states it in full):
 
 from __future__ import annotations
 
+import bisect
 import io
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from patchkit.diff.hunks import Hunk
 from patchkit.outcome import HunkState
@@ -71,9 +72,27 @@ class Located(NamedTuple):
     candidate_span: int = 0  # ambiguous: length of the first candidate's image
 
 
-def git_order(pos: int, expected: int) -> tuple[int, bool]:
-    """Sort key of git's search: the expected line, then +1, -1, +2, -2, ... (further down wins a tie)."""
-    return abs(pos - expected), pos < expected
+class Ascending(Protocol):
+    """Positions in ascending order, as bisect reads them: a list, a range, or a view joining two lists."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, k: int, /) -> int: ...
+
+
+def git_order(positions: Ascending, expected: int, low: int = 0) -> Iterator[int]:
+    """positions[low:] in the order of git's search: the expected line, then +1, -1, +2, -2, ... (further down
+    wins a tie). Walked outward from a bisection, without sorting them all."""
+    down = bisect.bisect_left(positions, expected, low)
+    up = down - 1
+    count = len(positions)
+    while down < count or up >= low:
+        if up < low or (down < count and positions[down] - expected <= expected - positions[up]):
+            yield positions[down]
+            down += 1
+        else:
+            yield positions[up]
+            up -= 1
 
 
 def locate(
@@ -83,7 +102,8 @@ def locate(
     """The position of `image` nearest to `expected` in git's order, not before `low` (>= 0); None if it does not
     occur.
 
-    The one place an image is located (read_file, state.py's blob-id proof and simulate_git ask it too), with
+    The one place an image is located in a file's content (read_file, state.py's blob-id proof and
+    simulate_git's first look ask it too; simulate_git searches the image as modified, _Modified), with
     the fast case first: an image git pins to the start or the end of the file (`at_start`, `at_end`) is
     there or nowhere, and any other one found at `expected` itself is the nearest. `search=False` stops there:
     the position only if the image is at `expected` (or at its pin), without the search of the whole file.
@@ -103,7 +123,8 @@ def locate(
     expected = min(max(expected, 0), n)
     if m == 0:
         return max(expected, low) if max(expected, low) <= n else None
-    candidates = sorted((p for p in content.positions(image[0]) if p >= low), key=lambda p: git_order(p, expected))
+    positions = content.positions(image[0])
+    candidates = git_order(positions, expected, bisect.bisect_left(positions, low))
     return next((pos for pos in candidates if content.matches_at(image, pos)), None)
 
 
@@ -341,7 +362,8 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
     end = 0  # current line just past the last hunk applied
     n = len(content.lines)
     from_state = HunkState.APPLIED if reverse else HunkState.UNAPPLIED
-    for i, hunk in enumerate(hunks):
+    modified: _Modified | None = None  # the image as modified so far, built on the first search that needs it
+    for hunk in hunks:
         if reverse:  # the image git starts from, the one it writes, and the header line it looks at
             old, new, new_start, start = hunk.new_lines, hunk.old_lines, hunk.old_start, hunk.new_start
         else:
@@ -357,8 +379,10 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
         if locate(content, old, here, end, False, at_end, search=False) == here:
             pos: int | None = here
         else:
-            image = _modified(content, hunks[:i], found, from_state)
-            at = _git_locate(FileLines(tuple(image)), old, expected, at_start, at_end)
+            if modified is None:
+                modified = _Modified(content)
+            modified.catch_up(hunks, found, from_state)
+            at = modified.git_locate(old, expected, at_start, at_end)
             pos = None if at is None else at - shift
         if pos is None:
             found += [None] * (len(hunks) - len(found))
@@ -369,39 +393,107 @@ def simulate_git(content: FileLines, hunks: Sequence[Hunk], *, reverse: bool) ->
     return tuple(found)
 
 
-def _modified(content: FileLines, hunks: Sequence[Hunk], found: Sequence[int | None], state: HunkState) -> list[bytes]:
-    """The content with `hunks` (found at `found`, in `state`) turned into their other image."""
-    out: list[bytes] = []
-    at = 0
-    other = HunkState.APPLIED if state is HunkState.UNAPPLIED else HunkState.UNAPPLIED
-    for hunk, pos in zip(hunks, found, strict=True):
-        assert pos is not None
-        out += content.lines[at:pos]
-        out += image_of(hunk, other)
-        at = pos + len(image_of(hunk, state))
-    out += content.lines[at:]
-    return out
+class _Modified:
+    """The image git searches in simulate_git: the content with the hunks applied so far (found at their
+    positions) turned into their other image, kept as it grows instead of rebuilt for every hunk (a drifted file,
+    where no hunk is at its header's line, would cost hunks x lines).
+
+    The image is `head` (its lines up to the end of the last hunk folded in, with a line index that only grows)
+    then the content from `start` on, unchanged: a position at or past len(head) is the content's, looked up in
+    the content's own index. The head is built exactly as the image was built whole (the content between two
+    hunks is `lines[cut:pos]` with Python's slicing, whatever the positions), so the image is the same whatever
+    git found earlier, even a match inside an earlier hunk's new lines (where pos may fall before `cut`).
+    """
+
+    def __init__(self, content: FileLines) -> None:
+        self.content = content
+        self.head: list[bytes] = []
+        self.index: dict[bytes, list[int]] = {}
+        self.cut = 0  # where the next stretch of content starts, as the whole image's slicing has it
+        self.start = 0  # the same, normalised: the image goes on with content.lines[start:]
+        self.folded = 0  # how many hunks the head holds
+
+    def catch_up(self, hunks: Sequence[Hunk], found: Sequence[int | None], state: HunkState) -> None:
+        """Fold the hunks found since the last call into the head (each in `state`, turned into the other)."""
+        lines, head, index = self.content.lines, self.head, self.index
+        other = HunkState.APPLIED if state is HunkState.UNAPPLIED else HunkState.UNAPPLIED
+        for hunk, pos in zip(hunks[self.folded:len(found)], found[self.folded:], strict=True):
+            assert pos is not None
+            for line in (*lines[self.cut:pos], *image_of(hunk, other)):
+                index.setdefault(line, []).append(len(head))
+                head.append(line)
+            self.cut = pos + len(image_of(hunk, state))
+        self.folded = len(found)
+        self.start = range(len(lines))[self.cut:].start
+
+    def size(self) -> int:
+        return len(self.head) + len(self.content.lines) - self.start
+
+    def lines_at(self, q: int, m: int) -> tuple[bytes, ...]:
+        """The image's lines q .. q+m (fewer past its end), for q >= 0."""
+        split = len(self.head)
+        if q >= split:
+            at = q - split + self.start
+            return self.content.lines[at:at + m]
+        if q + m <= split:
+            return tuple(self.head[q:q + m])
+        return (*self.head[q:], *self.content.lines[self.start:self.start + q + m - split])
+
+    def positions(self, line: bytes) -> _Joined:
+        """The image's positions of `line`, ascending: the head's, then the content's past `start`."""
+        below = self.content.positions(line)
+        low = bisect.bisect_left(below, self.start)
+        return _Joined(self.index.get(line, []), below, low, len(self.head) - self.start)
+
+    def git_locate(self, image: tuple[bytes, ...], expected: int, at_start: bool, at_end: bool) -> int | None:
+        """locate() in the image, low 0, as git matches: an image whose last line lacks its newline ("\\ No
+        newline at end of file") also matches, away from the end of the file, a line that continues with
+        whitespace only (git compares the image's bytes as a prefix, and line hashes that ignore whitespace).
+        patchkit itself never matches that way; it only needs to know where git would."""
+        n, m = self.size(), len(image)
+        if not image or image[-1].endswith(b"\n") or at_end:
+            if at_start or at_end:
+                if at_start and at_end and n != m:  # the image is the whole file
+                    return None
+                first = 0 if at_start else n - m
+            else:
+                first = expected
+            if first >= 0 and first + m <= n and self.lines_at(first, m) == image:
+                return first
+            if at_start or at_end:
+                return None
+            expected = min(max(expected, 0), n)
+            if m == 0:
+                return expected
+            return next((q for q in git_order(self.positions(image[0]), expected) if self.lines_at(q, m) == image),
+                        None)
+        head, last = image[:-1], image[-1]
+
+        def fits(q: int) -> bool:
+            if q < 0 or q + m > n or self.lines_at(q, m - 1) != head:
+                return False
+            line = self.lines_at(q + m - 1, 1)[0]
+            return line.startswith(last) and (line[len(last):].isspace() or line == last)
+
+        if at_start:
+            return 0 if fits(0) else None
+        # any position fits only where the image's first line is, but a one-line image: every line is tried
+        spots = git_order(self.positions(image[0]) if m > 1 else range(n - m + 1), expected)
+        return next((q for q in spots if fits(q)), None)
 
 
-def _git_locate(content: FileLines, image: tuple[bytes, ...], expected: int, at_start: bool, at_end: bool
-                ) -> int | None:
-    """locate() as git matches: an image whose last line lacks its newline ("\\ No newline at end of file")
-    also matches, away from the end of the file, a line that continues with whitespace only (git compares the
-    image's bytes as a prefix, and line hashes that ignore whitespace). patchkit itself never matches that way;
-    it only needs to know where git would."""
-    if not image or image[-1].endswith(b"\n") or at_end:
-        return locate(content, image, expected, 0, at_start, at_end)
-    lines, m = content.lines, len(image)
-    head, last = tuple(image[:-1]), image[-1]
+class _Joined:
+    """Two ascending lists as one (Ascending): all of `above`, then below[low:] each moved by `offset`."""
 
-    def fits(q: int) -> bool:
-        if q < 0 or q + m > len(lines) or tuple(lines[q:q + m - 1]) != head:
-            return False
-        line = lines[q + m - 1]
-        return line.startswith(last) and (line[len(last):].isspace() or line == last)
+    def __init__(self, above: list[int], below: list[int], low: int, offset: int) -> None:
+        self.above, self.below, self.low, self.offset = above, below, low, offset
 
-    spots = [0] if at_start else sorted(range(len(lines) - m + 1), key=lambda q: git_order(q, expected))
-    return next((q for q in spots if fits(q)), None)
+    def __len__(self) -> int:
+        return len(self.above) + len(self.below) - self.low
+
+    def __getitem__(self, k: int, /) -> int:
+        split = len(self.above)
+        return self.above[k] if k < split else self.below[self.low + k - split] + self.offset
 
 
 def explain_conflict(content: FileLines, hunk: Hunk, expected: int) -> str:
