@@ -85,7 +85,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_mutation_kills.py"),
     "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py"),
     # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
-    "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py"),
+    "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py",
+                                "tests/test_lookalikes.py", "tests/test_matching_reference.py",
+                                "tests/test_mutation_kills.py"),
     "patchkit/workspace/trust.py": ("tests/test_state_trust.py", "tests/test_untrusted_state.py",
                                     "tests/test_workspace.py", "tests/test_mutation_kills.py"),
     # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment

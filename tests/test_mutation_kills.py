@@ -315,3 +315,24 @@ def test_a_state_folder_swapped_in_right_after_the_mkdir_is_refused_and_left_as_
     assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o777, 54321, 54321)
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
+
+def test_an_ambiguous_reading_at_the_first_line_is_named_line_1(tmp_path: Path, registry: Registry) -> None:
+    """Both images of the one hunk start at line 1 (its added block repeats its own context): the detail names
+    line 1 both ways, not line 2.
+
+    Kills patchkit/judge/state.py's `(pos or 0) + 1` -> `(pos or 1) + 1` in `_tie` (cosmic-ray
+    core/NumberReplacer, seed 5 on the merged judge), which counted a reading at the file's first line as line 2."""
+    from tests import test_lookalikes as lookalikes
+
+    base = b"a = 1\n\n" + lookalikes.MID + b"z = 1\n" + lookalikes.TAIL
+    patched = b"a = 1\nt = 0\n\na = 1\n\n" + lookalikes.MID + b"z = 1\n" + lookalikes.TAIL
+    registry.add("p", git_diff(tmp_path, {lookalikes.PATH: base}, {lookalikes.PATH: patched}, context=1))
+    root = tmp_path / "engine-root"
+    write_tree(root, {lookalikes.PATH: patched + b"# local\n"})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.out, res.err)
+    (hunk,) = res.json()["files"][0]["hunks"]
+    assert hunk["state"] == "ambiguous"
+    assert hunk["detail"].startswith("read as unapplied, its pre-image is at line 1; read as applied, its "
+                                     "post-image is at line 1; each reading"), hunk["detail"]

@@ -284,6 +284,31 @@ def test_a_filesystem_without_room_is_refused_before_anything_is_written(
     assert not journal(tmp_path).exists()
 
 
+def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A small commit on a filesystem with exactly 1 MiB free is refused (the margin is not room to write in),
+    naming the margin; with 2 MiB free the same commit lands.
+
+    Kills patchkit/workspace/commit.py's `SPACE_MARGIN = 1 << 20` -> `1 // 20` (cosmic-ray
+    core/ReplaceBinaryOperator_LShift_FloorDiv, seed 5), under which a filesystem one write from full was used."""
+    start = make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    real = os.fstatvfs
+    free_bytes = [1 << 20]
+
+    def tight(fd: int) -> os.statvfs_result:
+        v = real(fd)  # 1-byte fragments, so the free bytes are exactly the free blocks
+        return os.statvfs_result((v.f_bsize, 1, v.f_blocks, free_bytes[0], free_bytes[0], v.f_files, v.f_ffree,
+                                  v.f_favail, v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", tight)
+    with pytest.raises(WriteFailedError, match="plus a margin of 1048576 bytes"):
+        commit_changes(tmp_path, changes)
+    assert image(tmp_path) == start
+    free_bytes[0] = 2 << 20
+    commit_changes(tmp_path, changes)
+    assert image(tmp_path) != start
+
+
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
 
