@@ -7,6 +7,7 @@ import fcntl
 import json
 import os
 import signal
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -307,6 +308,43 @@ def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, mon
     free_bytes[0] = 2 << 20
     commit_changes(tmp_path, changes)
     assert image(tmp_path) != start
+
+
+def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between the landed file's lstat and its read-back, another user swaps a FIFO in at its name: the read-back
+    opens it without blocking, sees it is not the file written, and the commit fails (rolled back) at once.
+
+    Kills patchkit/workspace/commit.py's read-back `os.O_NONBLOCK | os.O_CLOEXEC` -> `os.O_NONBLOCK //
+    os.O_CLOEXEC` (cosmic-ray core/ReplaceBinaryOperator_BitOr_FloorDiv, seed 5: both flags dropped), under which
+    opening the FIFO for reading waited for a writer forever."""
+    from patchkit.workspace import commit as commit_module
+
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    real = commit_module.lstat_at
+    swapped: list[bool] = []
+
+    def lstat_then_swap(folder: int, name: str) -> os.stat_result | None:
+        st = real(folder, name)
+        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not swapped:
+            swapped.append(True)
+            os.mkfifo(tmp_path / "fifo", 0o640)  # made first, so it cannot take the written file's inode number
+            os.rename(tmp_path / "fifo", target)
+        return st
+
+    def hung(signum: int, frame: object) -> None:
+        raise TimeoutError("the read-back blocked on the FIFO")
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_swap)
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(WriteFailedError, match="not the one patchkit just wrote"):
+            commit_changes(tmp_path, changes_for(tmp_path))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert swapped
 
 
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
