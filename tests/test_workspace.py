@@ -347,6 +347,39 @@ def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, mon
     assert swapped
 
 
+def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Just before the write stage checks that a file still holds the judged bytes, its owner puts a symbolic link
+    at its name, to a hard link of the very original (same inode, same bytes): the check does not follow it and
+    the commit is refused, the tree holding the original bytes. (Today that is reported as an I/O failure and
+    the rollback puts the original back over the link; a changed-file refusal that keeps the link would be
+    better: left for later, docs/testing.md.)
+
+    Written against commit.py's `_judged_bytes` `os.O_RDONLY | os.O_NOFOLLOW` -> `os.O_RDONLY & os.O_NOFOLLOW`
+    (cosmic-ray core/ReplaceBinaryOperator_BitOr_BitAnd, seed 5: O_NOFOLLOW dropped). It passes with that mutant
+    too: the next open of the name, also O_NOFOLLOW, refuses the link the same way (listed equivalent)."""
+    from patchkit.workspace import commit as commit_module
+
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    real = commit_module._judged_bytes
+    swapped: list[bool] = []
+
+    def swap_then_check(parent: int, entry: object) -> int:
+        if target.exists() and not target.is_symlink() and not swapped:
+            swapped.append(True)
+            os.link(target, tmp_path / "hard")  # now: before the plan's check, a second link is refused
+            os.symlink(tmp_path / "hard", tmp_path / "link")
+            os.rename(tmp_path / "link", target)
+        return real(parent, entry)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit_module, "_judged_bytes", swap_then_check)
+    with pytest.raises(WriteFailedError, match="Too many levels of symbolic links"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert swapped and target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
+
+
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
 
