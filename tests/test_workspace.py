@@ -25,7 +25,7 @@ from patchkit.input.tree import Snapshot
 from patchkit.plan.plan import FileChange
 from patchkit.workspace.disk import Disk
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
-from patchkit.workspace.recovery import Direction
+from patchkit.workspace.recovery import Direction, Recovery
 from tests.rooted import commit_changes, locked, read_snapshot, recover
 from tests.safety_helpers import Image, image
 
@@ -668,3 +668,14 @@ def test_the_fault_hook_is_inert_unless_set(monkeypatch: pytest.MonkeyPatch) -> 
     disk = Disk()
     assert disk._left == 3 and disk._errno == errno.EACCES
     assert Disk(faults=False)._left is None
+
+
+@pytest.mark.parametrize(("files", "said"), [(0, "rolled back (no file had been changed yet)"),
+                                             (1, "rolled back 1 file"), (2, "rolled back 2 files")])
+def test_a_rollback_counts_its_files_in_words(files: int, said: str) -> None:
+    """One file is "1 file", two are "2 files".
+
+    Kills patchkit/workspace/recovery.py's `self.files == 1` -> `self.files < 1` (cosmic-ray
+    core/ReplaceComparisonOperator_Eq_Lt, seed 5), which said "rolled back 1 files"."""
+    recovery = Recovery(Path("/opt/engine"), "apply of p", Direction.BACK, files)
+    assert recovery.message == f"recovered an interrupted apply of p on /opt/engine: {said}"
