@@ -352,13 +352,13 @@ def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
 ) -> None:
     """Just before the write stage checks that a file still holds the judged bytes, its owner puts a symbolic link
     at its name, to a hard link of the very original (same inode, same bytes): the check does not follow it and
-    the commit is refused, the tree holding the original bytes. (Today that is reported as an I/O failure and
-    the rollback puts the original back over the link; a changed-file refusal that keeps the link would be
-    better: left for later, docs/testing.md.)
+    the commit is refused as a file changed by another writer (it was once reported as an I/O failure, with a
+    hint about disk space), the tree holding the original bytes. (The rollback renames the kept original back
+    over the link, as for any changed file: the bytes at the name are the ones the user had before.)
 
-    Written against commit.py's `_judged_bytes` `os.O_RDONLY | os.O_NOFOLLOW` -> `os.O_RDONLY & os.O_NOFOLLOW`
-    (cosmic-ray core/ReplaceBinaryOperator_BitOr_BitAnd, seed 5: O_NOFOLLOW dropped). It passes with that mutant
-    too: the next open of the name, also O_NOFOLLOW, refuses the link the same way (listed equivalent)."""
+    Kills commit.py's `_judged_bytes` `os.O_RDONLY | os.O_NOFOLLOW` -> `os.O_RDONLY & os.O_NOFOLLOW` (cosmic-ray
+    core/ReplaceBinaryOperator_BitOr_BitAnd, seed 5: O_NOFOLLOW dropped): the link is followed to the original's
+    inode and vouched for, and only a later open refuses it, as an I/O failure."""
     from patchkit.workspace import commit as commit_module
 
     make_tree(tmp_path)
@@ -375,7 +375,7 @@ def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
         return real(parent, entry)  # type: ignore[arg-type]
 
     monkeypatch.setattr(commit_module, "_judged_bytes", swap_then_check)
-    with pytest.raises(WriteFailedError, match="Too many levels of symbolic links"):
+    with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert swapped and target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
 

@@ -691,7 +691,12 @@ def _judged_bytes(parent: int, entry: Entry) -> int:
     back, made before the link, shows here), and its ctime from before that read, for the later checks."""
     o = entry.original
     assert o is not None and entry.before.data is not None
-    fd = os.open(entry.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    try:
+        fd = os.open(entry.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a link put at the name since the check above: another file, not an I/O error
+            raise _Changed(entry.path) from None
+        raise
     try:
         st = os.fstat(fd)
         if st.st_ino != o.ino or st.st_size != len(entry.before.data):
