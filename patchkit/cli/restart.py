@@ -45,6 +45,7 @@ from patchkit.run.fastpath import (
     UNKNOWN_UNPINNED,
     Vouched,
     read_record,
+    read_regular,
     vouch_record,
 )
 from patchkit.run.recorded import load_report
@@ -280,16 +281,7 @@ def _digests(folder: Path, facts: dict[str, Any]) -> tuple[str, str] | None:
 
 
 def _read_plain(path: Path) -> bytes | None:
-    fd = os.open(path, _READ)
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        chunks = []
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)
+    return read_regular(os.open(path, _READ))
 
 
 def _has_git(root_fd: int) -> bool:

@@ -95,6 +95,17 @@ def git_order(positions: Ascending, expected: int, low: int = 0) -> Iterator[int
             up -= 1
 
 
+
+def _first_look(n: int, m: int, expected: int, at_start: bool, at_end: bool) -> int | None:
+    """Where git looks first for an image of m lines in n: its pin (line 0, or the end) or `expected`; None when
+    the image is pinned to both ends and is not the whole file's length (it can be nowhere)."""
+    if at_start and at_end and n != m:  # the image is the whole file
+        return None
+    if at_start or at_end:
+        return 0 if at_start else n - m
+    return expected
+
+
 def locate(
     content: FileLines, image: tuple[bytes, ...], expected: int, low: int, at_start: bool, at_end: bool, *,
     search: bool = True,
@@ -110,12 +121,9 @@ def locate(
     """
     lines = content.lines
     n, m = len(lines), len(image)
-    if at_start or at_end:
-        if at_start and at_end and n != m:  # the image is the whole file
-            return None
-        first = 0 if at_start else n - m
-    else:
-        first = expected
+    first = _first_look(n, m, expected, at_start, at_end)
+    if first is None:
+        return None
     if low <= first and first + m <= n and lines[first:first + m] == image:
         return first
     if at_start or at_end or not search:
@@ -452,12 +460,9 @@ class _Modified:
         patchkit itself never matches that way; it only needs to know where git would."""
         n, m = self.size(), len(image)
         if not image or image[-1].endswith(b"\n") or at_end:
-            if at_start or at_end:
-                if at_start and at_end and n != m:  # the image is the whole file
-                    return None
-                first = 0 if at_start else n - m
-            else:
-                first = expected
+            first = _first_look(n, m, expected, at_start, at_end)
+            if first is None:
+                return None
             if first >= 0 and first + m <= n and self.lines_at(first, m) == image:
                 return first
             if at_start or at_end:

@@ -284,6 +284,11 @@ def read_trusted(root_fd: int, root: Path, rel: str) -> bytes | None:
         if isinstance(child, Refusal):
             return None
         fd = child
+    return read_regular(fd)
+
+
+def read_regular(fd: int) -> bytes | None:
+    """The whole content of the file open at `fd` if it is a regular file (None: it is not); closes `fd`."""
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             return None
