@@ -176,15 +176,32 @@ def test_a_journal_pending_falls_through_and_is_recovered(single: Path, registry
 
 
 def test_a_busy_lock_falls_through(single: Path, registry: Registry, work: Path) -> None:
-    """A writer holds the lock: the entry does not wait (the full path waits and says for whom)."""
-    args = ("apply", "pa", "--root", single, "--patches", registry.path)
+    """A writer holds the lock: the entry does not wait; the full path (click loaded) waits and says for whom, and
+    answers as soon as the lock is free. (The lock is let go once the wait is said, so the run never sits out
+    the 300 s default timeout.)"""
+    args = ("apply", "pa", "--root", single, "--patches", registry.path, "--json")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "FORCE_COLOR", "CLICOLOR"))}
     fd = os.open(single / ".patchkit" / "lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    child = subprocess.Popen([sys.executable, "-X", "importtime", "-m", "patchkit", *map(str, args)], cwd=work,
+                             env=clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    err = b""
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        assert not answered(work, *args, "--json")
+        assert child.stderr is not None
+        while b"patchkit: waiting for the lock" not in err:
+            line = child.stderr.readline()
+            if not line:  # the child ended without waiting
+                break
+            err += line
     finally:
         os.close(fd)
-    assert answered(work, *args, "--json")
+    out, rest = child.communicate(timeout=120)
+    err += rest
+    assert b"patchkit: waiting for the lock" in err, err[-2000:]
+    imported = {line.split("|")[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
+    assert "click" in imported and child.returncode == 0, (child.returncode, out, err[-2000:])
+    assert json.loads(out)["state"] == "applied"
+    assert answered(work, *args)
 
 
 @pytest.mark.parametrize("change", ["engine file", "engine mode", "manifest", "diff", "record", "code"])
