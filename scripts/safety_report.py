@@ -587,7 +587,14 @@ def _fuzz_cli(workdir: Path, examples: int) -> tuple[int, int, int]:
         add_patch(patches, PATCH_ID, data)
         result = run_forked(["apply", PATCH_ID, "--root", str(root), "--patches", str(patches)])
         counts["runs"] += 1
-        counts["bad"] += result.code not in (0, 1, 2) or "Traceback" in result.err
+        if result.code not in (0, 1, 2) or "Traceback" in result.err:
+            counts["bad"] += 1
+            # kept for the reader: the diff (outside the scratch folder, which is removed) and what the run said
+            fd, kept = tempfile.mkstemp(prefix="patchkit-fuzz-bad-", suffix=".diff")
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            tail = result.err.strip().splitlines()[-3:]
+            print(f"  fuzzed CLI: exit {result.code} on the diff kept in {kept}: {' / '.join(tail)}", flush=True)
         counts["outside"] += image(sentinel) != untouched
 
     run()
