@@ -24,6 +24,7 @@ from patchkit.workspace.names import TEMP_NAME
 from tests.conftest import needs_root
 from tests.safety_helpers import (
     Case,
+    Run,
     as_user,
     chown_tree,
     fault_env,
@@ -146,20 +147,27 @@ def test_a_rollback_without_its_kept_links_restores_modes_too(mode_case: Case) -
     # rollback writes the journal's copies back. A mode-only file whose bytes are already the original's is not
     # "restored" until its mode is too: the tree must be whole, never the old bytes with the new mode.
     checked = 0
+    for n, root, run in _killed_then_links_removed(mode_case, "mode-nolinks"):
+        checked += 1
+        assert whole_state(mode_case, root) is not None, f"kill after op {n}, links removed: a mixed tree: {run.err}"
+    assert checked >= 2, f"only {checked} kill points left kept links"
+
+
+def _killed_then_links_removed(case: Case, label: str) -> Iterator[tuple[int, Path, Run]]:
+    """For each kill point of `case`'s apply that leaves a journal and kept links: the links removed, then a
+    `status` run (which recovers first): (the kill point, the root, that run), its stderr free of tracebacks."""
     for n in range(0, 200):
-        root = mode_case.fresh("mode-nolinks")
-        if not run_forked(mode_case.args("apply", root), fault_env(n)).killed:
-            break
+        root = case.fresh(label)
+        if not run_forked(case.args("apply", root), fault_env(n)).killed:
+            return
         links = kept_links(root)
         if not (root / ".patchkit" / "journal.json").exists() or not links:
             continue
         for link in links:
             link.unlink()
-        run = run_forked(mode_case.args("status", root))
+        run = run_forked(case.args("status", root))
         assert "Traceback" not in run.err, run.err
-        checked += 1
-        assert whole_state(mode_case, root) is not None, f"kill after op {n}, links removed: a mixed tree: {run.err}"
-    assert checked >= 2, f"only {checked} kill points left kept links"
+        yield n, root, run
 
 
 @pytest.fixture(scope="module")
@@ -177,17 +185,7 @@ def test_a_rollback_without_its_kept_link_gives_a_0777_file_its_mode_back(open_c
     Kills patchkit/workspace/recovery.py:255:core/ReplaceBinaryOperator_BitAnd_Mod#0 (`mode % 0o777`: 0777
     became 0000)."""
     checked = 0
-    for n in range(0, 200):
-        root = open_case.fresh("open-nolinks")
-        if not run_forked(open_case.args("apply", root), fault_env(n)).killed:
-            break
-        links = kept_links(root)
-        if not (root / ".patchkit" / "journal.json").exists() or not links:
-            continue
-        for link in links:
-            link.unlink()
-        run = run_forked(open_case.args("status", root))
-        assert "Traceback" not in run.err, run.err
+    for n, root, _ in _killed_then_links_removed(open_case, "open-nolinks"):
         checked += 1
         assert whole_state(open_case, root) is not None, f"kill after op {n}, links removed: {image(root)}"
     assert checked >= 1, "no kill point left a kept link"
