@@ -296,6 +296,16 @@ MUTANTS: tuple[Mutant, ...] = (
     m("journal-state-name-reserved", "patchkit/workspace/journal.py",
       "if parts[0] in RESERVED_STATE_NAMES or any(", "if any(",
       [WORKSPACE], "a journal may overwrite patchkit's own lock or journal in .patchkit"),
+    # ---------------------------------------------------------------------------------------- signals
+    m("signal-ignored-sigint-counted", "patchkit/workspace/interrupts.py",
+      "return any(signal.getsignal(sig) is not signal.SIG_IGN for sig in signal.sigpending() & HELD)",
+      "return bool(signal.sigpending() & HELD)",
+      ["tests/test_hostile_fs.py::test_a_signal_the_run_was_started_ignoring_does_not_stop_the_write[INT]"],
+      "a SIGINT the run was started ignoring (blocked, so pending) rolls the write back with exit 7"),
+    m("signal-ignored-sigterm-overridden", "patchkit/workspace/interrupts.py",
+      "if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:", "if False:",
+      ["tests/test_hostile_fs.py::test_a_signal_the_run_was_started_ignoring_does_not_stop_the_write[TERM]"],
+      "an ignored SIGTERM is made an interrupt again: the write is rolled back with exit 143"),
     # ----------------------------------------------------------------------------------------- recovery
     m("recovery-kept-unchecked", "patchkit/workspace/recovery.py",
       "differs = _differences(kept, entry.original)", 'differs = ""',

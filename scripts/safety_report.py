@@ -90,6 +90,7 @@ from tests.safety_helpers import (
     outside_images,
     race,
     run_forked,
+    signals_as_in_a_terminal,
     warm_up,
     write_files,
 )
@@ -500,7 +501,8 @@ def _signal_campaign(case: Case) -> tuple[int, list[str]]:
             for n in range(0, 1000):
                 root = case.fresh("signals", patched=action == "revert")
                 start = image(root)
-                run = run_forked(case.args(action, root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": sig})
+                run = run_forked(case.args(action, root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": sig},
+                                 before=signals_as_in_a_terminal)
                 if run.code == 0:
                     break
                 runs += 1

@@ -231,6 +231,13 @@ class Run:
         return json.loads(self.out)
 
 
+def signals_as_in_a_terminal() -> None:
+    """For `before=` in a forked child: SIGINT and SIGTERM as an interactive start has them, however this run was
+    started (a background job of a non-interactive shell starts with SIGINT ignored, which the CLI honours)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def run_forked(
     args: Sequence[str], env: Mapping[str, str] | None = None, before: Callable[[], None] | None = None
 ) -> Run:

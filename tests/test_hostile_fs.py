@@ -35,6 +35,7 @@ from tests.safety_helpers import (
     read_only_folder,
     run_forked,
     shared_case,
+    signals_as_in_a_terminal,
     whole_state,
 )
 
@@ -206,7 +207,8 @@ def test_sigterm_and_sigint_mid_write_roll_back_and_say_so(case: Case, name: str
     seen = {"before": 0, "after": 0}
     for n in range(10, 100, 4):
         root = case.fresh(f"signal-{name}")
-        run = run_forked(case.args("apply", root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": name})
+        run = run_forked(case.args("apply", root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": name},
+                         before=signals_as_in_a_terminal)
         if run.code == 0:
             break
         assert run.code == code, (n, run.code, run.err)
@@ -217,6 +219,22 @@ def test_sigterm_and_sigint_mid_write_roll_back_and_say_so(case: Case, name: str
         assert f"patchkit: {word}" in run.err and said in run.err, (n, run.err)
         assert leftovers(root) == [], n
     assert seen["before"] >= 5 and seen["after"] >= 1, seen
+
+
+@pytest.mark.parametrize("name", ["TERM", "INT"])
+def test_a_signal_the_run_was_started_ignoring_does_not_stop_the_write(case: Case, name: str) -> None:
+    # `nohup`, a supervisor, or `cmd &` in a script (SIGINT ignored): the signal arriving mid-write is one the
+    # caller asked to ignore. The write goes on to its end (exit 0, patched, no journal), not rolled back and
+    # reported as interrupted with exit 7 (what a pending-while-blocked ignored signal used to cause).
+    sig = getattr(signal, f"SIG{name}")
+    for n in (10, 14, 30):
+        root = case.fresh(f"ignored-{name}")
+        run = run_forked(case.args("apply", root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": name},
+                         before=lambda: signal.signal(sig, signal.SIG_IGN))
+        assert run.code == 0, (n, run.code, run.err)
+        assert "interrupted" not in run.err and "terminated" not in run.err, run.err
+        assert whole_state(case, root) == "after", n
+        assert leftovers(root) == [], n
 
 
 def test_a_real_sigterm_to_a_fresh_interpreter_leaves_a_whole_tree(case: Case) -> None:

@@ -6,6 +6,12 @@
 blocked, the write loop asks `interrupt_pending()` between files and rolls back when one is; the signal is
 delivered when the block ends, after the rollback and the journal's removal, so a second Ctrl-C cannot
 stop a rollback half way. SIGKILL cannot be held: that is what the journal is for.
+
+A signal the process was started with ignored (`nohup`-style, or SIGINT in a background job of a
+non-interactive shell, which Python then leaves ignored) stays ignored: `sigterm_as_interrupt` keeps an ignored
+SIGTERM, and `interrupt_pending` does not count an ignored signal that is pending only because it was blocked
+(Linux keeps a blocked signal pending even when its action is to ignore it; it is discarded when the block
+ends, so counting it would roll a write back for a signal that was never to stop anything).
 """
 
 from __future__ import annotations
@@ -33,6 +39,9 @@ def sigterm_as_interrupt() -> Iterator[None]:
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_IGN:
+        yield  # started with SIGTERM ignored: whoever started us asked for that
+        return
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
     try:
         yield
@@ -51,5 +60,5 @@ def signals_held() -> Iterator[None]:
 
 
 def interrupt_pending() -> bool:
-    """Whether SIGINT or SIGTERM is waiting behind `signals_held`."""
-    return bool(signal.sigpending() & HELD)
+    """Whether SIGINT or SIGTERM is waiting behind `signals_held` and not ignored (it will stop the run)."""
+    return any(signal.getsignal(sig) is not signal.SIG_IGN for sig in signal.sigpending() & HELD)
