@@ -26,7 +26,7 @@ from patchkit.input.globs import match_glob
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.judge.treestate import TreeState
 from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result, combine
-from patchkit.run.fastpath import add_block, check_restart, fast_block, series_entry
+from patchkit.run.fastpath import add_block, check_restart, fast_block, read_shown, series_entry
 from patchkit.run.progress import Phase, Progress
 from patchkit.run.provenance import (
     Provenance,
@@ -39,8 +39,8 @@ from patchkit.run.provenance import (
     read_record,
     with_fingerprint,
 )
-from patchkit.run.recorded import RecordedReport, load_report, report_text
-from patchkit.run.records import record_files, record_names, record_removal
+from patchkit.run.recorded import RecordedReport, files_text, load_report, report_text, verdict_entry
+from patchkit.run.records import record_files, record_names, record_removal, shown_name
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, LockWait, WaitHook, locked
 
 if TYPE_CHECKING:
@@ -247,14 +247,16 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered, True
             outcomes = []
-            for spec, (record, report, _) in zip(specs, restart, strict=True):
+            for spec, vouched in zip(specs, restart, strict=True):
+                record = vouched.record
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
                 recorded = None
                 if options.show_verdicts:
                     try:
-                        recorded = load_report(report)  # printed as recorded (patchkit.run.recorded)
+                        recorded = load_report(vouched.report)  # printed as recorded (patchkit.run.recorded)
                     except ValueError:
                         return None, recovered, True
+                    recorded = recorded._replace(shown=read_shown(root.fd, root.path, vouched))
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree, root), check, Origin.THIS_VERSION, used_stored_copy=False)
                 if options.strict_base and facts.base.state is not BaseState.PINNED:
@@ -434,21 +436,25 @@ def record_changes(
     """The applied-record files to write with a decision's tree changes, in the same transaction.
 
     `after`: every path as the transaction leaves it, and `verdicts`: this patch's sections judged on it as a
-    rerun judges them, for the record's fast_path block (left out unless they say applied); `series`: the
-    patches judged together with this one (patchkit.run.fastpath.series_entry each; default: this one alone).
+    rerun judges them, for the record's fast_path block and the shown verdicts (records.shown_name; both left
+    out, and an older shown file removed, unless they say applied); `series`: the patches judged together with
+    this one (patchkit.run.fastpath.series_entry each; default: this one alone).
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.diff.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
-        files = record_files(spec, hunk_set)
+        files = {**record_files(spec, hunk_set), shown_name(spec.id): None}
         if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]
             record = files[name]
             assert record is not None
-            report = report_text(hunk_set, verdicts)
+            entries = [verdict_entry(v) for v in verdicts]
+            shown = files_text(entries).encode()
             block = fast_block(
-                series or [series_entry(spec)], paths_of(hunk_set.files), after, report, restart_facts(spec, hunk_set)
+                series or [series_entry(spec)], paths_of(hunk_set.files), after, report_text(hunk_set, entries),
+                restart_facts(spec, hunk_set), shown,
             )
             files[name] = add_block(record, block)
+            files[shown_name(spec.id)] = shown
         return files
     if decision.forward is False or decision.drops_record:
         return record_removal(spec.id)
