@@ -342,26 +342,31 @@ def test_a_json_restart_prints_the_shown_verdicts_the_record_seals(
 def test_shown_verdicts_the_record_does_not_seal_are_rendered_again(
     series: Path, registry: Registry, work: Path, user: tuple[int, int], change: str, route: str
 ) -> None:
-    """Anything but the sealed bytes, and an older record without them: the recorded verdicts rendered again,
-    the full path's bytes; never the file's text."""
-    shown = series / ".patchkit" / "applied" / "pa.files"
-    kept = shown.read_bytes()
+    """Anything but the sealed bytes read under the trust rule, and an older record without them: the recorded
+    verdicts rendered again, the full path's bytes; never the file's text. (A link, and a file of another
+    owner, hold text the record is resealed to: only the trust rule refuses them.)"""
+    applied = series / ".patchkit" / "applied"
+    shown = applied / "pa.files"
+    forged = shown.read_bytes().replace(b'"applied"', b'"conflict"', 1)
     if change == "changed":
-        shown.write_bytes(kept.replace(b'"applied"', b'"conflict"', 1))
+        shown.write_bytes(forged)
     elif change == "removed":
         shown.unlink()
     elif change == "a link":
-        (series / "elsewhere.files").write_bytes(kept)
+        (series / "elsewhere.files").write_bytes(forged)
         shown.unlink()
         shown.symlink_to(series / "elsewhere.files")
+        _reseal(applied / "pa.json", shown=_sha256(forged))
     elif change == "a folder":
         shown.unlink()
         shown.mkdir()
     elif change == "not ours":
+        shown.write_bytes(forged)
+        _reseal(applied / "pa.json", shown=_sha256(forged))
         os.chown(shown, user[0], -1)
     else:  # a record written before the shown verdicts were kept: no `shown` key, no file
         shown.unlink()
-        _reseal(series / ".patchkit" / "applied" / "pa.json", shown=None)
+        _reseal(applied / "pa.json", shown=None)
     args = ("apply", "--all", "--json", "--root", series, "--patches", registry.path,
             *(["--color", "never"] if route == "cli" else []))
     assert answered(work, *args) is (route == "entry")

@@ -53,7 +53,7 @@ from patchkit.run.fastpath import (
 )
 from patchkit.run.recorded import files_text, load_report
 from patchkit.run.records import record_names
-from patchkit.speak.plain import ALREADY_APPLIED, RawJSON, render_json, versioned
+from patchkit.speak.plain import ALREADY_APPLIED, RawJSON, json_bytes, versioned
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 
 MANIFEST = "manifest.toml"
@@ -74,8 +74,9 @@ class Request(NamedTuple):
     as_json: bool
 
 
-def answer(argv: Sequence[str]) -> str | None:
-    """What the full path prints for this restart (stdout), or None: the full CLI must run."""
+def answer(argv: Sequence[str]) -> list[bytes] | None:
+    """What the full path prints for this restart (stdout), as pieces of bytes to write in order, or None: the
+    full CLI must run."""
     request = parse_request(argv)
     if request is None or any(name in os.environ for name in _FULL_ENV) or _colour_possible():
         return None
@@ -85,7 +86,7 @@ def answer(argv: Sequence[str]) -> str | None:
         return None
 
 
-def _answer(request: Request) -> str | None:
+def _answer(request: Request) -> list[bytes] | None:
     if _project_config_above(os.getcwd()):
         return None
     patches = Path(request.patches)
@@ -102,8 +103,10 @@ def _answer(request: Request) -> str | None:
             return None
         has_git = _has_git(root.fd)
         shown = [read_shown(root.fd, root.path, v) if request.as_json else None for v, _ in vouched]
-    text = render(request, str(root.path), vouched, has_git, shown)
-    return text if text is None or text.isascii() else None  # another encoding: click's echo decides
+    pieces = render(request, str(root.path), vouched, has_git, shown)
+    if pieces is None or not all(piece.isascii() for piece in pieces):
+        return None  # another encoding: click's echo decides
+    return pieces
 
 
 def parse_request(argv: Sequence[str]) -> Request | None:
@@ -304,8 +307,8 @@ def _has_git(root_fd: int) -> bool:
 
 def render(
     request: Request, root: str, answers: Sequence[tuple[Vouched, dict[str, Any]]], has_git: bool,
-    shown: Sequence[str | None],
-) -> str | None:
+    shown: Sequence[bytes | None],
+) -> list[bytes] | None:
     """What the full path prints on stdout for this restart; None when it would say more (a pinned checkout).
     `shown`: each patch's `files` as its apply rendered them (fastpath.read_shown), None where it must be
     rendered here."""
@@ -319,21 +322,21 @@ def render(
                 return None
             documents.append(document)
         if request.patch is not None:
-            return render_json(versioned(documents[0])) + "\n"
+            return [*json_bytes(versioned(documents[0])), b"\n"]
         series = {"action": "apply", "root": root, "state": "applied", "result": "already-applied", "exit_code": 0,
                   "left": [], "patches": documents, "changes": []}
-        return render_json(versioned(series)) + "\n"
+        return [*json_bytes(versioned(series)), b"\n"]
     if request.quiet:
-        return ""
+        return []
     lines = [f"{vouched.record.patch}: {ALREADY_APPLIED}" for vouched, _ in answers]
     if request.patch is None:
         count = len(answers)
         every = "the only patch is" if count == 1 else f"all {count} patches are"
         lines.append(f"series: {every} already applied (nothing written)")
-    return "\n".join(lines) + "\n"
+    return [("\n".join(lines) + "\n").encode()]
 
 
-def _document(root: str, vouched: Vouched, facts: dict[str, Any], shown: str | None) -> dict[str, Any] | None:
+def _document(root: str, vouched: Vouched, facts: dict[str, Any], shown: bytes | None) -> dict[str, Any] | None:
     """One patch's JSON document, as speak.report.outcome_json writes a restart's; `files` is `shown` if given,
     else rendered from the recorded verdicts."""
     record, pinned = vouched.record, facts.get("pinned_commit")
@@ -346,7 +349,7 @@ def _document(root: str, vouched: Vouched, facts: dict[str, Any], shown: str | N
             report = load_report(vouched.report)
         except ValueError:
             return None
-        digest, files = report.hunk_set_sha256, files_text(report.files)
+        digest, files = report.hunk_set_sha256, files_text(report.files).encode()
     return {
         "patch": record.patch, "action": "apply", "root": root, "state": "applied", "result": "already-applied",
         "reason": None, "exit_code": 0, "upstream": facts.get("upstream"),

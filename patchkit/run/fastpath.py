@@ -257,10 +257,10 @@ def vouch_record(
     return Vouched(record, block.get(REPORT), block.get(RESTART), block.get(SHOWN))
 
 
-def read_shown(root_fd: int, root: Path, vouched: Vouched) -> str | None:
-    """The verdicts as a --json restart shows them (the document's `files`, records.shown_name) if the state
-    folder holds them with the sha256 the vouched record seals, read under the one trust rule; None otherwise
-    (an older record, the file gone, changed or refused): the caller renders the recorded verdicts instead."""
+def read_shown(root_fd: int, root: Path, vouched: Vouched) -> bytes | None:
+    """The verdicts as a --json restart shows them (the document's `files` as UTF-8, records.shown_name) if the
+    state folder holds them with the sha256 the vouched record seals, read under the one trust rule; None
+    otherwise (an older record, the file gone, changed or refused): the caller renders the recorded verdicts."""
     if not isinstance(vouched.shown, str):
         return None
     try:
@@ -269,10 +269,12 @@ def read_shown(root_fd: int, root: Path, vouched: Vouched) -> str | None:
         return None
     if data is None or _sha256(data) != vouched.shown:
         return None
-    try:
-        return data.decode()
-    except UnicodeDecodeError:
-        return None
+    if not data.isascii():  # ASCII is UTF-8; anything else is decoded once, to be sure (never a crash later)
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            return None
+    return data
 
 
 def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:

@@ -59,7 +59,7 @@ class RecordedReport(NamedTuple):
     hunk_set_sha256: str
     excluded: tuple[str, ...]
     files: Sequence[FileEntry]
-    shown: str | None = None
+    shown: bytes | None = None  # UTF-8
 
 
 def verdict_entry(v: FileVerdict) -> FileEntry:

@@ -27,14 +27,39 @@ def versioned(document: dict[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class RawJSON:
     """A value render_json writes as this text: JSON rendered as json.dumps(indent=2) renders it at the top
-    level, which render_json indents to where the value stands (JSON text holds no raw newline but these)."""
+    level, which render_json indents to where the value stands (JSON text holds no raw newline but these).
+    As bytes (UTF-8), json_bytes splices it in without decoding it (a restart's `files`: megabytes)."""
 
-    text: str
+    text: str | bytes
 
 
 def render_json(data: Any) -> str:
     """The document as json.dumps(indent=2, ensure_ascii=False) writes it, RawJSON values spliced in."""
-    raw: list[str] = []
+    text, raw, mark = _marked(data)
+    if not raw:
+        return text
+    marked = _mark_pattern(mark)
+    values = [value if isinstance(value, str) else value.decode() for value in raw]
+    return marked.sub(lambda m: m[1] + m[2] + values[int(m[3])].replace("\n", "\n" + m[1]), text)
+
+
+def json_bytes(data: Any) -> list[bytes]:
+    """render_json's text of the document as UTF-8, in pieces to be written one after the other: each RawJSON
+    value indented and spliced in as bytes, never decoded nor copied into one string with the rest."""
+    text, raw, mark = _marked(data)
+    pieces, done = [], 0
+    for m in (_mark_pattern(mark).finditer(text) if raw else ()):
+        value = raw[int(m[3])]
+        value = value if isinstance(value, bytes) else value.encode()
+        pieces += [(text[done:m.start()] + m[1] + m[2]).encode(), value.replace(b"\n", b"\n" + m[1].encode())]
+        done = m.end()
+    return [*pieces, text[done:].encode()]
+
+
+def _marked(data: Any) -> tuple[str, list[str | bytes], str]:
+    """json.dumps' text of the document with each RawJSON value as a string of the mark and its place in the
+    values, the values in order, and the mark."""
+    raw: list[str | bytes] = []
     mark = f"\0{os.urandom(8).hex()}:"  # unguessable: no string of the document can hold it
 
     def placeholder(value: Any) -> str:
@@ -43,8 +68,10 @@ def render_json(data: Any) -> str:
         raw.append(value.text)
         return f"{mark}{len(raw) - 1}"
 
-    text = json.dumps(data, indent=2, ensure_ascii=False, default=placeholder)
-    if not raw:
-        return text
-    marked = re.compile(rf'^( *)(.*?){re.escape(encode_basestring(mark)[:-1])}(\d+)"', re.MULTILINE)
-    return marked.sub(lambda m: m[1] + m[2] + raw[int(m[3])].replace("\n", "\n" + m[1]), text)
+    return json.dumps(data, indent=2, ensure_ascii=False, default=placeholder), raw, mark
+
+
+def _mark_pattern(mark: str) -> re.Pattern[str]:
+    """Each marked string of _marked's text: the indentation of its line (group 1), the text before it on that
+    line (group 2) and its place in the values (group 3)."""
+    return re.compile(rf'^( *)(.*?){re.escape(encode_basestring(mark)[:-1])}(\d+)"', re.MULTILINE)
