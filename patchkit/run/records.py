@@ -78,8 +78,12 @@ def record_removal(patch_id: str) -> dict[str, bytes | None]:
 
 def parse_record(data: bytes) -> AppliedRecord:
     """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
+    return record_fields(json.loads(data))
 
-    raw: dict[str, Any] = json.loads(data)
+
+def record_fields(raw: Any) -> AppliedRecord:
+    """The fields of a record's JSON value (json.loads of its bytes); ValueError, KeyError or TypeError when it
+    is not a record."""
     if not isinstance(raw, dict):  # an array or a string in the state folder: not a record (never a crash)
         raise TypeError(f"a record is a JSON object, not {type(raw).__name__}")
     if raw.get("format") != RECORD_FORMAT:
