@@ -64,6 +64,7 @@ CRASH = "tests/test_crash.py"
 WORKSPACE = "tests/test_workspace.py"
 FAST = "tests/test_fastpath.py"
 ENTRY = "tests/test_restart_entry.py"
+UNSEALED_SHOWN = f"{ENTRY}::test_shown_verdicts_the_record_does_not_seal_are_rendered_again"
 LINT_RULES = "tests/test_lint_rules.py"
 LINT_POLICY = "tests/test_lint_policy.py"
 PORT = "tests/test_port.py"
@@ -387,8 +388,8 @@ MUTANTS: tuple[Mutant, ...] = (
       [f"{ENTRY}::test_a_registry_the_records_do_not_name_falls_through"],
       "the restart entry answers where the full path warns of a stray folder"),
     m("restart-entry-root-as-given", "patchkit/cli/restart.py",
-      "text = render(request, str(root.path), vouched, has_git)",
-      "text = render(request, request.root, vouched, has_git)",
+      "pieces = render(request, str(root.path), vouched, has_git, shown)",
+      "pieces = render(request, request.root, vouched, has_git, shown)",
       [f"{ENTRY}::test_the_root_and_registry_may_come_from_the_environment_or_relative"],
       "the restart entry's --json names the root as given, not as the full path resolves it"),
     m("restart-entry-series-words", "patchkit/cli/restart.py",
@@ -396,6 +397,37 @@ MUTANTS: tuple[Mutant, ...] = (
       'every = f"all {count} patches are"',
       [f"{ENTRY}::test_a_series_of_one_reads_alike"],
       "the restart entry's series line for a series of one reads unlike the full path's"),
+    m("shown-verdicts-unchecked", "patchkit/run/fastpath.py",
+      "if data is None or _sha256(data) != vouched.shown:", "if data is None:",
+      [f"{UNSEALED_SHOWN}[entry-changed]", f"{UNSEALED_SHOWN}[cli-changed]"],
+      "a --json restart prints the kept verdicts without checking them against the sha256 the record seals"),
+    m("shown-verdicts-untrusted", "patchkit/run/fastpath.py",
+      'data = read_trusted(root_fd, root, f"{STATE_DIR}/{shown_name(vouched.record.patch)}")',
+      'data = (root / STATE_DIR / shown_name(vouched.record.patch)).read_bytes()',
+      [f"{UNSEALED_SHOWN}[entry-not ours]", f"{UNSEALED_SHOWN}[entry-a link]"],
+      "a --json restart reads the kept verdicts without the trust rule (another owner's file, a link)"),
+    m("shown-verdicts-not-printed", "patchkit/cli/restart.py",
+      "shown = [read_shown(root.fd, root.path, v) if request.as_json else None for v, _ in vouched]",
+      "shown = [None for v, _ in vouched]",
+      [f"{ENTRY}::test_a_json_restart_prints_the_shown_verdicts_the_record_seals"],
+      "the restart entry decodes and renders the recorded verdicts again instead of printing the kept ones"),
+    m("shown-verdicts-not-printed-cli", "patchkit/run/actions.py",
+      "shown = read_shown(root.fd, root.path, vouched)", "shown = None",
+      [f"{ENTRY}::test_a_json_restart_prints_the_shown_verdicts_the_record_seals[cli-single]"],
+      "the CLI's fast path renders the recorded verdicts again instead of printing the kept ones"),
+    m("shown-verdicts-without-rows", "patchkit/run/actions.py",
+      "if shown is not None and not rows and excluded is not None:", "if shown is not None and excluded is not None:",
+      [f"{FAST}::test_every_output_mode_is_answered_from_the_record_byte_for_byte[verbose]"],
+      "a -v restart on the CLI's fast path takes the kept JSON text and prints no row per hunk"),
+    m("shown-verdicts-nothing-excluded", "patchkit/run/actions.py",
+      "excluded = _excluded_paths(vouched.restart)", "excluded: tuple[str, ...] | None = ()",
+      [FAST, ENTRY],
+      "a --json restart on the CLI's fast path says nothing was excluded, beside the kept verdicts"),
+    m("shown-verdicts-kept-after-revert", "patchkit/run/records.py",
+      "return dict.fromkeys((*record_names(patch_id), shown_name(patch_id)))",
+      "return dict.fromkeys(record_names(patch_id))",
+      [f"{ENTRY}::test_an_apply_keeps_the_shown_verdicts_and_a_revert_removes_them"],
+      "a revert leaves the kept verdicts of the patch it took out in the state folder"),
     # --------------------------------------------------------------------------------------- lint rules
     m("pk204-claimed-waiver", "patchkit/lint/rules.py",
       "if number is None or lint_input.is_claimed(number):\n        return []",

@@ -46,7 +46,7 @@ def test_a_script_patched_tree_reads_applied_outside_patchkit(
     adopted = cli("apply", "p", "--root", engine, "--patches", registry.path, "--adopt", "--json")
     assert (adopted.code, adopted.json()["result"]) == (0, "adopted")
     assert read_tree(engine) == patched  # the engine is not written
-    assert sorted(p.name for p in (engine / ".patchkit/applied").iterdir()) == ["p.diff", "p.json"]
+    assert sorted(p.name for p in (engine / ".patchkit/applied").iterdir()) == ["p.diff", "p.files", "p.json"]
     status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
     assert status.json()["provenance"]["origin"] == "this-version"
     again = cli("apply", "p", "--root", engine, "--patches", registry.path, "--adopt", "--json")

@@ -71,7 +71,7 @@ def test_the_consumer_registry_end_to_end(tmp_path: Path) -> None:
     table = cli("status", "--all", "--strict-base", *common)
     assert table.code == 0, table.out
     records = sorted(p.name for p in (engine / ".patchkit" / "applied").iterdir())
-    assert records == sorted(f"{pid}.{ext}" for pid in LAYOUT for ext in ("diff", "json"))
+    assert records == sorted(f"{pid}.{ext}" for pid in LAYOUT for ext in ("diff", "files", "json"))
 
     reverted = cli("revert", "--all", "--target", "vllm,aiter", *common)
     assert reverted.code == 0, reverted.out

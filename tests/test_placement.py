@@ -166,7 +166,7 @@ def test_several_targets_are_one_series(tmp_path: Path, registry: Registry, engi
     assert b"nine" in (engine / "vllm/a.py").read_bytes() and b"nine" in (engine / "aiter/b.py").read_bytes()
     assert (engine / "atom/c.py").read_bytes() == KERNEL
     records = sorted(p.name for p in (engine / ".patchkit/applied").iterdir())
-    assert records == ["k.diff", "k.json", "v.diff", "v.json"]
+    assert records == ["k.diff", "k.files", "k.json", "v.diff", "v.files", "v.json"]
 
 
 def test_a_target_that_matches_nothing_stays_an_error(tmp_path: Path, registry: Registry, engine: Path) -> None:

@@ -280,3 +280,96 @@ def test_a_removed_working_folder_falls_through(single: Path, registry: Registry
     done = subprocess.run([sys.executable, "-c", probe, str(gone), "apply", "pa", "--root", str(single),
                            "--patches", str(registry.path)], capture_output=True, text=True, check=False)
     assert (done.returncode, done.stdout) == (0, "None\n"), done.stderr
+
+
+# The verdicts as a --json restart shows them (`.patchkit/applied/<id>.files`, bound by the sha256 the sealed record
+# names): printed as kept when they are exactly what the record seals, else rendered from the recorded verdicts.
+
+
+def _reseal(record_path: Path, **changes: object) -> None:
+    """Rewrite a record's fast_path block with `changes` (a value None drops the key), sealed as patchkit seals."""
+    record = json.loads(record_path.read_bytes())
+    block = record.pop("fast_path")
+    block.pop("seal")
+    for key, value in changes.items():
+        if value is None:
+            block.pop(key, None)
+        else:
+            block[key] = value
+    record_path.write_bytes(add_block((json.dumps(record, indent=2) + "\n").encode(), block))
+
+
+def _sha256(data: bytes) -> str:
+    import hashlib
+
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_an_apply_keeps_the_shown_verdicts_and_a_revert_removes_them(single: Path, registry: Registry,
+                                                                      work: Path) -> None:
+    shown = single / ".patchkit" / "applied" / "pa.files"
+    record = json.loads((single / ".patchkit" / "applied" / "pa.json").read_bytes())
+    assert record["fast_path"]["shown"] == _sha256(shown.read_bytes())
+    document = json.loads(same_bytes(work, "apply", "pa", "--json", "--root", single, "--patches", registry.path)[1])
+    assert json.loads(shown.read_bytes()) == document["files"]
+    assert cli("revert", "pa", "--root", single, "--patches", registry.path).code == 0
+    assert not shown.exists() and not (single / ".patchkit" / "applied" / "pa.json").exists()
+
+
+@pytest.mark.parametrize("verb", ["single", "series"])
+@pytest.mark.parametrize("route", ["entry", "cli"])
+def test_a_json_restart_prints_the_shown_verdicts_the_record_seals(
+    request: pytest.FixtureRequest, registry: Registry, work: Path, verb: str, route: str
+) -> None:
+    """What the sealed sha256 names is what is printed, on the entry and on the CLI's fast path (--color never:
+    the entry declines): a shown file rewritten and the record resealed to it (as only its owner can) shows."""
+    engine: Path = request.getfixturevalue(verb)
+    pid = "pa" if verb == "single" else "pb"
+    marked = b'[\n  "printed as kept"\n]'
+    (engine / ".patchkit" / "applied" / f"{pid}.files").write_bytes(marked)
+    _reseal(engine / ".patchkit" / "applied" / f"{pid}.json", shown=_sha256(marked))
+    target = [pid] if verb == "single" else ["--all"]
+    args = ("apply", *target, "--json", "--root", engine, "--patches", registry.path,
+            *(["--color", "never"] if route == "cli" else []))
+    assert answered(work, *args) is (route == "entry")
+    code, out, _ = program(work, *args)
+    documents = json.loads(out).get("patches", [json.loads(out)])
+    assert code == 0 and [d["files"] for d in documents if d["patch"] == pid] == [["printed as kept"]]
+
+
+@pytest.mark.parametrize("change", ["changed", "removed", "a link", "a folder", "not ours", "old record"])
+@pytest.mark.parametrize("route", ["entry", "cli"])
+def test_shown_verdicts_the_record_does_not_seal_are_rendered_again(
+    series: Path, registry: Registry, work: Path, user: tuple[int, int], change: str, route: str
+) -> None:
+    """Anything but the sealed bytes read under the trust rule, and an older record without them: the recorded
+    verdicts rendered again, the full path's bytes; never the file's text. (A link, and a file of another
+    owner, hold text the record is resealed to: only the trust rule refuses them.)"""
+    applied = series / ".patchkit" / "applied"
+    shown = applied / "pa.files"
+    forged = shown.read_bytes().replace(b'"applied"', b'"conflict"', 1)
+    if change == "changed":
+        shown.write_bytes(forged)
+    elif change == "removed":
+        shown.unlink()
+    elif change == "a link":
+        (series / "elsewhere.files").write_bytes(forged)
+        shown.unlink()
+        shown.symlink_to(series / "elsewhere.files")
+        _reseal(applied / "pa.json", shown=_sha256(forged))
+    elif change == "a folder":
+        shown.unlink()
+        shown.mkdir()
+    elif change == "not ours":
+        shown.write_bytes(forged)
+        _reseal(applied / "pa.json", shown=_sha256(forged))
+        os.chown(shown, user[0], -1)
+    else:  # a record written before the shown verdicts were kept: no `shown` key, no file
+        shown.unlink()
+        _reseal(applied / "pa.json", shown=None)
+    args = ("apply", "--all", "--json", "--root", series, "--patches", registry.path,
+            *(["--color", "never"] if route == "cli" else []))
+    assert answered(work, *args) is (route == "entry")
+    code, out, err = same_bytes(work, *args)
+    assert code == 0 and err == b"" and b'"conflict"' not in out
+    assert [p["result"] for p in json.loads(out)["patches"]] == ["already-applied"] * 2

@@ -96,7 +96,7 @@ def test_stacked_patches_are_judged_on_the_tree_the_patches_before_them_leave(
     assert (code, doc["result"]) == (0, "applied")
     assert by_patch(doc, "result") == {"p-a": "already-applied", "p-b": "applied"}
     assert read_tree(stacked) == tree_of(WITH_AB)
-    assert records(stacked) == ["p-a.diff", "p-a.json", "p-b.diff", "p-b.json"]
+    assert records(stacked) == ["p-a.diff", "p-a.files", "p-a.json", "p-b.diff", "p-b.files", "p-b.json"]
 
     code, doc = run("status", stacked, registry)
     assert (code, doc["state"], by_patch(doc, "state")) == (0, "applied", {"p-a": "applied", "p-b": "applied"})
@@ -274,7 +274,7 @@ def test_keep_going_applies_what_it_can_and_says_what_it_left(
         assert "tied by `after` to p3" in by_patch(doc, "reason")["p4"]
         expected = {**drifted, "eng/f1.py": done["eng/f1.py"], "eng/f2.py": done["eng/f2.py"]}
         assert read_tree(engine) == tree_of(expected)
-        assert records(engine) == ["p1.diff", "p1.json", "p2.diff", "p2.json"]
+        assert records(engine) == ["p1.diff", "p1.files", "p1.json", "p2.diff", "p2.files", "p2.json"]
     assert doc["result"] == "incomplete"
     assert by_patch(doc, "result") == {"p1": "already-applied", "p2": "already-applied", "p3": "refused",
                                        "p4": "skipped"}
@@ -308,7 +308,7 @@ def test_revert_keep_going_leaves_what_a_refused_patch_stands_on(
     registry.add("p2", git_diff(tmp_path, BASE, p2))
     assert run("apply", stacked, registry)[0] == 0
     # Without its record, B reads as shipped by the image (upstream-contains): revert refuses it without --force.
-    for name in ("p-b.json", "p-b.diff"):
+    for name in ("p-b.json", "p-b.diff", "p-b.files"):
         (stacked / ".patchkit" / "applied" / name).unlink()
     patched = read_tree(stacked)
 
@@ -320,7 +320,7 @@ def test_revert_keep_going_leaves_what_a_refused_patch_stands_on(
     assert (code, by_patch(doc, "result")) == (1, {"p-a": "skipped", "p-b": "refused", "p2": "reverted"})
     assert "tied by `after` to p-b, which could not be reverted" in by_patch(doc, "reason")["p-a"]
     assert read_tree(stacked) == tree_of({**WITH_AB, "eng/f2.py": BASE["eng/f2.py"]})
-    assert records(stacked) == ["p-a.diff", "p-a.json"]
+    assert records(stacked) == ["p-a.diff", "p-a.files", "p-a.json"]
 
     code, doc = run("revert", stacked, registry, "--force")
     assert (code, doc["result"]) == (0, "reverted")

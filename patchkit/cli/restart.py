@@ -16,7 +16,9 @@ the report (~70 ms) before it reads a byte of the tree; `git apply -R --check` n
   it first): every record vouched for by patchkit.run.fastpath.vouch_record, the one check the full CLI's fast
   path makes too (the trust rule on the state folder and the record, the seal, this code, the manifest and
   diff digests, every file's bytes and mode), and the diff the sealed record names hashes as the record says;
-- then it prints what the full path prints, byte for byte (patchkit.speak.plain renders both), and exits 0.
+- then it prints what the full path prints, byte for byte (patchkit.speak.plain renders both), and exits 0;
+  with --json, each patch's `files` as the apply rendered them (fastpath.read_shown: the file whose sha256 the
+  vouched record seals), or rendered from the recorded verdicts when there is no such file (an older record).
 
 Anything else returns None before anything is printed or written: the full CLI runs from the start, as if this
 module did not exist. tests/test_restart_entry.py compares the bytes with the full judgement's in every mode.
@@ -46,11 +48,12 @@ from patchkit.run.fastpath import (
     Vouched,
     read_record,
     read_regular,
+    read_shown,
     vouch_record,
 )
-from patchkit.run.recorded import load_report
+from patchkit.run.recorded import files_text, load_report
 from patchkit.run.records import record_names
-from patchkit.speak.plain import ALREADY_APPLIED, RawJSON, files_text, render_json, versioned
+from patchkit.speak.plain import ALREADY_APPLIED, RawJSON, json_bytes, versioned
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 
 MANIFEST = "manifest.toml"
@@ -71,8 +74,9 @@ class Request(NamedTuple):
     as_json: bool
 
 
-def answer(argv: Sequence[str]) -> str | None:
-    """What the full path prints for this restart (stdout), or None: the full CLI must run."""
+def answer(argv: Sequence[str]) -> list[bytes] | None:
+    """What the full path prints for this restart (stdout), as pieces of bytes to write in order, or None: the
+    full CLI must run."""
     request = parse_request(argv)
     if request is None or any(name in os.environ for name in _FULL_ENV) or _colour_possible():
         return None
@@ -82,7 +86,7 @@ def answer(argv: Sequence[str]) -> str | None:
         return None
 
 
-def _answer(request: Request) -> str | None:
+def _answer(request: Request) -> list[bytes] | None:
     if _project_config_above(os.getcwd()):
         return None
     patches = Path(request.patches)
@@ -98,8 +102,11 @@ def _answer(request: Request) -> str | None:
         if vouched is None:
             return None
         has_git = _has_git(root.fd)
-    text = render(request, str(root.path), vouched, has_git)
-    return text if text is None or text.isascii() else None  # another encoding: click's echo decides
+        shown = [read_shown(root.fd, root.path, v) if request.as_json else None for v, _ in vouched]
+    pieces = render(request, str(root.path), vouched, has_git, shown)
+    if pieces is None or not all(piece.isascii() for piece in pieces):
+        return None  # another encoding: click's echo decides
+    return pieces
 
 
 def parse_request(argv: Sequence[str]) -> Request | None:
@@ -299,45 +306,54 @@ def _has_git(root_fd: int) -> bool:
 
 
 def render(
-    request: Request, root: str, answers: Sequence[tuple[Vouched, dict[str, Any]]], has_git: bool
-) -> str | None:
-    """What the full path prints on stdout for this restart; None when it would say more (a pinned checkout)."""
+    request: Request, root: str, answers: Sequence[tuple[Vouched, dict[str, Any]]], has_git: bool,
+    shown: Sequence[bytes | None],
+) -> list[bytes] | None:
+    """What the full path prints on stdout for this restart; None when it would say more (a pinned checkout).
+    `shown`: each patch's `files` as its apply rendered them (fastpath.read_shown), None where it must be
+    rendered here."""
     if any(facts.get("pinned_commit") is not None and has_git for _, facts in answers):
         return None  # HEAD against the pinned commit: git answers, on the full path
     if request.as_json:
         documents = []
-        for vouched, facts in answers:
-            document = _document(root, vouched, facts)
+        for (vouched, facts), files in zip(answers, shown, strict=True):
+            document = _document(root, vouched, facts, files)
             if document is None:
                 return None
             documents.append(document)
         if request.patch is not None:
-            return render_json(versioned(documents[0])) + "\n"
+            return [*json_bytes(versioned(documents[0])), b"\n"]
         series = {"action": "apply", "root": root, "state": "applied", "result": "already-applied", "exit_code": 0,
                   "left": [], "patches": documents, "changes": []}
-        return render_json(versioned(series)) + "\n"
+        return [*json_bytes(versioned(series)), b"\n"]
     if request.quiet:
-        return ""
+        return []
     lines = [f"{vouched.record.patch}: {ALREADY_APPLIED}" for vouched, _ in answers]
     if request.patch is None:
         count = len(answers)
         every = "the only patch is" if count == 1 else f"all {count} patches are"
         lines.append(f"series: {every} already applied (nothing written)")
-    return "\n".join(lines) + "\n"
+    return [("\n".join(lines) + "\n").encode()]
 
 
-def _document(root: str, vouched: Vouched, facts: dict[str, Any]) -> dict[str, Any] | None:
-    """One patch's JSON document, as speak.report.outcome_json writes a restart's."""
-    try:
-        report = load_report(vouched.report)
-    except ValueError:
-        return None
+def _document(root: str, vouched: Vouched, facts: dict[str, Any], shown: bytes | None) -> dict[str, Any] | None:
+    """One patch's JSON document, as speak.report.outcome_json writes a restart's; `files` is `shown` if given,
+    else rendered from the recorded verdicts."""
     record, pinned = vouched.record, facts.get("pinned_commit")
+    if shown is not None:
+        # The report's hunk_set_sha256 is the record's (records.record_files and recorded.report_text both write
+        # the digest of the one hunk set the apply judged): the report need not be decoded for it.
+        digest, files = record.hunkset_sha256, shown
+    else:
+        try:
+            report = load_report(vouched.report)
+        except ValueError:
+            return None
+        digest, files = report.hunk_set_sha256, files_text(report.files).encode()
     return {
         "patch": record.patch, "action": "apply", "root": root, "state": "applied", "result": "already-applied",
         "reason": None, "exit_code": 0, "upstream": facts.get("upstream"),
-        "hunk_set_sha256": report.hunk_set_sha256, "excluded": facts.get("excluded"),
-        "files": RawJSON(files_text(report.files)), "changes": [],
+        "hunk_set_sha256": digest, "excluded": facts.get("excluded"), "files": RawJSON(files), "changes": [],
         "base": {
             "state": "unknown", "pinned_commit": pinned, "head": None, "relation": None, "fingerprint": [],
             "drifted": [], "unchecked": [], "detail": UNKNOWN_UNPINNED if pinned is None else UNKNOWN_NO_GIT,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+from collections.abc import Sequence
 
 
 def entry() -> None:
@@ -17,19 +18,22 @@ def entry() -> None:
     if argv[:1] == ["apply"]:
         from patchkit.cli.restart import answer  # lazy: the CLI (only an `apply` may be a restart the records answer)
 
-        text = answer(argv)
-        if text is not None:
-            leave(text)
+        pieces = answer(argv)
+        if pieces is not None:
+            leave(pieces)
     from patchkit.cli.main import entry as full_entry  # lazy: the CLI (a restart the records answer skips it)
 
     full_entry()
 
 
-def leave(text: str) -> None:
-    """Print the restart's answer and end the process at once with exit 0, as cli.main.entry ends a run."""
+def leave(pieces: Sequence[bytes]) -> None:
+    """Print the restart's answer (its bytes, in pieces: a --json answer's `files` is written as it was read)
+    and end the process at once with exit 0, as cli.main.entry ends a run."""
     try:
-        sys.stdout.write(text)
-        sys.stdout.flush()
+        out = sys.stdout.buffer
+        for piece in pieces:
+            out.write(piece)
+        out.flush()
     except BrokenPipeError:  # a closed pipe: the outcome's code stands, as on the full path
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

@@ -26,7 +26,7 @@ from patchkit.input.globs import match_glob
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.judge.treestate import TreeState
 from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result, combine
-from patchkit.run.fastpath import add_block, check_restart, fast_block, series_entry
+from patchkit.run.fastpath import Vouched, add_block, check_restart, fast_block, read_shown, series_entry
 from patchkit.run.progress import Phase, Progress
 from patchkit.run.provenance import (
     Provenance,
@@ -39,8 +39,8 @@ from patchkit.run.provenance import (
     read_record,
     with_fingerprint,
 )
-from patchkit.run.recorded import RecordedReport, load_report, report_text
-from patchkit.run.records import record_files, record_names, record_removal
+from patchkit.run.recorded import RecordedReport, files_text, load_report, report_text, verdict_entry
+from patchkit.run.records import record_files, record_names, record_removal, shown_name
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, LockWait, WaitHook, locked
 
 if TYPE_CHECKING:
@@ -98,6 +98,7 @@ class Options:
     # fast_path=True, and a tree without verdicts unless show_verdicts (-v, --json: the records' verdicts)
     fast_restart: bool = False
     show_verdicts: bool = False
+    verdict_rows: bool = False  # -v without --json: a row per hunk, from the records' verdicts decoded
     invocation: Invocation | None = None  # how the run was spelled, for the commands its messages suggest
 
     def lock_patience(self) -> LockWait:
@@ -247,13 +248,13 @@ def restart_outcomes(
             if restart is None:
                 return None, recovered, True
             outcomes = []
-            for spec, (record, report, _) in zip(specs, restart, strict=True):
+            for spec, vouched in zip(specs, restart, strict=True):
+                record = vouched.record
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
                 recorded = None
                 if options.show_verdicts:
-                    try:
-                        recorded = load_report(report)  # printed as recorded (patchkit.run.recorded)
-                    except ValueError:
+                    recorded = recorded_verdicts(root, vouched, rows=options.verdict_rows)
+                    if recorded is None:
                         return None, recovered, True
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
                 facts = Provenance(check_base(spec, tree, root), check, Origin.THIS_VERSION, used_stored_copy=False)
@@ -266,6 +267,29 @@ def restart_outcomes(
             return outcomes, recovered, True
     except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
         return None, None, True
+
+
+def recorded_verdicts(root: Root, vouched: Vouched, *, rows: bool) -> RecordedReport | None:
+    """What a fast path's report prints of the records' verdicts (-v, --json): the `files` text the apply kept
+    (fastpath.read_shown), with the digest and excluded paths the record and its `restart` facts seal, when no
+    row is printed from the verdicts (not `rows`); else the recorded verdicts decoded (recorded.load_report), with
+    the kept text if there is one. None: verdicts patchkit did not write (the full judgement runs)."""
+    shown = read_shown(root.fd, root.path, vouched)
+    excluded = _excluded_paths(vouched.restart)
+    if shown is not None and not rows and excluded is not None:
+        return RecordedReport(vouched.record.hunkset_sha256, excluded, (), shown)
+    try:
+        return load_report(vouched.report)._replace(shown=shown)  # printed as recorded (patchkit.run.recorded)
+    except ValueError:
+        return None
+
+
+def _excluded_paths(facts: Any) -> tuple[str, ...] | None:
+    """The excluded paths of a record's `restart` facts (restart_facts: excluded_json's, in order), or None."""
+    excluded = facts.get("excluded") if isinstance(facts, dict) else None
+    if not isinstance(excluded, list) or not all(isinstance(e, dict) and type(e.get("path")) is str for e in excluded):
+        return None
+    return tuple(e["path"] for e in excluded)
 
 
 def _records_present(root: Root, names: Sequence[str]) -> bool:
@@ -434,21 +458,25 @@ def record_changes(
     """The applied-record files to write with a decision's tree changes, in the same transaction.
 
     `after`: every path as the transaction leaves it, and `verdicts`: this patch's sections judged on it as a
-    rerun judges them, for the record's fast_path block (left out unless they say applied); `series`: the
-    patches judged together with this one (patchkit.run.fastpath.series_entry each; default: this one alone).
+    rerun judges them, for the record's fast_path block and the shown verdicts (records.shown_name; both left
+    out, and an older shown file removed, unless they say applied); `series`: the patches judged together with
+    this one (patchkit.run.fastpath.series_entry each; default: this one alone).
     """
     if decision.forward or decision.result is Result.ADOPTED:
         from patchkit.diff.hunks import paths_of  # lazy: the judgement (loaded by what decided to write)
-        files = record_files(spec, hunk_set)
+        files = {**record_files(spec, hunk_set), shown_name(spec.id): None}
         if after is not None and combine(v.state for v in verdicts) is PatchState.APPLIED:
             name = record_names(spec.id)[0]
             record = files[name]
             assert record is not None
-            report = report_text(hunk_set, verdicts)
+            entries = [verdict_entry(v) for v in verdicts]
+            shown = files_text(entries).encode()
             block = fast_block(
-                series or [series_entry(spec)], paths_of(hunk_set.files), after, report, restart_facts(spec, hunk_set)
+                series or [series_entry(spec)], paths_of(hunk_set.files), after, report_text(hunk_set, entries),
+                restart_facts(spec, hunk_set), shown,
             )
             files[name] = add_block(record, block)
+            files[shown_name(spec.id)] = shown
         return files
     if decision.forward is False or decision.drops_record:
         return record_removal(spec.id)

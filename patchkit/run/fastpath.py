@@ -24,6 +24,10 @@ the full judgement.
 The block also holds `report`: the per-hunk verdicts the write stage found when it judged, in memory, the very
 bytes `files` lists (patchkit.run.recorded). A -v or --json rerun prints those: the full judgement of the same
 bytes with the same code could only find the same verdicts, so they are trusted exactly as far as the rest.
+And `shown`: the sha256 of `<id>.files` (records.shown_name), those verdicts rendered once at apply as the
+--json document's `files` list (patchkit.run.recorded.files_text). A --json restart prints that file when it
+has exactly this sha256 (read_shown), instead of decoding and rendering the verdicts again: the same text, as
+the code that rendered it is this code (`code`). A text restart never reads it.
 
 This module never writes and never decides anything but "applied"; a record is only ever a reason to skip
 work, never a reason to write.
@@ -48,13 +52,14 @@ from patchkit import source_archive
 from patchkit.errors import PatchkitError
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, iter_all_at
 from patchkit.input.trust import Refusal, open_trusted_child
-from patchkit.run.records import AppliedRecord, parse_record, record_names
+from patchkit.run.records import AppliedRecord, record_fields, record_names, shown_name
 
 if TYPE_CHECKING:
     from patchkit.input.manifest import PatchSpec
     from patchkit.input.tree import Snapshot
 
 BLOCK = "fast_path"
+SHOWN = "shown"  # the block's key for the sha256 of the shown verdicts (records.shown_name), when written
 REPORT = "report"  # the block's key for the verdicts of the applied tree (patchkit.run.recorded), as one string
 RESTART = "restart"  # the block's key for what the restart entry prints of the manifest (run.actions.restart_facts)
 _SEAL_KEY = b'"seal": "'
@@ -76,11 +81,12 @@ def series_entry(spec: PatchSpec) -> list[str]:
 
 def fast_block(
     series: Sequence[Sequence[str]], paths: Iterable[str], after: Mapping[str, Snapshot], report: str,
-    restart: Mapping[str, Any] | None = None,
+    restart: Mapping[str, Any] | None = None, shown: bytes | None = None,
 ) -> dict[str, Any]:
     """The `fast_path` block of a record (without its seal): the state `paths` are left in by the transaction,
-    `report`, the verdicts a judgement of that state finds (patchkit.run.recorded.report_text), and `restart`,
-    what a restart's document says of the manifest (run.actions.restart_facts; left out when None)."""
+    `report`, the verdicts a judgement of that state finds (patchkit.run.recorded.report_text), `restart`,
+    what a restart's document says of the manifest (run.actions.restart_facts), and the sha256 of `shown`, those
+    verdicts as the document shows them (records.shown_name; each left out when None)."""
     files: dict[str, dict[str, Any] | None] = {}
     for path in paths:
         snap = after[path]
@@ -91,6 +97,8 @@ def fast_block(
     block: dict[str, Any] = {"code": code_fingerprint(), "series": [list(e) for e in series], "files": files}
     if restart is not None:
         block[RESTART] = dict(restart)
+    if shown is not None:
+        block[SHOWN] = _sha256(shown)
     block[REPORT] = report
     return block
 
@@ -165,6 +173,7 @@ class Vouched(NamedTuple):
     record: AppliedRecord
     report: Any
     restart: Any  # the block's `restart` facts (fast_block), for the restart entry's document; None if absent
+    shown: Any  # the block's sha256 of the shown verdicts (read_shown); None if absent (an older record)
 
 
 def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[Vouched, ...] | None:
@@ -222,10 +231,11 @@ def vouch_record(
     try:
         if not _sealed(data):
             return None  # not byte for byte the record patchkit wrote
-        block = json.loads(data)[BLOCK]
+        raw = json.loads(data)  # once: a large series' record is ~0.8 MB
+        block = raw[BLOCK]
         if not isinstance(block, dict) or not _sealed_by(block, data):
             return None
-        record = parse_record(data)
+        record = record_fields(raw)
         files = block["files"]
         if not isinstance(files, dict):
             return None
@@ -245,7 +255,27 @@ def vouch_record(
                 return None
     except (OSError, PatchkitError):
         return None
-    return Vouched(record, block.get(REPORT), block.get(RESTART))
+    return Vouched(record, block.get(REPORT), block.get(RESTART), block.get(SHOWN))
+
+
+def read_shown(root_fd: int, root: Path, vouched: Vouched) -> bytes | None:
+    """The verdicts as a --json restart shows them (the document's `files` as UTF-8, records.shown_name) if the
+    state folder holds them with the sha256 the vouched record seals, read under the one trust rule; None
+    otherwise (an older record, the file gone, changed or refused): the caller renders the recorded verdicts."""
+    if not isinstance(vouched.shown, str):
+        return None
+    try:
+        data = read_trusted(root_fd, root, f"{STATE_DIR}/{shown_name(vouched.record.patch)}")
+    except (OSError, PatchkitError):
+        return None
+    if data is None or _sha256(data) != vouched.shown:
+        return None
+    if not data.isascii():  # ASCII is UTF-8; anything else is decoded once, to be sure (never a crash later)
+        try:
+            data.decode()
+        except UnicodeDecodeError:
+            return None
+    return data
 
 
 def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from itertools import repeat
+from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes a string with
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
@@ -52,11 +53,13 @@ class FileEntry(NamedTuple):
 
 
 class RecordedReport(NamedTuple):
-    """What the report prints of an applied tree: the hunk set's digest and excluded paths, each file's entry."""
+    """What the report prints of an applied tree: the hunk set's digest and excluded paths, each file's entry,
+    and those entries as the JSON document's `files` (files_text) when they were kept rendered (None: render)."""
 
     hunk_set_sha256: str
     excluded: tuple[str, ...]
     files: Sequence[FileEntry]
+    shown: bytes | None = None  # UTF-8
 
 
 def verdict_entry(v: FileVerdict) -> FileEntry:
@@ -73,14 +76,14 @@ def verdict_entry(v: FileVerdict) -> FileEntry:
     )
 
 
-def report_text(hunk_set: HunkSet, verdicts: Sequence[FileVerdict]) -> str:
-    """The report of a tree's verdicts, as compact JSON text: one string in the record, so a text restart's
-    json.loads of the record skips over it (a large series' verdicts are ~0.6 MB) and only -v or --json
-    decodes it (load_report)."""
+def report_text(hunk_set: HunkSet, entries: Sequence[FileEntry]) -> str:
+    """The report of a tree's verdicts (`entries`, verdict_entry of each), as compact JSON text: one string in
+    the record, so a text restart's json.loads of the record skips over it (a large series' verdicts are
+    ~0.6 MB) and only -v or --json decodes it (load_report)."""
     return json.dumps({
         "hunk_set_sha256": hunk_set.digest,
         "excluded": list(hunk_set.excluded),
-        "files": [verdict_entry(v) for v in verdicts],
+        "files": entries,
     }, separators=(",", ":"))
 
 
@@ -127,3 +130,41 @@ def _file_entry(entry: Any) -> FileEntry:
 
 def _opt(value: Any, kind: type) -> bool:
     return value is None or type(value) is kind
+
+
+def files_text(entries: Sequence[FileEntry]) -> str:
+    """The document's `files` (see docs/output.md), as json.dumps(indent=2) renders its list of objects
+    {path, old_path, op, state, detail, mode, hunks: [{index, header, state, expected_line, found_line,
+    candidate_lines, detail}]}: written out here because a restart prints ten thousand of them, and json's
+    indenting encoder (pure Python) takes 5x the time of these templates."""
+    return _json_list([_file_text(e) for e in entries], "")
+
+
+def _file_text(entry: FileEntry) -> str:
+    return (
+        f'  {{\n    "path": {_scalar(entry.path)},\n    "old_path": {_scalar(entry.old_path)},\n'
+        f'    "op": {_scalar(entry.op)},\n    "state": {_scalar(entry.state)},\n'
+        f'    "detail": {_scalar(entry.detail)},\n    "mode": {_scalar(entry.mode)},\n'
+        f'    "hunks": {_json_list([_hunk_text(h) for h in entry.hunks], "    ")}\n  }}'
+    )
+
+
+def _hunk_text(hunk: HunkEntry) -> str:
+    lines = _json_list([f"          {pos + 1}" for pos in hunk.candidates], "        ")  # ambiguous: each match
+    found = hunk.found + 1 if hunk.found is not None else None
+    return (
+        f'      {{\n        "index": {hunk.number},\n        "header": {_scalar(hunk.header)},\n'
+        f'        "state": {_scalar(hunk.state)},\n        "expected_line": {hunk.expected + 1},\n'
+        f'        "found_line": {_scalar(found)},\n'
+        f'        "candidate_lines": {lines},\n        "detail": {_scalar(hunk.detail)}\n      }}'
+    )
+
+
+def _json_list(items: Sequence[str], indent: str) -> str:
+    return "[\n" + ",\n".join(items) + f"\n{indent}]" if items else "[]"
+
+
+def _scalar(value: str | int | None) -> str:
+    if value is None:
+        return "null"
+    return encode_basestring(value) if isinstance(value, str) else str(int(value))

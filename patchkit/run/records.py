@@ -1,9 +1,11 @@
 """The applied record, `<root>/.patchkit/applied/<id>.json`: its names, the bytes apply writes, and their parsing.
 
 Every successful apply writes the record next to a stored copy of the diff it applied (`<id>.diff`), in the
-same transaction as the tree. This module knows the format and nothing else: provenance.read_record judges a
-record against the manifest (current or stale), fastpath reads one to answer a restart without parsing the
-diff. Kept apart from provenance so that the restart fast path needs neither the parser nor the judgement.
+same transaction as the tree; an apply that leaves the patch applied also writes the verdicts as a restart's
+JSON document shows them (`<id>.files`, see shown_name). This module knows the format and nothing else:
+provenance.read_record judges a record against the manifest (current or stale), fastpath reads one to answer a
+restart without parsing the diff. Kept apart from provenance so that the restart fast path needs neither the
+parser nor the judgement.
 """
 
 from __future__ import annotations
@@ -63,14 +65,25 @@ def record_files(spec: PatchSpec, hunk_set: HunkSet, now: datetime | None = None
     return {json_name: (json.dumps(record, indent=2) + "\n").encode(), diff_name: diff}
 
 
+def shown_name(patch_id: str) -> str:
+    """Name of the record's shown verdicts, relative to `<root>/.patchkit`: the `files` list of the patch's JSON
+    document as a restart prints it (patchkit.run.recorded.files_text), bound by its sha256 in the record's sealed
+    fast_path block. Never `.json` or `.diff`: no patch id's record or stored diff can have this name."""
+    return f"{RECORD_DIR}/{patch_id}.files"
+
+
 def record_removal(patch_id: str) -> dict[str, bytes | None]:
-    return dict.fromkeys(record_names(patch_id))
+    return dict.fromkeys((*record_names(patch_id), shown_name(patch_id)))
 
 
 def parse_record(data: bytes) -> AppliedRecord:
     """The fields of a record's bytes; ValueError, KeyError or TypeError when they are not a record."""
+    return record_fields(json.loads(data))
 
-    raw: dict[str, Any] = json.loads(data)
+
+def record_fields(raw: Any) -> AppliedRecord:
+    """The fields of a record's JSON value (json.loads of its bytes); ValueError, KeyError or TypeError when it
+    is not a record."""
     if not isinstance(raw, dict):  # an array or a string in the state folder: not a record (never a crash)
         raise TypeError(f"a record is a JSON object, not {type(raw).__name__}")
     if raw.get("format") != RECORD_FORMAT:

@@ -28,8 +28,8 @@ from patchkit.outcome import (
 from patchkit.run.actions import Invocation, upstream_json
 from patchkit.run.actions import excluded_json as _excluded_json
 from patchkit.run.provenance import missing_files
-from patchkit.run.recorded import FileEntry, HunkEntry, verdict_entry
-from patchkit.speak.plain import ALREADY_APPLIED, files_text
+from patchkit.run.recorded import FileEntry, HunkEntry, files_text, verdict_entry
+from patchkit.speak.plain import ALREADY_APPLIED
 from patchkit.speak.plain import SCHEMA_VERSION as SCHEMA_VERSION
 from patchkit.speak.plain import RawJSON as RawJSON
 from patchkit.speak.plain import render_json as render_json
@@ -84,6 +84,13 @@ def _entries(outcome: Outcome) -> Sequence[FileEntry]:
     return [verdict_entry(v) for v in outcome.tree.files]
 
 
+def _files_json(outcome: Outcome) -> RawJSON:
+    """The document's `files`: as a restart's records keep them rendered, else rendered from every file's entry."""
+    if outcome.recorded is not None and outcome.recorded.shown is not None:
+        return RawJSON(outcome.recorded.shown)
+    return RawJSON(files_text(_entries(outcome)))
+
+
 def _excluded(outcome: Outcome) -> Sequence[str]:
     return outcome.recorded.excluded if outcome.recorded is not None else outcome.tree.hunk_set.excluded
 
@@ -102,7 +109,7 @@ def outcome_json(outcome: Outcome) -> dict[str, Any]:
         "upstream": upstream_json(spec),
         "hunk_set_sha256": outcome.recorded.hunk_set_sha256 if outcome.recorded is not None else tree.hunk_set.digest,
         "excluded": _excluded_json(spec, _excluded(outcome)),
-        "files": RawJSON(files_text(_entries(outcome))),
+        "files": _files_json(outcome),
         "changes": (
             [{"path": c.path, "op": _change_op(c.before.exists, c.after.exists)} for c in outcome.plan.changes]
             if outcome.plan

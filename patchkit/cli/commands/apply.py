@@ -47,5 +47,6 @@ def command(
     options = Options(
         dry_run=dry_run, complete=complete, lock_timeout=lock_timeout, strict_base=strict_base, adopt=adopt,
         fast_restart=True, show_verdicts=as_json or settings().verbose,  # a restart shows the records' verdicts
+        verdict_rows=settings().verbose and not as_json,
     )
     run_patch_command(Action.APPLY, selection, root, patches_dir, as_json, options, keep_going)
