@@ -6,6 +6,7 @@ calls of the parser (wrapped, not replaced).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ import pytest
 
 import patchkit.diff.compiled as compiled_module
 from patchkit.diff import filtering
+from patchkit.diff.hunkset import HunkSet
 from tests.conftest import Registry, cli, copy_tree, git_diff, read_tree, write_tree
 
 MAGIC = b"patchkit-compiled-hunk-set-2\n"  # the format's first line, written out: the oracle imports nothing
@@ -425,6 +427,34 @@ def test_a_lying_compiled_file_is_not_believed_against_a_pinned_hunk_set(
     assert (lying.code, lying.out) == (honest.code, honest.out)
     assert cli("apply", "p", "--root", root, "--patches", patches).code == 0
     assert not any(b"os.system" in data for data, _ in read_tree(root).values())
+
+
+def test_a_first_text_status_from_the_compiled_file_hashes_no_hunk_set(
+    compiled_case: tuple[Path, Path, Path, list[tuple[int, str, str]]], monkeypatch: pytest.MonkeyPatch,
+    parses: list[str],
+) -> None:
+    """An unpinned manifest: the compiled set is taken without its digest, which a text status never prints
+    (~30 ms of a large first status); --json prints it, and computes it once; the answers are as before."""
+    patches, root, _, want = compiled_case
+    hashed: list[int] = []
+    real = HunkSet.__dict__["digest"].func
+
+    def counted(self: HunkSet) -> str:
+        hashed.append(1)
+        return str(real(self))
+
+    counting = functools.cached_property(counted)
+    counting.__set_name__(HunkSet, "digest")
+    monkeypatch.setattr(HunkSet, "digest", counting)
+    again = cli("status", "p", "-v", "--root", root, "--patches", patches)
+    assert [(again.code, again.out, again.err)] == want
+    assert (parses, hashed) == ([], [])  # the compiled set, and no digest
+    shown = cli("status", "p", "--json", "--root", root, "--patches", patches)
+    assert (parses, hashed) == ([], [1])
+    compiled_file(patches).unlink()
+    parsed = cli("status", "p", "--json", "--root", root, "--patches", patches)
+    assert (shown.code, shown.out, shown.err) == (parsed.code, parsed.out, parsed.err)
+    assert parses == ["p"] and len(json.loads(shown.out)["hunk_set_sha256"]) == 64
 
 
 def test_lint_reports_a_stale_compiled_file(compiled_case: tuple[Path, Path, Path, list[tuple[int, str, str]]],
