@@ -6,6 +6,7 @@ calls of the parser (wrapped, not replaced).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -22,9 +23,10 @@ import pytest
 
 import patchkit.diff.compiled as compiled_module
 from patchkit.diff import filtering
+from patchkit.diff.hunkset import HunkSet
 from tests.conftest import Registry, cli, copy_tree, git_diff, read_tree, write_tree
 
-MAGIC = b"patchkit-compiled-hunk-set-2\n"  # the format's first line, written out: the oracle imports nothing
+MAGIC = b"patchkit-compiled-hunk-set-3\n"  # the format's first line, written out: the oracle imports nothing
 
 BEFORE: dict[str, bytes | tuple[bytes, bool] | None] = {
     "pkg/core.py": b"".join(b"x = %d\n" % (i % 5) for i in range(60)),  # repeated lines: look-alikes
@@ -230,7 +232,8 @@ def test_an_edited_diff_under_an_old_pin_is_still_refused(case: tuple[Path, Path
 def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str, Any, bytes]]:
     files = header["files"]
     first = files[0]
-    hunk = first[8][0]
+    row = 11  # a file's hunk rows are one flat list of ints, 11 a hunk
+    hunk = first[8][:row]
 
     def with_file(i: int, value: Any) -> dict[str, Any]:
         f = list(first)
@@ -241,7 +244,7 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
         h = list(hunk)
         h[i] = value
         f = list(first)
-        f[8] = [h, *first[8][1:]]
+        f[8] = [*h, *first[8][row:]]
         return {**header, "files": [f, *files[1:]]}
 
     yield "header is a list", [header], body
@@ -260,18 +263,24 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
     yield "blob not hex", with_file(6, "zz\n"), body
     yield "hunks not a list", with_file(8, {}), body
     yield "short file row", {**header, "files": [first[:8], *files[1:]]}, body
-    yield "short hunk row", {**header, "files": [[*first[:8], [hunk[:-1]]], *files[1:]]}, body
-    yield "long hunk row", {**header, "files": [[*first[:8], [[*hunk, 0]]], *files[1:]]}, body
+    yield "short hunk row", {**header, "files": [[*first[:8], hunk[:-1]], *files[1:]]}, body
+    yield "long hunk row", {**header, "files": [[*first[:8], [*hunk, 0]], *files[1:]]}, body
+    yield "hunk rows nested", {**header, "files": [[*first[:8], [hunk]], *files[1:]]}, body
     yield "huge count", with_hunk(3, 10 ** 12), body
     yield "unknown flag", with_hunk(8, 4), body
     yield "huge negative move", with_hunk(9, -10 ** 12), body
-    empty_old = [None, "pkg/x.py", None, 0o100644, 1, False, None, None, [[1, 2, 0, 0, 1, 0, 0, 0, 1, 0, 0]]]
+    empty_old = [None, "pkg/x.py", None, 0o100644, 1, False, None, None, [1, 2, 0, 0, 1, 0, 0, 0, 1, 0, 0]]
     yield "no-newline flag on an empty image", {**header, "files": [empty_old]}, b""
     yield "negative", with_hunk(2, -1), body
     yield "float", with_hunk(2, 1.5), body
     yield "bool count", with_hunk(0, True), body
     yield "index 0", with_hunk(0, 0), body
     yield "leading past the image", with_hunk(6, 10 ** 6), body
+    yield "trailing past the image", with_hunk(7, 10 ** 6), body
+    yield "old lines in a created file", {**header, "files": [[None, first[1], None, *first[3:]], *files[1:]]}, body
+    many = next(i for i, f in enumerate(files) if len(f[8]) > row)  # a file of several hunks: the last one's flag
+    later = [*files[:many], [*files[many][:8], [*files[many][8][:-3], 4, *files[many][8][-2:]]], *files[many + 1:]]
+    yield "a later hunk's flag unknown", {**header, "files": later}, body
     yield "count does not fit the lines", with_hunk(3, hunk[3] + 1), body
     yield "body truncated", header, body[:-3]
     yield "body too long", header, body + b"more\n"
@@ -383,7 +392,7 @@ def lie(patches: Path, new_line: bytes, path: str | None = None) -> None:
     target = compiled_file(patches)
     header, body = read_parts(target)
     first = header["files"][0]
-    old_len = first[8][0][3]  # the body is every image's lines in order: the first hunk's old image first
+    old_len = first[8][3]  # the body is every image's lines in order: the first hunk's old image first
     lines = body.split(b"\n")
     lines[old_len] = new_line.rstrip(b"\n")  # the first line of its new image
     if path is not None:
@@ -425,6 +434,34 @@ def test_a_lying_compiled_file_is_not_believed_against_a_pinned_hunk_set(
     assert (lying.code, lying.out) == (honest.code, honest.out)
     assert cli("apply", "p", "--root", root, "--patches", patches).code == 0
     assert not any(b"os.system" in data for data, _ in read_tree(root).values())
+
+
+def test_a_first_text_status_from_the_compiled_file_hashes_no_hunk_set(
+    compiled_case: tuple[Path, Path, Path, list[tuple[int, str, str]]], monkeypatch: pytest.MonkeyPatch,
+    parses: list[str],
+) -> None:
+    """An unpinned manifest: the compiled set is taken without its digest, which a text status never prints
+    (~30 ms of a large first status); --json prints it, and computes it once; the answers are as before."""
+    patches, root, _, want = compiled_case
+    hashed: list[int] = []
+    real = HunkSet.__dict__["digest"].func
+
+    def counted(self: HunkSet) -> str:
+        hashed.append(1)
+        return str(real(self))
+
+    counting = functools.cached_property(counted)
+    counting.__set_name__(HunkSet, "digest")
+    monkeypatch.setattr(HunkSet, "digest", counting)
+    again = cli("status", "p", "-v", "--root", root, "--patches", patches)
+    assert [(again.code, again.out, again.err)] == want
+    assert (parses, hashed) == ([], [])  # the compiled set, and no digest
+    shown = cli("status", "p", "--json", "--root", root, "--patches", patches)
+    assert (parses, hashed) == ([], [1])
+    compiled_file(patches).unlink()
+    parsed = cli("status", "p", "--json", "--root", root, "--patches", patches)
+    assert (shown.code, shown.out, shown.err) == (parsed.code, parsed.out, parsed.err)
+    assert parses == ["p"] and len(json.loads(shown.out)["hunk_set_sha256"]) == 64
 
 
 def test_lint_reports_a_stale_compiled_file(compiled_case: tuple[Path, Path, Path, list[tuple[int, str, str]]],

@@ -37,6 +37,7 @@ import re
 import stat
 import sys
 from importlib.util import find_spec
+from operator import le
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +52,7 @@ from patchkit.input.trust import refusal
 if TYPE_CHECKING:
     from patchkit.input.manifest import PatchSpec
 
-MAGIC = b"patchkit-compiled-hunk-set-2\n"
+MAGIC = b"patchkit-compiled-hunk-set-3\n"
 SUFFIX = ".compiled"
 _LINE = re.compile(rb"[^\n]*\n")
 _MAX_NUMBER = 10 ** MAX_HEADER_DIGITS  # no header line number or count reaches it (limits.MAX_HEADER_DIGITS)
@@ -60,7 +61,7 @@ _BLOB = re.compile(r"[0-9a-f]{4,64}")
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 # A hunk's row: index, diff_line, old_start, old_len, new_start, new_len, leading, trailing, then flags: 1 if the
 # old image's last line has no newline, 2 the same for the new image; then dropped_old, dropped_growth (how far
-# hunk excludes moved it; either may be negative). All ints.
+# hunk excludes moved it; either may be negative). All ints; a file's rows are one flat list, row after row.
 _HUNK_ROW = 11
 _UNSIGNED = 9  # the row's fields before the two moves
 _INT = {int}
@@ -113,7 +114,7 @@ def encode_hunk_set(hunk_set: HunkSet, binding: str) -> bytes:
     files = []
     body: list[bytes] = []
     for f in hunk_set.files:
-        hunks = []
+        hunks: list[int] = []
         for h in f.hunks:
             flags = 0
             for image, flag in ((h.old_lines, _NO_NEWLINE_OLD), (h.new_lines, _NO_NEWLINE_NEW)):
@@ -121,8 +122,8 @@ def encode_hunk_set(hunk_set: HunkSet, binding: str) -> bytes:
                 if image and not image[-1].endswith(b"\n"):
                     body.append(b"\n")
                     flags |= flag
-            hunks.append([h.index, h.diff_line, h.old_start, h.old_len, h.new_start, h.new_len, h.leading,
-                          h.trailing, flags, h.dropped_old, h.dropped_growth])
+            hunks += [h.index, h.diff_line, h.old_start, h.old_len, h.new_start, h.new_len, h.leading, h.trailing,
+                      flags, h.dropped_old, h.dropped_growth]
         files.append([f.old_path, f.new_path, f.old_mode, f.new_mode, f.diff_line, f.binary, f.old_blob,
                       f.new_blob, hunks])
     header = json.dumps({"binding": binding, "excluded": list(hunk_set.excluded), "files": files},
@@ -181,17 +182,24 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
             if type(path) is not str or mode not in _MODES or type(mode) is bool:
                 return None
             check_path(path)
+        # The file's hunk rows, one flat list (_HUNK_ROW ints a hunk): every field checked in C over the whole
+        # list and its columns, not row by row (a large set has 10k rows; docs/performance.md, issue #36).
+        count, extra = divmod(len(hunk_rows), _HUNK_ROW)
+        if extra or (count and (set(map(type, hunk_rows)) != _INT or max(hunk_rows) >= _MAX_NUMBER
+                                or min(hunk_rows) <= -_MAX_NUMBER)):
+            return None
+        columns = [hunk_rows[c::_HUNK_ROW] for c in range(_HUNK_ROW)]
+        indexes, old_lens, new_lens, leadings, trailings, flag_column = (columns[c] for c in (0, 3, 5, 6, 7, 8))
+        if count and (min(map(min, columns[:_UNSIGNED])) < 0 or min(indexes) < 1 or max(flag_column) > 3):
+            return None
+        if (old_path is None and any(old_lens)) or (new_path is None and any(new_lens)):
+            return None
+        if not (all(map(le, leadings, old_lens)) and all(map(le, leadings, new_lens))
+                and all(map(le, trailings, old_lens)) and all(map(le, trailings, new_lens))):
+            return None
         hunks = []
-        for h in hunk_rows:
-            # Exact ints (no bool, no float) within the header bounds: C-level checks, a large set has 10k rows.
-            if type(h) is not list or len(h) != _HUNK_ROW or set(map(type, h)) != _INT \
-                    or min(h[:_UNSIGNED]) < 0 or max(h) >= _MAX_NUMBER or min(h) <= -_MAX_NUMBER:
-                return None
-            index, line, old_start, old_len, new_start, new_len, leading, trailing, flags, moved_old, moved = h
-            if index < 1 or leading > old_len or leading > new_len or trailing > old_len or trailing > new_len:
-                return None
-            if (old_path is None and old_len) or (new_path is None and new_len) or flags > 3:
-                return None
+        for row in zip(*columns, strict=True):
+            index, line, old_start, old_len, new_start, new_len, leading, trailing, flags, moved_old, moved = row
             old = tuple(lines[at:at + old_len])
             at += old_len
             new = tuple(lines[at:at + new_len])

@@ -271,8 +271,9 @@ def load_hunk_set(spec: PatchSpec, *, base_tree: Path | None = None, compiled: b
     if compiled:
         hunk_set = load_compiled(spec)
         # A manifest that pins the hunk set's sha256 holds the compiled file to it too (the digest is computed
-        # once: the run's pin check reads the same cached value).
-        if hunk_set is not None and spec.hunkset_sha256 in (None, hunk_set.digest):
+        # once: the run's pin check reads the same cached value). Unpinned, the digest is not computed here: a
+        # text `status` never needs it (~30 ms of a large first status; docs/performance.md, issue #36 item 2).
+        if hunk_set is not None and (spec.hunkset_sha256 is None or spec.hunkset_sha256 == hunk_set.digest):
             return hunk_set
     diff = _parse(spec, data)
     refuse_commit_chain(spec, data, diff, base_tree)
