@@ -29,8 +29,13 @@ Issue #25 adds: `stack`, a size shaped like a real long-lived patch stack; resta
 first start from an image whose build compiled the hunk set; `--fleet 32,64`, that many starts at once on one
 shared root; and `--rounds R`, every row measured in R interleaved rounds, each cell the median over them.
 
-Usage: python benchmarks/run.py [--sizes small,large,xlarge,stack] [--runs 5] [--rounds 3] [--fleet 32,64]
-       [--check-only] [--json FILE]
+Issue #36 adds: `history`, a size shaped like an engine fork's pull-request history (write_history says why);
+with `--pyz PYTHON` every row also from `PYTHON -I -S patchkit.pyz` (built with bytecode, as the image runs
+it); and its target table, CPU ratios for the installed package and the archive, with `--baseline` to judge
+"nothing slower elsewhere" and "peak memory as today" against an earlier run.
+
+Usage: python benchmarks/run.py [--sizes small,large,xlarge,stack,history] [--runs 5] [--rounds 3]
+       [--fleet 32,64] [--pyz PYTHON [--pyz-no-bytecode]] [--baseline FILE] [--check-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -576,6 +581,9 @@ class Bench:
         self.patch = shutil.which("patch")
         self.copies = iter(range(1_000_000))
         self.started = time.perf_counter()  # for the progress lines
+        # A warm-up run before each measurement (main: in the first round only, whose warm-ups warmed the
+        # caches the later rounds use; the peak RSS is the first round's).
+        self.warm_up = True
 
     def measure(
         self, label: str, argv: Sequence[str], expect: int, tree: Path | None = None,
@@ -588,14 +596,15 @@ class Bench:
         samples = []
         peak = 0
         # The first run is a warm-up that also gives the peak memory; the timed runs follow.
-        for i in range(self.runs + 1):
+        warm = 1 if self.warm_up else 0
+        for i in range(self.runs + warm):
             cwd = prepare() if prepare else tree
             assert cwd is not None
             run_env = {**self.env, **(env or {})}
             if fresh_home:
                 run_env = {k: v for k, v in run_env.items() if k != "XDG_CACHE_HOME"}
                 run_env["HOME"] = tempfile.mkdtemp(prefix="home-", dir=self.workdir)
-            sample = run_once([a.replace("{root}", str(cwd)) for a in argv], cwd, run_env, memory=i == 0)
+            sample = run_once([a.replace("{root}", str(cwd)) for a in argv], cwd, run_env, memory=i < warm)
             if fresh_home and os.listdir(run_env["HOME"]):
                 self.problems.append(f"{label}: the run wrote into the fresh HOME: {os.listdir(run_env['HOME'])}")
             if fresh_home:
@@ -606,7 +615,7 @@ class Bench:
                 self.problems.extend(compare(label, cwd, verify))
             if prepare:
                 remove_tree(cwd)
-            if i == 0:
+            if i < warm:
                 peak = sample.rss_kb
             else:
                 samples.append(sample)
@@ -1208,8 +1217,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fleet-sizes", default="small,stack", help="the sizes the --fleet rows run on")
     parser.add_argument("--pyz", metavar="PYTHON", default=None,
                         help="also time patchkit.pyz as the image runs it (PYTHON -I -S patchkit.pyz), built from "
-                        "this checkout with bytecode for PYTHON (every row) and without (first status and apply, "
-                        "restarts)")
+                        "this checkout with bytecode for PYTHON: every row")
+    parser.add_argument("--pyz-no-bytecode", action="store_true",
+                        help="with --pyz: also the container rows from an archive without bytecode (what the "
+                        "bytecode buys)")
     parser.add_argument("--baseline", metavar="JSON", default=None,
                         help="an earlier run's --json (e.g. the same command on main): judge issue #36's \"nothing "
                         "slower elsewhere\" and \"peak memory as today\" against its rows")
@@ -1244,8 +1255,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         archives: dict[str, Path] = {}
         if args.pyz:
             build = Path(__file__).resolve().parent.parent / "scripts" / "build_pyz.py"
-            for kind, folder, flags in (("patchkit.pyz", "pyz-bytecode", ["--bytecode", args.pyz]),
-                                        ("patchkit.pyz, no bytecode", "pyz-plain", ["--no-bytecode"])):
+            kinds = [("patchkit.pyz", "pyz-bytecode", ["--bytecode", args.pyz])]
+            if args.pyz_no_bytecode:
+                kinds.append(("patchkit.pyz, no bytecode", "pyz-plain", ["--no-bytecode"]))
+            for kind, folder, flags in kinds:
                 out = workdir / folder / "patchkit.pyz"
                 made = subprocess.run([sys.executable, str(build), "-o", str(out), *flags], capture_output=True,
                                       text=True, check=False)
@@ -1254,6 +1267,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 archives[kind] = out
         rounds: list[list[Row]] = []
         for number in range(max(args.rounds, 1)):
+            bench.warm_up = number == 0
             done: list[Row] = []
             for size in sizes:
                 print(f"round {number + 1}, {size}:", flush=True)
@@ -1265,7 +1279,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     pyz = [args.pyz, "-I", "-S", str(archives["patchkit.pyz"])]
                     done.extend(bench.size_rows(corpora[size], pyz, "patchkit.pyz", shared))
                     plain = {k: v for k, v in archives.items() if k != "patchkit.pyz"}
-                    done.extend(bench.pyz_rows(corpora[size], args.pyz, plain, shared))
+                    if plain:
+                        done.extend(bench.pyz_rows(corpora[size], args.pyz, plain, shared))
             done.append(bench.startup_row())
             for size in fleet_sizes:
                 for count in fleet:
@@ -1289,6 +1304,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"\nissue #36 targets ({ISSUE36_SIZE} size; CPU, user + system; median of {runs} runs in each of "
                   f"{max(args.rounds, 1)} interleaved rounds):")
             print("\n".join(render_issue36(issue36)))
+        bench.notes = list(dict.fromkeys(bench.notes))  # each round notes the same
         for note in bench.notes:
             print(f"note: {note}")
         if args.json_path:
