@@ -136,6 +136,27 @@ def test_issue36_nothing_slower_is_judged_against_a_baseline_per_variant() -> No
     assert unjudged and all(v.ratio is None and "--baseline" in v.compares for v in unjudged)
 
 
+def test_issue36_baseline_discounts_a_machine_that_got_slower_between_the_runs() -> None:
+    bench = load_bench()
+
+    def python(cpu: float) -> Any:
+        return bench.Row("-", "cold start", {"patchkit": bench.Cell("patchkit", cpu, 15, 3, cpu=cpu),
+                                             "python": bench.Cell("python", cpu, 11, 3, cpu=cpu / 2)})
+
+    # between the runs the machine got 1.5x slower for every process, patchkit's code did not change
+    then = [bench.Row("large", "status, unapplied tree", _cells(bench, 0.30, 0.10)),
+            bench.Row("small", "restart --all", _cells(bench, 0.040, 0.001)), python(0.040)]
+    now = [bench.Row("large", "status, unapplied tree", _cells(bench, 0.45, 0.15)),  # over git apply's cell
+           bench.Row("small", "restart --all", _cells(bench, 0.060, 0.001)), python(0.060)]  # over python's
+    slower = next(v for v in bench.issue36_targets(now, then) if v.target.startswith("nothing slower")
+                  and v.variant == "installed")
+    assert slower.met and f"{slower.ratio:.2f}" == "1.00", slower
+    now[1].cells["patchkit"].cpu = 0.09  # and now patchkit's small restart is slower itself
+    slower = next(v for v in bench.issue36_targets(now, then) if v.target.startswith("nothing slower")
+                  and v.variant == "installed")
+    assert not slower.met and "small `restart --all`" in slower.compares and f"{slower.ratio:.2f}" == "1.50"
+
+
 def test_history_size_has_the_shape_its_docstring_claims(tmp_path: Path) -> None:
     bench = load_bench()
     corpus = bench.generate("history", tmp_path / "one")
