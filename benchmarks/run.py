@@ -29,8 +29,13 @@ Issue #25 adds: `stack`, a size shaped like a real long-lived patch stack; resta
 first start from an image whose build compiled the hunk set; `--fleet 32,64`, that many starts at once on one
 shared root; and `--rounds R`, every row measured in R interleaved rounds, each cell the median over them.
 
-Usage: python benchmarks/run.py [--sizes small,large,xlarge,stack] [--runs 5] [--rounds 3] [--fleet 32,64]
-       [--check-only] [--json FILE]
+Issue #36 adds: `history`, a size shaped like an engine fork's pull-request history (write_history says why);
+with `--pyz PYTHON` every row also from `PYTHON -I -S patchkit.pyz` (built with bytecode, as the image runs
+it); and its target table, CPU ratios for the installed package and the archive, with `--baseline` to judge
+"nothing slower elsewhere" and "peak memory as today" against an earlier run.
+
+Usage: python benchmarks/run.py [--sizes small,large,xlarge,stack,history] [--runs 5] [--rounds 3]
+       [--fleet 32,64] [--pyz PYTHON [--pyz-no-bytecode]] [--baseline FILE] [--check-only] [--json FILE]
 """
 
 from __future__ import annotations
@@ -118,6 +123,8 @@ SHAPES["manyhunks"] = Shape(
     edits_per_line=1 / 44, special=True,
 )
 
+SIZES = (*SHAPES, "history")  # history: write_history, shaped by hand rather than by a Shape
+
 
 class Writer:
     """Deterministic made-up Python-like source: mostly unique lines, with the blank and stock lines real
@@ -175,21 +182,34 @@ class Corpus:
     notes: list[str] = field(default_factory=list)
 
 
-def _write(root: Path, rel: str, lines: Sequence[str], executable: bool = False, final_newline: bool = True) -> None:
+def _write(root: Path, rel: str, lines: Sequence[str], executable: bool = False, final_newline: bool = True,
+           crlf: bool = False) -> None:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
     text = "".join(lines)
     if not final_newline:
         text = text.rstrip("\n")
+    if crlf:
+        text = text.replace("\n", "\r\n")
     path.write_bytes(text.encode())
     path.chmod(0o755 if executable else 0o644)
 
 
 def generate(size: str, workdir: Path, seed: int = SEED) -> Corpus:
-    shape = SHAPES[size]
-    rng = random.Random(f"{seed}:{size}")
-    writer = Writer(rng)
+    """The two trees of `size` (seeded), the diff git makes between them, and a registry holding it."""
     base, expected = workdir / "base", workdir / "expected"
+    if size == "history":
+        write_history(base, expected, random.Random(f"{seed}:{size}"))
+    else:
+        write_shape(SHAPES[size], base, expected, random.Random(f"{seed}:{size}"))
+    base.mkdir(parents=True, exist_ok=True)
+    expected.mkdir(parents=True, exist_ok=True)
+    return _corpus(size, base, expected, workdir)
+
+
+def write_shape(shape: Shape, base: Path, expected: Path, rng: random.Random) -> None:
+    """The trees of one of SHAPES: files of one size range, edits evenly spread."""
+    writer = Writer(rng)
     used: set[str] = set()
 
     def new_path() -> str:
@@ -227,9 +247,150 @@ def generate(size: str, workdir: Path, seed: int = SEED) -> Corpus:
         old, new, lines = new_path(), new_path(), body()
         _write(base, old, lines)
         _write(expected, new, lines if i == 0 else writer.edit(lines, 3))  # the first is a pure rename
-    base.mkdir(parents=True, exist_ok=True)
-    expected.mkdir(parents=True, exist_ok=True)
 
+
+# The history size: shaped like a real engine fork's pull-request history (issue #36), not like one big refactor.
+HISTORY_DIRS = (*DIRS, "tests/models", "tests/kernels", "docs/design", "tools", "csrc/attention", "configs")
+# Stock blocks real engine code repeats verbatim (accessors, guards, decorated wrappers): a hunk whose context
+# is one of them has look-alikes elsewhere in the file, which is what the matcher must not be fooled by.
+STOCK_BLOCKS = (
+    ("    @property\n", "    def dtype(self) -> torch.dtype:\n", "        return self._dtype\n", "\n"),
+    ("        if self.draft is None:\n", "            return None\n", "\n"),
+    ("    @torch.inference_mode()\n", "    def forward(self, *args, **kwargs):\n",
+     "        return self.impl(*args, **kwargs)\n", "\n"),
+    ("    @staticmethod\n", "    def supports_cuda_graph() -> bool:\n", "        return True\n", "\n"),
+    ("        else:\n", "            return None\n", "        return out\n", "\n"),
+)
+UNICODE = ("Größe", "≤", "µs", "τ", "—", "模型", "→", "naïve", "Ωmega", "é")
+
+
+class HistoryWriter(Writer):
+    """Writer with what a real engine's history adds: more stock lines (`return None`, decorators, blanks),
+    repeated stock blocks, a little UTF-8 (comments, docstrings), and long-tailed edit sizes."""
+
+    def line(self) -> str:
+        r = self.rng.random()
+        if r < 0.06:
+            return self.rng.choice(("        return None\n", "    @staticmethod\n", "    @torch.inference_mode()\n",
+                                    "        else:\n", "\n", "\n"))
+        if r < 0.08:
+            return f"    # {self.word()} {self.rng.choice(UNICODE)} {self.rng.choice(UNICODE)} {self.word()}\n"
+        return super().line()
+
+    def lines(self, count: int) -> list[str]:
+        out: list[str] = []
+        while len(out) < count:
+            out.extend(self.rng.choice(STOCK_BLOCKS) if self.rng.random() < 0.02 else (self.line(),))
+        return out[:count]
+
+    def span(self) -> int:
+        """Lines one edit removes or adds: mostly a few, sometimes a function, rarely a rewritten block."""
+        r = self.rng.random()
+        return self.rng.randrange(1, 6) if r < 0.88 else self.rng.randrange(10, 60) if r < 0.985 else \
+            self.rng.randrange(100, 400)
+
+    def edit(self, lines: list[str], edits: int) -> list[str]:
+        """`edits` changes at random places (sorted, at least 12 lines apart), each of long-tailed size."""
+        out = list(lines)
+        starts = sorted(self.rng.sample(range(0, max(len(lines) - 4, 1), 12), min(edits, max(len(lines) // 12, 1))))
+        for start in reversed(starts):
+            kind = self.rng.random()
+            old = 0 if kind < 0.3 else min(self.span(), 6)  # an insertion, or a replacement of a few lines
+            out[start:start + old] = self.lines(self.span() if kind < 0.85 else self.rng.randrange(1, 3))
+        return out
+
+
+def _history_lines(rng: random.Random) -> int:
+    """A file's length: log-normal around 150 lines (many small files, a long tail)."""
+    return max(8, min(12000, int(rng.lognormvariate(5.0, 1.1))))
+
+
+def _history_hunks(rng: random.Random) -> int:
+    """Edits in one modified file: most files one or two, some a handful, a few dozens."""
+    r = rng.random()
+    return 1 if r < 0.6 else 2 if r < 0.82 else rng.randrange(3, 9) if r < 0.93 else rng.randrange(12, 60)
+
+
+def write_history(base: Path, expected: Path, rng: random.Random) -> None:
+    """The `history` trees: ~500 files in a 5-10 MB diff, shaped like an engine fork's pull-request history.
+
+    Why this shape: a history of merged pull requests touches many files a little (a fix, an argument, an
+    import: one or two hunks, long-tailed file sizes) and a few a lot (the model runner, the scheduler: dozens
+    of hunks in files of 15-30k lines); most of its bytes are new files (kernels, model files, tests), some of
+    thousands of lines; files are deleted and moved (renames, with and without edits), scripts change mode;
+    it carries what editors and contributors leave: files without a final newline, a CRLF file, UTF-8 text;
+    and real code repeats stock lines and blocks (blank lines, `return None`, decorators, accessors), so hunks
+    meet look-alikes."""
+    writer = HistoryWriter(rng)
+    used: set[str] = set()
+
+    def new_path(ext: str = ".py") -> str:
+        while True:
+            rel = f"{rng.choice(HISTORY_DIRS)}/{writer.word()}_{writer.word()}_{rng.randrange(10000)}{ext}"
+            if rel not in used:
+                used.add(rel)
+                return rel
+
+    def same(rel: str, lines: list[str], **kw: bool) -> None:
+        _write(base, rel, lines, **kw)
+        _write(expected, rel, lines, **kw)
+
+    for _ in range(250):  # untouched
+        same(new_path(), writer.lines(_history_lines(rng)))
+    for _ in range(430):  # modified, long-tailed sizes
+        lines = writer.lines(_history_lines(rng))
+        rel = new_path()
+        _write(base, rel, lines)
+        _write(expected, rel, writer.edit(lines, _history_hunks(rng)))
+    for _ in range(5):  # the few very large files, dozens of hunks each
+        lines = writer.lines(rng.randrange(15000, 30000))
+        rel = new_path()
+        _write(base, rel, lines)
+        _write(expected, rel, writer.edit(lines, rng.randrange(40, 120)))
+    _history_special(writer, base, expected, new_path)
+    for i in range(26):  # created: mostly small, a few large (new kernels and model files)
+        count = rng.randrange(4000, 16000) if i < 9 else _history_lines(rng)
+        _write(expected, new_path(), writer.lines(count), final_newline=i != 12)
+    for i in range(12):  # deleted
+        _write(base, new_path(), writer.lines(rng.randrange(2000, 5000) if i < 2 else _history_lines(rng)))
+    for i in range(20):  # renamed: 8 pure, 12 with an edit or two
+        lines, old, new = writer.lines(rng.randrange(40, 900)), new_path(), new_path()
+        _write(base, old, lines)
+        _write(expected, new, lines if i < 8 else writer.edit(lines, rng.randrange(1, 3)))
+
+
+def _history_special(writer: HistoryWriter, base: Path, expected: Path, new_path: Callable[[str], str]) -> None:
+    """The history's odd files: mode changes, missing final newlines, CRLF, a UTF-8 document."""
+    rng = writer.rng
+    for executable_before, edit in ((False, False), (True, False), (False, True), (True, True)):  # mode changes
+        lines = writer.lines(rng.randrange(20, 200))
+        rel = new_path(".sh")
+        _write(base, rel, lines, executable=executable_before)
+        _write(expected, rel, writer.edit(lines, 1) if edit else lines, executable=not executable_before)
+    for i in range(3):  # no final newline on either side, edited at the end
+        lines = writer.lines(rng.randrange(30, 600))
+        edited = writer.edit(lines, 1)
+        edited[-1] = f"    return {writer.word()}_{i}  # no newline at end of file\n"
+        rel = new_path(".py")
+        _write(base, rel, lines, final_newline=False)
+        _write(expected, rel, edited, final_newline=False)
+    for gains in (True, False):  # the change adds, or removes, the final newline
+        lines, rel = writer.lines(rng.randrange(30, 300)), new_path(".py")
+        _write(base, rel, lines, final_newline=not gains)
+        _write(expected, rel, writer.edit(lines, 1), final_newline=gains)
+    for _ in range(2):  # CRLF files (a Windows build script, a vendored text file), edited
+        lines, rel = writer.lines(rng.randrange(40, 400)), new_path(".txt")
+        _write(base, rel, lines, crlf=True)
+        _write(expected, rel, writer.edit(lines, rng.randrange(1, 3)), crlf=True)
+    doc = [f"{writer.word()} {rng.choice(UNICODE)} {writer.word()} — {rng.choice(UNICODE)}\n"
+           for _ in range(rng.randrange(200, 400))]
+    rel = new_path(".md")
+    _write(base, rel, doc)
+    _write(expected, rel, writer.edit(doc, 3))
+
+
+def _corpus(size: str, base: Path, expected: Path, workdir: Path) -> Corpus:
+    """The diff git makes from `base` to `expected`, the registry that holds it, and what it touches."""
     diff = _git_diff(base, expected, workdir / "repo.git")
     registry = workdir / "patches"
     folder = registry / PATCH_ID
@@ -251,6 +412,21 @@ def generate(size: str, workdir: Path, seed: int = SEED) -> Corpus:
     hunks = sum(1 for line in diff.splitlines() if line.startswith(b"@@ "))
     return Corpus(size, base, expected, diff_path, registry, len(paths), diff.count(b"\n"), len(diff), touched,
                   hunks)
+
+
+def copy_tree(source: Path, dest: Path) -> None:
+    """A copy of a tree, bytes, modes and times (`cp -a`: on a loaded machine several times faster than
+    shutil.copytree's per-file Python, which made half of the grid's wall time)."""
+    if shutil.which("cp") and subprocess.run(["cp", "-a", str(source), str(dest)], check=False).returncode == 0:
+        return
+    shutil.rmtree(dest, ignore_errors=True)
+    shutil.copytree(source, dest, symlinks=True)
+
+
+def remove_tree(path: Path) -> None:
+    """Remove a tree (`rm -rf`, ten times faster than shutil.rmtree here); shutil when that fails."""
+    if not (shutil.which("rm") and subprocess.run(["rm", "-rf", str(path)], check=False).returncode == 0):
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _git_env() -> dict[str, str]:
@@ -404,6 +580,10 @@ class Bench:
         self.env["PYTHONPYCACHEPREFIX"] = str(workdir / "pycache")
         self.patch = shutil.which("patch")
         self.copies = iter(range(1_000_000))
+        self.started = time.perf_counter()  # for the progress lines
+        # A warm-up run before each measurement (main: in the first round only, whose warm-ups warmed the
+        # caches the later rounds use; the peak RSS is the first round's).
+        self.warm_up = True
 
     def measure(
         self, label: str, argv: Sequence[str], expect: int, tree: Path | None = None,
@@ -416,14 +596,15 @@ class Bench:
         samples = []
         peak = 0
         # The first run is a warm-up that also gives the peak memory; the timed runs follow.
-        for i in range(self.runs + 1):
+        warm = 1 if self.warm_up else 0
+        for i in range(self.runs + warm):
             cwd = prepare() if prepare else tree
             assert cwd is not None
             run_env = {**self.env, **(env or {})}
             if fresh_home:
                 run_env = {k: v for k, v in run_env.items() if k != "XDG_CACHE_HOME"}
                 run_env["HOME"] = tempfile.mkdtemp(prefix="home-", dir=self.workdir)
-            sample = run_once([a.replace("{root}", str(cwd)) for a in argv], cwd, run_env, memory=i == 0)
+            sample = run_once([a.replace("{root}", str(cwd)) for a in argv], cwd, run_env, memory=i < warm)
             if fresh_home and os.listdir(run_env["HOME"]):
                 self.problems.append(f"{label}: the run wrote into the fresh HOME: {os.listdir(run_env['HOME'])}")
             if fresh_home:
@@ -433,8 +614,8 @@ class Bench:
             if verify is not None:
                 self.problems.extend(compare(label, cwd, verify))
             if prepare:
-                shutil.rmtree(cwd)
-            if i == 0:
+                remove_tree(cwd)
+            if i < warm:
                 peak = sample.rss_kb
             else:
                 samples.append(sample)
@@ -444,7 +625,7 @@ class Bench:
     def fresh(self, source: Path) -> Callable[[], Path]:
         def make() -> Path:
             dest = self.workdir / f"run-{next(self.copies)}"
-            shutil.copytree(source, dest, symlinks=True)
+            copy_tree(source, dest)
             # Flush the copy now, untimed: otherwise the first fsync of the tool that syncs (patchkit) pays
             # for writing back the whole copy, and the tools that never sync do not.
             os.sync()
@@ -466,69 +647,87 @@ class Bench:
         os.sync()
         return tree
 
-    def size_rows(self, corpus: Corpus) -> list[Row]:
-        pk = [*self.patchkit]
+    def size_rows(self, corpus: Corpus, command: Sequence[str] | None = None, variant: str = "",
+                  shared: dict[str, Cell] | None = None) -> list[Row]:
+        """Every row of one size, run with `command` (default: the installed patchkit); a `variant` (another
+        command, e.g. "patchkit.pyz") names its rows "<operation>, <variant>" and leaves out GNU patch's column
+        and the checks that do not depend on the command. `shared`: git apply's cells by operation, measured
+        by the installed rows of this round on the same trees, which a variant's rows take instead of
+        measuring git again (the same work, moments before)."""
+        pk = [*(command or self.patchkit)]
         reg = ["--patches", str(corpus.registry)]
         diff = str(corpus.diff)
         patch_flags = ["-p1", "--no-backup-if-mismatch", "-f", "-s", "-i", diff]
+        patch = None if variant else self.patch
+        check, reverse_check = ["git", "apply", "--check", diff], ["git", "apply", "--reverse", "--check", diff]
+        forward, backward = ["git", "apply", diff], ["git", "apply", "--reverse", diff]
         unapplied, applied = self.fresh(corpus.base)(), self.fresh(corpus.expected)()
         rows = []
 
         def row(operation: str, cells: list[Cell | None]) -> None:
-            rows.append(Row(corpus.size, operation, {c.tool: c for c in cells if c is not None}))
+            label = f"{operation}, {variant}" if variant else operation
+            rows.append(Row(corpus.size, label, {c.tool: c for c in cells if c is not None}))
+            self.progress(rows[-1])
+
+        def git_apply(operation: str, argv: list[str], tree: Path | None = None,
+                      prepare: Callable[[], Path] | None = None, verify: Path | None = None) -> Cell:
+            if shared is not None and operation in shared:
+                return shared[operation]
+            return self.measure("git apply", argv, 0, tree, prepare=prepare, verify=verify)
 
         row("status, unapplied tree", [
             self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 3, unapplied),
-            self.measure("git apply", ["git", "apply", "--check", diff], 0, unapplied),
-            self.patch and self.measure("patch", [self.patch, "--dry-run", *patch_flags], 0, unapplied),
+            git_apply("status, unapplied tree", check, unapplied),
+            None if patch is None else self.measure("patch", [patch, "--dry-run", *patch_flags], 0, unapplied),
         ])
         row("status, applied tree", [
             self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 0, applied),
-            self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, applied),
-            self.patch and self.measure("patch", [self.patch, "-R", "--dry-run", *patch_flags], 0, applied),
+            git_apply("status, applied tree", reverse_check, applied),
+            None if patch is None else self.measure("patch", [patch, "-R", "--dry-run", *patch_flags], 0, applied),
         ])
         # A drifted (ported) tree: one line added above the hunks of every file (Bench.drifted), so nearly every hunk
         # is one line off its header; git and patch apply it with offsets, patchkit reads it unapplied.
         drifted = self.drifted(corpus)
         row("status, drifted tree (a line added above the hunks)", [
             self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 3, drifted),
-            self.measure("git apply", ["git", "apply", "--check", diff], 0, drifted),
-            self.patch and self.measure("patch", [self.patch, "--dry-run", *patch_flags], 0, drifted),
+            git_apply("status, drifted tree (a line added above the hunks)", check, drifted),
+            None if patch is None else self.measure("patch", [patch, "--dry-run", *patch_flags], 0, drifted),
         ])
-        shutil.rmtree(drifted)
+        remove_tree(drifted)
         row("apply (fresh copy)", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0,
                          prepare=self.fresh(corpus.base), verify=corpus.expected),
-            self.measure("git apply", ["git", "apply", diff], 0,
+            git_apply("apply (fresh copy)", forward,
                          prepare=self.fresh(corpus.base), verify=corpus.expected),
-            self.patch and self.measure("patch", [self.patch, *patch_flags], 0,
-                                        prepare=self.fresh(corpus.base), verify=corpus.expected),
+            None if patch is None else self.measure("patch", [patch, *patch_flags], 0,
+                                                    prepare=self.fresh(corpus.base), verify=corpus.expected),
         ])
         # A container's first start: empty HOME, no compiled hunk set: the diff is parsed.
         row("status, unapplied, fresh container", [
             self.measure("patchkit", [*pk, "status", PATCH_ID, "--root", "{root}", *reg], 3, unapplied,
                          fresh_home=True),
-            self.measure("git apply", ["git", "apply", "--check", diff], 0, unapplied),
+            git_apply("status, unapplied, fresh container", check, unapplied),
         ])
         row("apply, fresh container", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0,
                          prepare=self.fresh(corpus.base), verify=corpus.expected, fresh_home=True),
-            self.measure("git apply", ["git", "apply", diff], 0,
+            git_apply("apply, fresh container", forward,
                          prepare=self.fresh(corpus.base), verify=corpus.expected),
         ])
         # The container restart: patchkit applied this tree (its records are there) and runs again.
         restarted = self.fresh(corpus.base)()
         first = run_once([*pk, "apply", PATCH_ID, "--root", str(restarted), *reg], restarted, self.env)
         if first.code != 0:
-            self.problems.append(f"restart: the first apply failed: {first.stderr.strip()[:300]}")
+            self.problems.append(f"{corpus.size}: restart: the first apply failed: {first.stderr.strip()[:300]}")
         probe = run_once([*pk, "apply", PATCH_ID, "--root", str(restarted), *reg], restarted,
                          {**self.env, "PATCHKIT_DEBUG_FASTPATH": "1"})
         answered = "the fast path" if "fast path used" in probe.stderr else "the full judgement"
-        self.notes.append(f"{corpus.size}: the restart was answered by {answered}")
+        where = f"{corpus.size}, {variant}" if variant else corpus.size
+        self.notes.append(f"{where}: the restart was answered by {answered}")
         row("restart (applied by patchkit)", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0, restarted,
                          verify=corpus.expected),
-            self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, restarted),
+            git_apply("restart (applied by patchkit)", reverse_check, restarted),
         ])
         # The same restart as a hook that logs JSON, and as the container hook (--all) runs it.
         for label, extra in (("restart --json", [PATCH_ID, "--json"]), ("restart --all", ["--all"]),
@@ -536,29 +735,29 @@ class Bench:
             probe = run_once([*pk, "apply", *extra, "--root", str(restarted), *reg], restarted,
                              {**self.env, "PATCHKIT_DEBUG_FASTPATH": "1"})
             if "fast path used" not in probe.stderr:
-                self.notes.append(f"{corpus.size}: `{label}` was answered by the full judgement")
+                self.notes.append(f"{where}: `{label}` was answered by the full judgement")
             row(label, [
                 self.measure("patchkit", [*pk, "apply", *extra, "--root", "{root}", *reg], 0, restarted),
-                self.measure("git apply", ["git", "apply", "--reverse", "--check", diff], 0, restarted),
+                git_apply(label, reverse_check, restarted),
             ])
         # A first start from an image whose build ran `patchkit compile` (examples/Dockerfile): fresh HOME, a
         # copy of the registry holding the compiled hunk set.
-        image_patches = self.workdir / f"image-patches-{corpus.size}"
+        image_patches = self.workdir / f"image-patches-{corpus.size}-{variant or 'installed'}"
         shutil.copytree(corpus.registry, image_patches, dirs_exist_ok=True)
         image = ["--patches", str(image_patches)]
         built = run_once([*pk, "compile", *image], unapplied, self.env)
         if built.code != 0 or not (image_patches / PATCH_ID / f"{PATCH_ID}.compiled").is_file():
-            self.problems.append(f"{corpus.size}: patchkit compile failed: {built.stderr.strip()[:300]}")
+            self.problems.append(f"{corpus.size}: {variant or 'patchkit'} compile failed: {built.stderr.strip()[:300]}")
         row("apply, fresh container, compiled at the image build", [
             self.measure("patchkit", [*pk, "apply", "--all", "--root", "{root}", *image], 0,
                          prepare=self.fresh(corpus.base), verify=corpus.expected, fresh_home=True),
-            self.measure("git apply", ["git", "apply", diff], 0,
+            git_apply("apply, fresh container, compiled at the image build", forward,
                          prepare=self.fresh(corpus.base), verify=corpus.expected),
         ])
         row("status, fresh container, compiled at the image build", [
             self.measure("patchkit", [*pk, "status", "--all", "--root", "{root}", *image], 3, unapplied,
                          fresh_home=True),
-            self.measure("git apply", ["git", "apply", "--check", diff], 0, unapplied),
+            git_apply("status, fresh container, compiled at the image build", check, unapplied),
         ])
         row("rerun, no record (full judgement)", [
             self.measure("patchkit", [*pk, "apply", PATCH_ID, "--root", "{root}", *reg], 0, applied,
@@ -568,22 +767,27 @@ class Bench:
             # --force: the fresh copy has the change but no applied record (patchkit did not apply it)
             self.measure("patchkit", [*pk, "revert", PATCH_ID, "--root", "{root}", *reg, "--force"], 0,
                          prepare=self.fresh(corpus.expected), verify=corpus.base),
-            self.measure("git apply", ["git", "apply", "--reverse", diff], 0,
+            git_apply("revert (fresh copy)", backward,
                          prepare=self.fresh(corpus.expected), verify=corpus.base),
-            self.patch and self.measure("patch", [self.patch, "-R", *patch_flags], 0,
-                                        prepare=self.fresh(corpus.expected), verify=corpus.base),
+            None if patch is None else self.measure("patch", [patch, "-R", *patch_flags], 0,
+                                                    prepare=self.fresh(corpus.expected), verify=corpus.base),
         ])
-        self._empty_dir_note(corpus)
-        self._gitpython_check(corpus, unapplied)
-        shutil.rmtree(unapplied)
-        shutil.rmtree(applied)
-        shutil.rmtree(restarted)
+        if not variant:
+            self._empty_dir_note(corpus)
+            self._gitpython_check(corpus, unapplied)
+        remove_tree(unapplied)
+        remove_tree(applied)
+        remove_tree(restarted)
         return rows
 
-    def pyz_rows(self, corpus: Corpus, python: str, archives: dict[str, Path]) -> list[Row]:
-        """The container's own command: `python -I -S patchkit.pyz` (examples/Dockerfile, entrypoint.sh), from an
-        archive built with bytecode for `python` and from one without, on the same trees as the rows above."""
+    def pyz_rows(self, corpus: Corpus, python: str, archives: dict[str, Path],
+                 shared: dict[str, Cell] | None = None) -> list[Row]:
+        """The rows a container start runs (first status and apply from a compiled registry, the restarts
+        `--all` and `--all --json`), with `python -I -S <archive>` for each of `archives` (the archive without
+        bytecode; the one with bytecode runs every row, size_rows), on the same trees as the rows above;
+        `shared` as for size_rows."""
         diff = str(corpus.diff)
+        check, reverse = ["git", "apply", "--check", diff], ["git", "apply", "--reverse", "--check", diff]
         rows = []
         for kind, archive in archives.items():
             pk = [python, "-I", "-S", str(archive)]
@@ -598,28 +802,36 @@ class Bench:
             first = run_once([*pk, "apply", "--all", "--root", str(restarted), *reg], restarted, self.env)
             if first.code != 0:
                 self.problems.append(f"{corpus.size}: {kind} apply failed: {first.stderr.strip()[:300]}")
-            cells = {
-                f"status, fresh container, compiled at the image build, {kind}": (
-                    ["status", "--all"], 3, {"tree": unapplied}, ["git", "apply", "--check", diff]),
-                f"apply, fresh container, compiled at the image build, {kind}": (
-                    ["apply", "--all"], 0, {"prepare": self.fresh(corpus.base), "verify": corpus.expected},
-                    ["git", "apply", diff]),
-                f"restart --all, {kind}": (["apply", "--all"], 0, {"tree": restarted},
-                                           ["git", "apply", "--reverse", "--check", diff]),
-                f"restart --all --json, {kind}": (["apply", "--all", "--json"], 0, {"tree": restarted},
-                                                  ["git", "apply", "--reverse", "--check", diff]),
+            # label: (patchkit's arguments, its exit status, the tree it reads or None for a fresh copy, git's)
+            cells: dict[str, tuple[list[str], int, Path | None, list[str]]] = {
+                "status, fresh container, compiled at the image build": (["status", "--all"], 3, unapplied, check),
+                "apply, fresh container, compiled at the image build": (["apply", "--all"], 0, None,
+                                                                        ["git", "apply", diff]),
+                "restart --all": (["apply", "--all"], 0, restarted, reverse),
+                "restart --all --json": (["apply", "--all", "--json"], 0, restarted, reverse),
             }
-            for label, (args, code, where, git) in cells.items():
-                gits = {"tree": where["tree"]} if "tree" in where else {
-                    "prepare": self.fresh(corpus.base), "verify": corpus.expected}
-                rows.append(Row(corpus.size, label, {
-                    "patchkit": self.measure("patchkit", [*pk, *args, "--root", "{root}", *reg], code,
-                                             fresh_home=True, **where),  # type: ignore[arg-type]
-                    "git apply": self.measure("git apply", git, 0, **gits),  # type: ignore[arg-type]
+            for label, (args, code, tree, git) in cells.items():
+                fresh, verify = (None, None) if tree else (self.fresh(corpus.base), corpus.expected)
+                git_fresh = None if tree else self.fresh(corpus.base)
+                rows.append(Row(corpus.size, f"{label}, {kind}", {
+                    "patchkit": self.measure("patchkit", [*pk, *args, "--root", "{root}", *reg], code, tree,
+                                             prepare=fresh, verify=verify, fresh_home=True),
+                    "git apply": (shared or {}).get(label) or self.measure("git apply", git, 0, tree,
+                                                                          prepare=git_fresh, verify=verify),
                 }))
-            shutil.rmtree(unapplied)
-            shutil.rmtree(restarted)
+                self.progress(rows[-1])
+            remove_tree(unapplied)
+            remove_tree(restarted)
         return rows
+
+    def progress(self, row: Row) -> None:
+        """One line as each row is measured: the time since the start, patchkit's CPU seconds, and each other
+        tool's with the ratio."""
+        pk = row.cells.get("patchkit")
+        parts = [f"{tool} {c.cpu:.3f}" + (f" ({pk.cpu / c.cpu:.2f}x)" if pk and tool != "patchkit" and c.cpu else "")
+                 for tool, c in row.cells.items()]
+        minutes, seconds = divmod(int(time.perf_counter() - self.started), 60)
+        print(f"  [{minutes:02d}:{seconds:02d}] {row.size} | {row.operation}: CPU s " + ", ".join(parts), flush=True)
 
     def fleet_row(self, corpus: Corpus, count: int) -> Row:
         """`count` container starts at once on one shared, unpatched root (processes on one machine standing in
@@ -641,7 +853,7 @@ class Bench:
                 self.problems.append(f"fleet of {count}: exit codes {sorted(set(codes))}, {writers} writers "
                                      f"(want 0 and 1): {outputs[codes.index(max(codes))][1][:300]!r}")
             self.problems.extend(compare(f"fleet of {count}", tree, corpus.expected))
-            shutil.rmtree(tree)
+            remove_tree(tree)
             # The same work one start after another: the first applies, the others restart.
             tree = self.fresh(corpus.base)()
             argv = [a.replace("{root}", str(tree)) for a in pk]
@@ -649,7 +861,7 @@ class Bench:
             for _ in range(count + 1):
                 subprocess.run(argv, cwd=tree, env=self.env, capture_output=True, check=False)
             alone.append(time.perf_counter() - started)
-            shutil.rmtree(tree)
+            remove_tree(tree)
         return Row(corpus.size, f"{count} starts at once (last ready)", {
             "patchkit": Cell("patchkit", statistics.median(together), 0.0, self.runs),
             "one apply + N restarts": Cell("one apply + N restarts", statistics.median(alone), 0.0, self.runs),
@@ -676,7 +888,7 @@ class Bench:
             run_once([a.replace("{root}", str(tree)) for a in argv], tree, self.env)
             left = empty_dirs(tree) - empty_dirs(corpus.expected)
             verdicts.append(f"{tool}: {len(left)} emptied folders left" if left else f"{tool}: removes them")
-            shutil.rmtree(tree)
+            remove_tree(tree)
         self.notes.append(f"{corpus.size}: folders emptied by deletions -- " + "; ".join(verdicts))
 
     def _gitpython_check(self, corpus: Corpus, tree: Path) -> None:
@@ -851,6 +1063,121 @@ def judge_targets(rows: Sequence[Row], corpora: dict[str, Corpus], judge: str = 
     return out
 
 
+# Issue #36: the targets on the size shaped like the users' history, CPU ratios, installed and patchkit.pyz.
+ISSUE36_SIZE = "history"
+ISSUE36_VARIANTS = ("installed", "patchkit.pyz")
+# (target, the row, limit, what it is compared with)
+ISSUE36_TARGETS = (
+    ("restart, text, one patch", "restart (applied by patchkit)", 1.0, "git apply -R --check"),
+    ("restart, --json, one patch", "restart --json", 1.0, "git apply -R --check"),
+    ("restart, text, --all", "restart --all", 1.0, "git apply -R --check"),
+    ("restart, --json, --all", "restart --all --json", 1.0, "git apply -R --check"),
+    ("first status (fresh HOME)", "status, unapplied, fresh container", 3.0, "git apply --check"),
+    ("first status (fresh HOME, compiled at the image build)",
+     "status, fresh container, compiled at the image build", 3.0, "git apply --check"),
+    ("first apply (fresh HOME; journal and fsyncs kept)", "apply, fresh container", 4.0, "git apply"),
+    ("first apply (fresh HOME, compiled at the image build)",
+     "apply, fresh container, compiled at the image build", 4.0, "git apply"),
+)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One issue #36 target for one way of running patchkit: the CPU ratio, the cells it divides, met or not."""
+
+    target: str
+    variant: str  # "installed" or "patchkit.pyz"
+    ratio: float | None  # None: not measured in this run
+    limit: float
+    compares: str  # the cells (or, against a baseline, the worst row) the ratio is made of
+    met: bool
+
+
+def _cell(rows: Sequence[Row], size: str, operation: str, tool: str) -> Cell | None:
+    return next((r.cells.get(tool) for r in rows if r.size == size and r.operation == operation), None)
+
+
+def _suffixed(operation: str, variant: str) -> str:
+    return operation if variant == "installed" else f"{operation}, {variant}"
+
+
+def issue36_targets(rows: Sequence[Row], baseline: Sequence[Row] | None = None, noise: float = 0.15,
+                    memory_noise: float = 0.05) -> list[Verdict]:
+    """Judge issue #36's targets on CPU time (the history size, installed and patchkit.pyz); with `baseline`
+    (the rows of an earlier run), also "nothing slower elsewhere" (every row's patchkit CPU within `noise` of
+    the baseline's) and "peak memory as today" (within `memory_noise`)."""
+    out: list[Verdict] = []
+    for variant in ISSUE36_VARIANTS:
+        for target, operation, limit, other in ISSUE36_TARGETS:
+            op = _suffixed(operation, variant)
+            a, b = _cell(rows, ISSUE36_SIZE, op, "patchkit"), _cell(rows, ISSUE36_SIZE, op, "git apply")
+            name = f"{target} <= {limit:.1f}x `{other}`"
+            if a is None or b is None or b.cpu <= 0:
+                out.append(Verdict(name, variant, None, limit, f"not measured ({ISSUE36_SIZE} `{op}`)", False))
+                continue
+            ratio = a.cpu / b.cpu
+            out.append(Verdict(name, variant, ratio, limit,
+                               f"{ISSUE36_SIZE} `{op}`: patchkit {a.cpu:.3f} s / git apply {b.cpu:.3f} s",
+                               ratio <= limit))
+    out.extend(_against_baseline(rows, baseline, noise, memory_noise))
+    return out
+
+
+def _relative_cpu(rows: Sequence[Row]) -> dict[tuple[str, str], float]:
+    """patchkit's CPU in each row over a yardstick of the same run: the row's `git apply` cell when it is at
+    least 20 ms, else `python -I -c pass`; so a machine that is slower in one run than in the other (the load
+    of a shared machine moves by minutes) moves both sides of the ratio."""
+    python = _cell(rows, "-", "cold start", "python")
+    out: dict[tuple[str, str], float] = {}
+    for r in rows:
+        pk, git = r.cells.get("patchkit"), r.cells.get("git apply")
+        stick = git.cpu if git and git.cpu >= 0.02 else python.cpu if python else 0.0
+        if pk and stick > 0:
+            out[(r.size, r.operation)] = pk.cpu / stick
+    return out
+
+
+def _against_baseline(rows: Sequence[Row], baseline: Sequence[Row] | None, noise: float,
+                      memory_noise: float) -> list[Verdict]:
+    """"Nothing slower elsewhere" (each row's relative CPU, _relative_cpu, against the baseline's) and "peak
+    memory as today" (peak RSS), over every row patchkit ran in both runs, per variant (an archive's rows,
+    with or without bytecode, are named "<operation>, patchkit.pyz...")."""
+    out: list[Verdict] = []
+    now_cpu, then_cpu = _relative_cpu(rows), _relative_cpu(baseline or ())
+    then_rss = {(r.size, r.operation): r.cells["patchkit"].rss_mb for r in baseline or () if "patchkit" in r.cells}
+    for variant in ISSUE36_VARIANTS:
+        keys = [(r.size, r.operation) for r in rows if (r.size, r.operation) in then_cpu
+                and (r.size, r.operation) in now_cpu
+                and ("patchkit.pyz" if ", patchkit.pyz" in r.operation else "installed") == variant]
+        rss = {(r.size, r.operation): r.cells["patchkit"].rss_mb for r in rows if "patchkit" in r.cells}
+        judged = (
+            (f"nothing slower elsewhere: every row's CPU <= {1 + noise:.2f}x the baseline's (each over git apply "
+             "or python of its run)", 1 + noise, [now_cpu[k] / then_cpu[k] for k in keys]),
+            (f"peak memory as today: every row <= {1 + memory_noise:.2f}x the baseline's", 1 + memory_noise,
+             [rss[k] / then_rss[k] if then_rss.get(k) else 1.0 for k in keys]),
+        )
+        for target, limit, ratios in judged:
+            if not keys:
+                out.append(Verdict(target, variant, None, limit, "not judged: give --baseline (an earlier --json)",
+                                   False))
+                continue
+            worst, (size, operation) = max(zip(ratios, keys, strict=True))
+            over = sum(1 for ratio in ratios if ratio > limit)
+            out.append(Verdict(target, variant, worst, limit,
+                               f"worst of {len(keys)} rows: {size} `{operation}`; {over} over the limit", over == 0))
+    return out
+
+
+def render_issue36(verdicts: Sequence[Verdict]) -> list[str]:
+    """The issue #36 table: one line per target and variant."""
+    lines = ["| target (issue #36, CPU) | run from | ratio | compares | |", "|---|---|---|---|---|"]
+    for v in verdicts:
+        ratio = "-" if v.ratio is None else f"{v.ratio:.2f}x"
+        verdict = "-" if v.ratio is None else "met" if v.met else "**missed**"
+        lines.append(f"| {v.target} | {v.variant} | {ratio} | {v.compares} | {verdict} |")
+    return lines
+
+
 # ------------------------------------------------------------------------------------------------------ main
 
 
@@ -870,6 +1197,12 @@ def median_rows(rounds: Sequence[Sequence[Row]]) -> list[Row]:
     return merged
 
 
+def load_rows(path: str) -> list[Row]:
+    """The rows of an earlier run's --json."""
+    data = json.loads(Path(path).read_text(encoding="utf-8"))
+    return [Row(r["size"], r["operation"], {tool: Cell(**c) for tool, c in r["cells"].items()}) for r in data["rows"]]
+
+
 def default_patchkit() -> list[str]:
     beside = Path(sys.executable).parent / "patchkit"
     return [str(beside)] if beside.exists() else [sys.executable, "-m", "patchkit"]
@@ -878,7 +1211,8 @@ def default_patchkit() -> list[str]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--sizes", default="small,large,xlarge,manyhunks",
-                        help="comma-separated: small, large, xlarge, manyhunks (hundreds of hunks per file)")
+                        help="comma-separated: small, large, xlarge, manyhunks (hundreds of hunks per file), stack "
+                        "(a carried series), history (a pull-request history, the issue #36 size)")
     parser.add_argument("--runs", type=int, default=5, help="runs per measurement; the median is reported")
     parser.add_argument("--check-only", action="store_true",
                         help="CI smoke test: one run of each tool, compare the trees, judge no timing target")
@@ -899,14 +1233,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--fleet-sizes", default="small,stack", help="the sizes the --fleet rows run on")
     parser.add_argument("--pyz", metavar="PYTHON", default=None,
                         help="also time patchkit.pyz as the image runs it (PYTHON -I -S patchkit.pyz), built from "
-                        "this checkout with bytecode for PYTHON and without: first status and apply, restarts")
+                        "this checkout with bytecode for PYTHON: every row")
+    parser.add_argument("--pyz-no-bytecode", action="store_true",
+                        help="with --pyz: also the container rows from an archive without bytecode (what the "
+                        "bytecode buys)")
+    parser.add_argument("--baseline", metavar="JSON", default=None,
+                        help="an earlier run's --json (e.g. the same command on main): judge issue #36's \"nothing "
+                        "slower elsewhere\" and \"peak memory as today\" against its rows")
+    parser.add_argument("--noise", type=float, default=0.15,
+                        help="with --baseline: how much slower (CPU) a row may be and count as noise (0.15: 15%%)")
     args = parser.parse_args(argv)
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     fleet = [int(n) for n in args.fleet.split(",") if n.strip()]
     fleet_sizes = [s.strip() for s in args.fleet_sizes.split(",") if s.strip()] if fleet else []
-    unknown = [s for s in sizes + fleet_sizes if s not in SHAPES]
+    unknown = [s for s in sizes + fleet_sizes if s not in SIZES]
     if unknown:
-        parser.error(f"unknown size {unknown[0]!r}; choose from {', '.join(SHAPES)}")
+        parser.error(f"unknown size {unknown[0]!r}; choose from {', '.join(SIZES)}")
     runs = 1 if args.check_only else max(args.runs, 1)
     patchkit = shlex.split(args.patchkit) if args.patchkit else default_patchkit()
 
@@ -929,8 +1271,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         archives: dict[str, Path] = {}
         if args.pyz:
             build = Path(__file__).resolve().parent.parent / "scripts" / "build_pyz.py"
-            for kind, folder, flags in (("patchkit.pyz", "pyz-bytecode", ["--bytecode", args.pyz]),
-                                        ("patchkit.pyz, no bytecode", "pyz-plain", ["--no-bytecode"])):
+            kinds = [("patchkit.pyz", "pyz-bytecode", ["--bytecode", args.pyz])]
+            if args.pyz_no_bytecode:
+                kinds.append(("patchkit.pyz, no bytecode", "pyz-plain", ["--no-bytecode"]))
+            for kind, folder, flags in kinds:
                 out = workdir / folder / "patchkit.pyz"
                 made = subprocess.run([sys.executable, str(build), "-o", str(out), *flags], capture_output=True,
                                       text=True, check=False)
@@ -939,11 +1283,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 archives[kind] = out
         rounds: list[list[Row]] = []
         for number in range(max(args.rounds, 1)):
+            bench.warm_up = number == 0
             done: list[Row] = []
             for size in sizes:
-                done.extend(bench.size_rows(corpora[size]))
+                print(f"round {number + 1}, {size}:", flush=True)
+                installed = bench.size_rows(corpora[size])
+                done.extend(installed)
                 if args.pyz:
-                    done.extend(bench.pyz_rows(corpora[size], args.pyz, archives))
+                    # git apply's cells are the installed rows': the same command on the same trees
+                    shared = {r.operation: r.cells["git apply"] for r in installed if "git apply" in r.cells}
+                    pyz = [args.pyz, "-I", "-S", str(archives["patchkit.pyz"])]
+                    done.extend(bench.size_rows(corpora[size], pyz, "patchkit.pyz", shared))
+                    plain = {k: v for k, v in archives.items() if k != "patchkit.pyz"}
+                    if plain:
+                        done.extend(bench.pyz_rows(corpora[size], args.pyz, plain, shared))
             done.append(bench.startup_row())
             for size in fleet_sizes:
                 for count in fleet:
@@ -960,6 +1313,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             print("\ntargets:")
             for name, measured, met in targets:
                 print(f"  [{'met' if met else 'MISSED'}] {name}: {measured}")
+        # the issue #36 table when the run has its size, or a baseline to judge the other rows against
+        issue36 = [] if args.check_only or (ISSUE36_SIZE not in corpora and not args.baseline) else issue36_targets(
+            rows, load_rows(args.baseline) if args.baseline else None, args.noise)
+        if issue36:
+            print(f"\nissue #36 targets ({ISSUE36_SIZE} size; CPU, user + system; median of {runs} runs in each of "
+                  f"{max(args.rounds, 1)} interleaved rounds):")
+            print("\n".join(render_issue36(issue36)))
+        bench.notes = list(dict.fromkeys(bench.notes))  # each round notes the same
         for note in bench.notes:
             print(f"note: {note}")
         if args.json_path:
@@ -968,7 +1329,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "corpora": {k: {**asdict(v), "base": None, "expected": None, "diff": None, "registry": None}
                             for k, v in corpora.items()},
                 "rows": [asdict(r) for r in rows],
-                "targets": targets, "problems": bench.problems, "notes": bench.notes,
+                "targets": targets, "issue36": [asdict(v) for v in issue36],
+                "problems": bench.problems, "notes": bench.notes,
             }, indent=2))
         if bench.problems:
             print(f"\nFAILED: {len(bench.problems)} problems (trees differ or a tool failed):", file=sys.stderr)
