@@ -424,7 +424,7 @@ MUTANTS: tuple[Mutant, ...] = (
       [f"{UNSEALED_SHOWN}[entry-not ours]", f"{UNSEALED_SHOWN}[entry-a link]"],
       "a --json restart reads the kept verdicts without the trust rule (another owner's file, a link)"),
     m("shown-verdicts-not-printed", "patchkit/cli/restart.py",
-      "shown = [read_shown(root.fd, root.path, v) if request.as_json else None for v, _ in vouched]",
+      "shown = [read_shown(root_fd, root, v) if request.as_json else None for v, _ in vouched]",
       "shown = [None for v, _ in vouched]",
       [f"{ENTRY}::test_a_json_restart_prints_the_shown_verdicts_the_record_seals"],
       "the restart entry decodes and renders the recorded verdicts again instead of printing the kept ones"),
