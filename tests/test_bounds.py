@@ -153,7 +153,7 @@ def test_the_files_one_command_reads_are_bounded_together(
 ) -> None:
     # The total bound is 1 GiB; lowered here to 1 MiB (in the forked child too), so two files of 700 KiB pass
     # the per-file bound and cross the total one.
-    import patchkit.input.tree
+    import patchkit.input.reads
 
     before = {f"engine/m{i}.py": (SOURCE + b"# pad\n" * (700 * 1024 // 6), 0o644) for i in range(2)}
     after = {p: (data.replace(b"'old'", b"'new'"), mode) for p, (data, mode) in before.items()}
@@ -164,7 +164,7 @@ def test_the_files_one_command_reads_are_bounded_together(
     chown_tree(root, *user)
     args = ["two", "--root", str(root), "--patches", str(patches)]
     assert run_capped(["status", *args]).code == 3
-    monkeypatch.setattr(patchkit.input.tree, "MAX_TREE_READ_BYTES", MiB)
+    monkeypatch.setattr(patchkit.input.reads, "MAX_TREE_READ_BYTES", MiB)
     run = run_capped(["status", *args])
     assert run.code == 2 and "add up to more than 1048576 bytes" in run.err and "engine/m1.py" in run.err, run.err
 

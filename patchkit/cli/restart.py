@@ -33,11 +33,10 @@ import os
 import re
 import stat
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any, NamedTuple
 
 from patchkit.errors import PatchkitError
-from patchkit.input.tree import STATE_DIR, open_root
+from patchkit.input.reads import STATE_DIR, open_root_fd
 from patchkit.input.trust import Refusal, open_trusted_child
 from patchkit.run.fastpath import (
     BLOCK,
@@ -89,21 +88,23 @@ def answer(argv: Sequence[str]) -> list[bytes] | None:
 def _answer(request: Request) -> list[bytes] | None:
     if _project_config_above(os.getcwd()):
         return None
-    patches = Path(request.patches)
+    patches = request.patches
     ids = [request.patch] if request.patch is not None else _registry_ids(patches)
     if not ids:
         return None
     try:
-        root = open_root(Path(request.root))
+        root_fd, root = open_root_fd(request.root)  # `root`: absolute and symlink-free, as the full path's Root
     except PatchkitError:
         return None
-    with root:
-        vouched = _vouched_under_lock(root.fd, root.path, patches, ids, request.patch is None)
+    try:
+        vouched = _vouched_under_lock(root_fd, root, patches, ids, request.patch is None)
         if vouched is None:
             return None
-        has_git = _has_git(root.fd)
-        shown = [read_shown(root.fd, root.path, v) if request.as_json else None for v, _ in vouched]
-    pieces = render(request, str(root.path), vouched, has_git, shown)
+        has_git = _has_git(root_fd)
+        shown = [read_shown(root_fd, root, v) if request.as_json else None for v, _ in vouched]
+    finally:
+        os.close(root_fd)
+    pieces = render(request, root, vouched, has_git, shown)
     if pieces is None or not all(piece.isascii() for piece in pieces):
         return None  # another encoding: click's echo decides
     return pieces
@@ -176,7 +177,7 @@ def _project_config_above(cwd: str) -> bool:
         folder = parent
 
 
-def _registry_ids(patches: Path) -> list[str]:
+def _registry_ids(patches: str) -> list[str]:
     """The registry's patch ids, as --all lists them; [] when it holds a stray folder (the full path warns)."""
     try:
         names = sorted(os.listdir(patches))
@@ -184,16 +185,17 @@ def _registry_ids(patches: Path) -> list[str]:
         return []
     ids = []
     for name in names:
-        folder = patches / name
-        if (folder / MANIFEST).is_file():
+        folder = os.path.join(patches, name)
+        manifest = os.path.join(folder, MANIFEST)
+        if os.path.isfile(manifest):
             ids.append(name)
-        elif not name.startswith(".") and (folder.is_dir() or (folder / MANIFEST).exists()):
+        elif not name.startswith(".") and (os.path.isdir(folder) or os.path.exists(manifest)):
             return []
     return ids
 
 
 def _vouched_under_lock(
-    root_fd: int, root: Path, patches: Path, ids: Sequence[str], every: bool
+    root_fd: int, root: str, patches: str, ids: Sequence[str], every: bool
 ) -> list[tuple[Vouched, dict[str, Any]]] | None:
     """Each patch's vouched record and its `restart` facts, checked under the root's shared lock; None: the
     full path must run (a busy lock, a journal pending, any record that does not vouch)."""
@@ -227,7 +229,7 @@ def _journal_pending(state_fd: int) -> bool:
 
 
 def _vouched(
-    root_fd: int, root: Path, patches: Path, ids: Sequence[str], every: bool
+    root_fd: int, root: str, patches: str, ids: Sequence[str], every: bool
 ) -> list[tuple[Vouched, dict[str, Any]]] | None:
     """The series the first record names must be the registry's (`every`: --all, in any order; else `ids` as
     they are), each manifest and diff hashed now; then every record must vouch for that series."""
@@ -245,7 +247,7 @@ def _vouched(
         found = peeked[pid]
         if found is None:
             return None
-        digests = _digests(patches / pid, found[1])
+        digests = _digests(os.path.join(patches, pid), found[1])
         if digests is None:
             return None
         series.append([pid, *digests])
@@ -271,7 +273,7 @@ def _peek(data: bytes | None) -> tuple[list[Any], dict[str, Any]] | None:
     return (series, facts) if isinstance(facts, dict) else None
 
 
-def _digests(folder: Path, facts: dict[str, Any]) -> tuple[str, str] | None:
+def _digests(folder: str, facts: dict[str, Any]) -> tuple[str, str] | None:
     """sha256 of the manifest and of the diff (named by the sealed facts), read now; None if not plain files."""
     diff = facts.get("diff")
     if not isinstance(diff, str) or not _is_id(diff):
@@ -279,7 +281,7 @@ def _digests(folder: Path, facts: dict[str, Any]) -> tuple[str, str] | None:
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):
             return None  # a linked patch folder: its manifest is checked against the folder it resolves to
-        manifest, data = _read_plain(folder / MANIFEST), _read_plain(folder / diff)
+        manifest, data = _read_plain(os.path.join(folder, MANIFEST)), _read_plain(os.path.join(folder, diff))
     except OSError:
         return None
     if manifest is None or data is None:
@@ -287,7 +289,7 @@ def _digests(folder: Path, facts: dict[str, Any]) -> tuple[str, str] | None:
     return hashlib.sha256(manifest).hexdigest(), hashlib.sha256(data).hexdigest()
 
 
-def _read_plain(path: Path) -> bytes | None:
+def _read_plain(path: str) -> bytes | None:
     return read_regular(os.open(path, _READ))
 
 

@@ -27,9 +27,11 @@ import errno
 import os
 import pwd
 import stat
-from dataclasses import dataclass
 from enum import Enum
-from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 # O_PATH: a folder on the way (or an interpreter) needs only search (or execute) permission to be checked.
 _PATH_FLAG = getattr(os, "O_PATH", os.O_RDONLY)
@@ -47,8 +49,7 @@ class Flaw(Enum):
     UNCHECKABLE = "uncheckable"  # it could not be looked at (missing, not a folder on the way, no permission)
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """An entry the rule refuses: where, why, and its owner and mode as found (for the message)."""
 
     shown: str  # its full path, for messages
@@ -127,7 +128,7 @@ def open_trusted_path(path: Path, *, folder: bool, flags: int | None = None) -> 
     for depth, name in enumerate(parts[1:], start=2):
         last = depth == len(parts)
         try:
-            child = open_trusted_child(fd, name, str(Path(*parts[:depth])), folder=folder or not last,
+            child = open_trusted_child(fd, name, os.path.join(*parts[:depth]), folder=folder or not last,
                                        flags=flags if last else None)
         finally:
             os.close(fd)

@@ -44,19 +44,21 @@ import stat
 import sys
 from collections.abc import Iterable, Mapping, Sequence
 from importlib.util import find_spec
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import patchkit
 from patchkit import source_archive
 from patchkit.errors import PatchkitError
-from patchkit.input.tree import STATE_DIR, Root, Snapshot, iter_all_at
+from patchkit.input.reads import STATE_DIR, iter_all_at
 from patchkit.input.trust import Refusal, open_trusted_child
 from patchkit.run.records import AppliedRecord, record_fields, record_names, shown_name
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from patchkit.input.manifest import PatchSpec
-    from patchkit.input.tree import Snapshot
+    from patchkit.input.reads import Snapshot
+    from patchkit.input.tree import Root
 
 BLOCK = "fast_path"
 SHOWN = "shown"  # the block's key for the sha256 of the shown verdicts (records.shown_name), when written
@@ -198,7 +200,7 @@ def check_restart(specs: Sequence[PatchSpec], root: Root) -> tuple[Vouched, ...]
     return vouched
 
 
-def vouch(root_fd: int, root: Path, series: Sequence[Sequence[str]]) -> tuple[Vouched, ...] | None:
+def vouch(root_fd: int, root: str | Path, series: Sequence[Sequence[str]]) -> tuple[Vouched, ...] | None:
     """The records proving every patch of `series` ([id, manifest sha256, diff sha256] each, hashed now, in the
     order they are judged together) is applied as written; None: the full judgement must run. Call under the
     root's lock, shared."""
@@ -213,7 +215,7 @@ def vouch(root_fd: int, root: Path, series: Sequence[Sequence[str]]) -> tuple[Vo
     return tuple(records)
 
 
-def read_record(root_fd: int, root: Path, patch_id: str) -> bytes | None:
+def read_record(root_fd: int, root: str | Path, patch_id: str) -> bytes | None:
     """The bytes of the applied record of `patch_id`, read under the one trust rule (None: absent or refused)."""
     try:
         return read_trusted(root_fd, root, f"{STATE_DIR}/{record_names(patch_id)[0]}")
@@ -222,7 +224,7 @@ def read_record(root_fd: int, root: Path, patch_id: str) -> bytes | None:
 
 
 def vouch_record(
-    root_fd: int, root: Path, data: bytes, entry: Sequence[str], series: Sequence[Sequence[str]]
+    root_fd: int, root: str | Path, data: bytes, entry: Sequence[str], series: Sequence[Sequence[str]]
 ) -> Vouched | None:
     """One patch's answer from its record's bytes `data` (read_record): the one check of a record, by ids and
     digests alone, that check_restart (the CLI's run) and the restart entry (patchkit.cli.restart, which loads no
@@ -258,7 +260,7 @@ def vouch_record(
     return Vouched(record, block.get(REPORT), block.get(RESTART), block.get(SHOWN))
 
 
-def read_shown(root_fd: int, root: Path, vouched: Vouched) -> bytes | None:
+def read_shown(root_fd: int, root: str | Path, vouched: Vouched) -> bytes | None:
     """The verdicts as a --json restart shows them (the document's `files` as UTF-8, records.shown_name) if the
     state folder holds them with the sha256 the vouched record seals, read under the one trust rule; None
     otherwise (an older record, the file gone, changed or refused): the caller renders the recorded verdicts."""
@@ -297,7 +299,7 @@ def _file_is(snap: Snapshot, want: Any) -> bool:
     )
 
 
-def read_trusted(root_fd: int, root: Path, rel: str) -> bytes | None:
+def read_trusted(root_fd: int, root: str | Path, rel: str) -> bytes | None:
     """The bytes of `rel` if it and the folders under the root leading to it pass the one trust rule
     (patchkit.input.trust: root's or this user's, writable by nobody else, no link), each checked on the
     descriptor it is opened as and the next name opened from it; None otherwise (or when it is absent)."""

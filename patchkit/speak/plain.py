@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
 from json.encoder import encode_basestring  # what json.dumps(ensure_ascii=False) writes a string with
 from typing import Any
 
@@ -24,13 +23,27 @@ def versioned(document: dict[str, Any]) -> dict[str, Any]:
     return {"schema_version": SCHEMA_VERSION, **document}
 
 
-@dataclass(frozen=True)
 class RawJSON:
     """A value render_json writes as this text: JSON rendered as json.dumps(indent=2) renders it at the top
     level, which render_json indents to where the value stands (JSON text holds no raw newline but these).
-    As bytes (UTF-8), json_bytes splices it in without decoding it (a restart's `files`: megabytes)."""
+    As bytes (UTF-8), json_bytes splices it in without decoding it (a restart's `files`: megabytes).
 
-    text: str | bytes
+    A plain class, not a dataclass (the restart entry loads no dataclasses), and never a tuple: json.dumps
+    must hand it to `default` rather than write it as a list."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str | bytes) -> None:
+        self.text = text
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is RawJSON and other.text == self.text
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+    def __repr__(self) -> str:
+        return f"RawJSON(text={self.text!r})"
 
 
 def render_json(data: Any) -> str:
