@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from patchkit.errors import UnsafePathError
 from patchkit.input.tree import open_root
-from patchkit.workspace.trust import open_state_dir
+from patchkit.workspace.trust import open_state_dir, read_state
 from tests.conftest import needs_root
 from tests.safety_helpers import (
     PATCH_ID,
@@ -126,3 +127,18 @@ def test_a_state_folder_an_unprivileged_user_creates_gets_its_mode(user: tuple[i
         as_user(uid, gid, create)
         made = (engine / STATE).stat()
         assert (made.st_uid, made.st_mode & 0o7777) == (uid, 0o755)
+
+
+def test_a_state_file_that_is_a_dangling_link_is_refused_and_a_missing_one_is_absent(tmp_path: Path) -> None:
+    """In a trusted `.patchkit/applied/`, a record that is a link to nowhere is refused as a link (not read as
+    absent through it), and a record that is not there is absent (no error). Kills
+    patchkit/workspace/trust.py:114:core/ReplaceFalseWithTrue#1 (the stat followed the link: FileNotFoundError,
+    so "absent") and :115:core/ExceptionReplacer#2 (a missing record's FileNotFoundError escaped)."""
+    engine = tmp_path / "engine"
+    (engine / STATE / "applied").mkdir(parents=True)
+    (engine / STATE / "applied" / "dangling.json").symlink_to(tmp_path / "nowhere")
+    with open_root(engine) as root:
+        with pytest.raises(UnsafePathError, match="symbolic link"):
+            read_state(root, "applied/dangling.json")
+        missing = read_state(root, "applied/missing.json")
+    assert (missing.data, missing.mode) == (None, None)
