@@ -364,7 +364,7 @@ def measure_coverage(module: str, tests: Sequence[str], where: Path) -> tuple[di
             if name.startswith("started.") and int(name.split(".")[1]) not in saved}
     for name in os.listdir(where):
         if name.startswith("forked."):
-            lost |= set((where / name).read_text(encoding="utf-8").split())
+            lost |= set((where / name).read_text(encoding="utf-8").splitlines())  # node ids may hold spaces
     combined = coverage.Coverage(config_file=str(rc))
     combined.combine(data_paths=[str(where)])
     data = combined.get_data()
@@ -475,6 +475,10 @@ def choose_mutants(mutants: list[Mutant], module: str, sample: int | None, seed:
                   key=lambda m: (m.line, m.operator, m.occurrence))
 
 
+# What pytest says when it ran none of the tests it was given (exit 4 or 5): never a kill.
+_NOT_RUN = ("ERROR: not found:", "ERROR: file or directory not found:", "no tests ran")
+
+
 def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float, str]:
     """Write one mutant, run `command` on it, put the original back: (outcome, seconds, diff or error output).
 
@@ -490,7 +494,7 @@ def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float,
     done = mutate_and_test(work.mutations, command, timeout)  # type: ignore[attr-defined]
     seconds = round(time.monotonic() - began, 1)
     output = done.output or ""
-    if done.worker_outcome != WorkerOutcome.NORMAL or "ERROR: not found:" in output:
+    if done.worker_outcome != WorkerOutcome.NORMAL or any(said in output for said in _NOT_RUN):
         return ERROR, seconds, output[-2000:]
     if done.test_outcome == TestOutcome.SURVIVED:
         return SURVIVED, seconds, done.diff or ""
