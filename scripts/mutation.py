@@ -9,7 +9,14 @@ the original back. This script adds what patchkit needs around it:
   and the mutants are written there, with that folder first on PYTHONPATH, so the tests (and the CLI they start
   in subprocesses) import the mutated copy;
 - a test selection per module (MODULES below): only the test files that exercise it run, stopping at the first
-  failure (`-x`), so a whole module fits in minutes to hours on 2 cores, not days;
+  failure (`-x`);
+- within it, coverage-guided selection (`--selection lines`, the default): one coverage run of the module's
+  selection, with each test's node id as the context (in the pytest process, and in the CLI subprocesses its tests
+  start, through COVERAGE_PROCESS_START and a sitecustomize written into the scratch copy for that run only),
+  maps each line to the tests that execute it; a mutant then runs only the tests of its statement, fastest
+  first, and the whole file selection when the map cannot say (a line run at import, or one no test reached).
+  The map is cached in .mutation-cache/, keyed by the digest of patchkit/, tests/ and the selection. `--compare`
+  runs every mutant with the file selection as well, to check that no kill is lost;
 - `--sample N --seed S` runs a reproducible random subset of each module's mutants (what CI would run);
 - the equivalent mutants are listed in scripts/mutation_equivalent.toml, one line each with its reason, and
   left out of the score: score = killed / (mutants - equivalent), where a timeout counts as killed;
@@ -24,6 +31,7 @@ the same mutant shows up as a survivor again and is triaged anew (the safe direc
     python scripts/mutation.py --module patchkit/judge/treestate.py
     python scripts/mutation.py --sample 8 --seed 1 --out mutation.json   # the CI sample
     python scripts/mutation.py --list                       # the modules and their test selections
+    python scripts/mutation.py --module M --sample 16 --seed 35 --compare   # lines vs file selection
 
 Exit status: 0 when no mutant survived that is not listed as equivalent, 1 when some did, 2 on a bad argument
 or when the unmutated tests already fail (the baseline).
@@ -33,9 +41,11 @@ from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import os
 import random
+import shlex
 import shutil
 import subprocess
 import sys
@@ -131,6 +141,9 @@ class Mutant:
     seconds: float = 0.0
     diff: str = ""
     reason: str = ""  # the equivalents file's reason, for an equivalent
+    selection: int = 0  # how many tests its line's map chose; 0: the module's file selection ran
+    file_outcome: str = ""  # with --compare: the outcome and seconds with the file selection
+    file_seconds: float = 0.0
 
 
 @dataclass
@@ -142,6 +155,7 @@ class ModuleResult:
     total: int  # mutants cosmic-ray found in the module
     run: int = 0  # of those, run (all, or the sample)
     baseline_seconds: float = 0.0
+    map_seconds: float = 0.0  # building the line map (0: it came from the cache, or none was used)
     counts: dict[str, int] = field(default_factory=dict)
     mutants: list[Mutant] = field(default_factory=list)
 
@@ -227,64 +241,326 @@ def find_mutants(module: str) -> tuple[list[Mutant], dict[str, object]]:
     return found, items
 
 
-def test_command(tests: Sequence[str]) -> str:
-    """The pytest command one mutant is tested with: only `tests`, stop at the first failure, no cache."""
-    return " ".join([sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-o", "addopts=",
-                     "--no-header", *tests])
+def test_command(tests: Sequence[str], plugin: str = "", stop: bool = True) -> str:
+    """The pytest command one mutant is tested with: only `tests` (in that order), stop at the first failure
+    (unless not `stop`), no cache; `plugin`, a pytest plugin to load."""
+    return shlex.join([sys.executable, "-m", "pytest", "-q", *(["-x"] if stop else []), "-p", "no:cacheprovider",
+                       *(["-p", plugin] if plugin else []), "-o", "addopts=", "--no-header", *tests])
+
+# --- coverage-guided test selection -------------------------------------------------------------------------------
+# A mutant is run against the tests that execute its line, not the module's whole selection: one coverage run of the
+# selection records, per test, the module's lines it runs, in-process and in the CLI subprocesses it starts. That map
+# is cached per module, keyed by the digest of the code and tests it was measured on (MAP_CACHE).
+
+MAP_CACHE = REPO / ".mutation-cache"
+# Test files whose CLI runs in `python -I` (no PYTHONPATH, no sitecustomize): coverage cannot follow them into those
+# subprocesses, so their tests in a module's selection are added to every line the map knows.
+BLIND_FILES = ("tests/test_untrusted_env.py", "tests/test_pyz.py")
+_CONTEXT_VAR = "MUTATION_TEST_CONTEXT"  # not PATCHKIT_*: tests.output_helpers.cli_env drops those
+
+# Written into the scratch copy for the map's run only: every Python process started with COVERAGE_PROCESS_START
+# (the pytest run and the CLI its tests start, through PYTHONPATH) measures itself, labelled with the running test.
+_SITECUSTOMIZE = f'''\
+import os
+if os.environ.get("COVERAGE_PROCESS_START"):
+    import coverage
+    _context = os.environ.get("{_CONTEXT_VAR}")
+    if _context:
+        # a subprocess: its start is noted, so a process killed before coverage could save is known (see lost_tests)
+        with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "started." + str(os.getpid())), "w") as _f:
+            _f.write(_context)
+    _cov = coverage.process_startup()
+    if _cov is not None and _context:
+        _cov.switch_context("sub:" + _context)
+'''
+_PLUGIN = f'''\
+import json, os, time
+import coverage
+import pytest
+
+_durations = {{}}
 
 
-def run_module(module: str, sample: int | None, seed: int, equivalents: dict[str, str],
-               only: Sequence[str] = ()) -> ModuleResult:
-    """Run `module`'s mutants (all, `sample` of them chosen with `seed`, or the ids in `only`) against its tests."""
+def _note_fork():
+    """A test that forks (tests.safety_helpers.as_user) runs code in a child coverage cannot follow (it may drop to
+    another user and ends with os._exit): the test is noted, and build_map adds it to every line."""
+    context = os.environ.get("{_CONTEXT_VAR}")
+    if context:
+        with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "forked." + str(os.getpid())), "a") as f:
+            f.write(context + "\\n")
+
+
+os.register_at_fork(after_in_parent=_note_fork)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    cov = coverage.Coverage.current()
+    os.environ["{_CONTEXT_VAR}"] = item.nodeid
+    if cov is not None:
+        cov.switch_context(item.nodeid)
+    began = time.monotonic()
+    yield
+    _durations[item.nodeid] = time.monotonic() - began
+    if cov is not None:
+        cov.switch_context("")
+    os.environ.pop("{_CONTEXT_VAR}", None)
+
+
+def pytest_sessionfinish(session):
+    with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "durations.json"), "w") as f:
+        json.dump(_durations, f)
+'''
+
+
+@dataclass
+class LineMap:
+    """Which tests run each line of a module: line -> node ids (fastest first), and every test's duration."""
+
+    lines: dict[int, list[str]]
+    durations: dict[str, float]
+    imported: list[int]  # lines run at import (outside any test): every test depends on them
+
+
+def code_digest(module: str, tests: Sequence[str]) -> str:
+    """The digest a module's map is cached under: patchkit's and the tests' files, the module's selection, and
+    this script (how the map is built)."""
+    digest = hashlib.sha256("\0".join((module, *tests)).encode() + Path(__file__).read_bytes())
+    for folder in ("patchkit", "tests"):
+        for path in sorted(Path(folder).rglob("*")):
+            if path.is_file() and "__pycache__" not in path.parts:
+                digest.update(path.as_posix().encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:20]
+
+
+def measure_coverage(module: str, tests: Sequence[str], where: Path) -> tuple[dict[int, set[str]], dict[str, float],
+                                                                            set[str]]:
+    """Run `tests` once under coverage (cwd: the scratch copy); return line -> contexts, durations, lost tests.
+
+    A context is a test's node id (in the pytest process) or `sub:` + node id (in a CLI subprocess it started);
+    "" is the import, outside any test. A lost test started a subprocess that never saved its data (killed), or
+    forked a child (whose coverage is not followed).
+    """
+    # lazy: coverage is a dev tool, needed only to build a map
+    import coverage
+
+    where.mkdir(parents=True, exist_ok=True)
+    # sticky and open to all: the CLI started by a test's child that dropped to another user (as_user) saves here too
+    where.chmod(0o1777)
+    rc = where / "coveragerc"
+    rc.write_text(f"[run]\nparallel = True\ndata_file = {where / 'data'}\ninclude = {Path(module).resolve()}\n"
+                  "sigterm = True\n", encoding="utf-8")
+    Path("sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    Path("_mutation_contexts.py").write_text(_PLUGIN, encoding="utf-8")
+    env = {**os.environ, "COVERAGE_PROCESS_START": str(rc), "MUTATION_COVERAGE_DIR": str(where)}
+    try:
+        subprocess.run(shlex.split(test_command(tests, plugin="_mutation_contexts", stop=False)), env=env,
+                       capture_output=True, check=False)
+    finally:
+        Path("sitecustomize.py").unlink()
+        Path("_mutation_contexts.py").unlink()
+    saved = {int(name.rsplit(".pid", 1)[1].split(".")[0]) for name in os.listdir(where) if ".pid" in name}
+    lost = {(where / name).read_text(encoding="utf-8") for name in os.listdir(where)
+            if name.startswith("started.") and int(name.split(".")[1]) not in saved}
+    for name in os.listdir(where):
+        if name.startswith("forked."):
+            lost |= set((where / name).read_text(encoding="utf-8").splitlines())  # node ids may hold spaces
+    combined = coverage.Coverage(config_file=str(rc))
+    combined.combine(data_paths=[str(where)])
+    data = combined.get_data()
+    by_line = {line: set(contexts) for line, contexts in
+               data.contexts_by_lineno(str(Path(module).resolve())).items()}
+    durations = json.loads((where / "durations.json").read_text(encoding="utf-8"))
+    return by_line, durations, lost
+
+
+def build_map(module: str, tests: Sequence[str], where: Path) -> LineMap:
+    """Measure `module`'s line map over `tests` and widen it where coverage cannot see (conservative).
+
+    - a line only CLI subprocesses reached gets every test of those tests' files (a sibling may start the CLI
+      in a way coverage loses);
+    - the selection's tests in BLIND_FILES, and the lost tests (a subprocess killed before it saved, or a test
+      that forked), are added to every line the map has;
+    - a line run at import (context "") is listed in `imported`: its mutants run the whole file selection.
+    """
+    by_line, durations, lost = measure_coverage(module, tests, where)
+    by_file: dict[str, set[str]] = {}
+    for node in durations:
+        by_file.setdefault(node.split("::")[0], set()).add(node)
+    always = {node for node in durations if node.split("::")[0] in BLIND_FILES} | lost
+    lines: dict[int, list[str]] = {}
+    imported: list[int] = []
+    for line, contexts in sorted(by_line.items()):
+        direct = {c for c in contexts if c and not c.startswith("sub:")}
+        spawned = {c[len("sub:"):] for c in contexts if c.startswith("sub:")}
+        chosen = direct | spawned | always
+        if spawned and not direct:
+            chosen |= {node for name in {s.split("::")[0] for s in spawned} for node in by_file.get(name, ())}
+        if "" in contexts:
+            imported.append(line)
+        lines[line] = sorted(chosen, key=lambda node: (durations.get(node, 0.0), node))
+    return LineMap(lines, durations, imported)
+
+
+def load_map(module: str, tests: Sequence[str]) -> tuple[LineMap, bool]:
+    """`module`'s line map from the cache (MAP_CACHE, keyed by code_digest), or built and cached; True if built."""
+    cached = MAP_CACHE / f"{module.replace('/', '_')}-{code_digest(module, tests)}.json"
+    if cached.exists():
+        raw = json.loads(cached.read_text(encoding="utf-8"))
+        return LineMap({int(k): v for k, v in raw["lines"].items()}, raw["durations"], raw["imported"]), False
+    with tempfile.TemporaryDirectory(prefix="patchkit-coverage-") as where:
+        built = build_map(module, tests, Path(where))
+    MAP_CACHE.mkdir(exist_ok=True)
+    cached.write_text(json.dumps(asdict(built), indent=1) + "\n", encoding="utf-8")
+    return built, True
+
+
+@dataclass
+class CodeShape:
+    """Where a mutant's line sits: its statement's header lines, and the body of the function around it."""
+
+    headers: dict[int, range]  # line -> its innermost statement's header (simple statement: all of it)
+    functions: dict[int, range]  # line -> the lines of the innermost function containing it
+
+
+def code_shape(module: str) -> CodeShape:
+    """`module`'s statement headers (where coverage may have recorded the statement a mutant on a line belongs to:
+    a simple statement's lines, a compound one's up to its body) and its functions' bodies."""
+    tree = ast.parse(Path(module).read_text(encoding="utf-8"))
+    shape = CodeShape({}, {})
+    for node in ast.walk(tree):  # outer nodes first, so an inner one overwrites their lines
+        if not isinstance(node, ast.stmt) or node.end_lineno is None:
+            continue
+        bodies = [getattr(node, name) for name in ("body", "orelse", "finalbody", "handlers")
+                  if getattr(node, name, None)]
+        end = min(body[0].lineno for body in bodies) - 1 if bodies else node.end_lineno
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.decorator_list:
+            start = node.decorator_list[0].lineno
+        else:
+            start = node.lineno
+        header = range(start, max(end, start) + 1)
+        shape.headers.update(dict.fromkeys(header, header))
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = range(node.body[0].lineno, node.end_lineno + 1)
+            shape.functions.update(dict.fromkeys(body, body))
+    return shape
+
+
+def select_tests(mutant: Mutant, line_map: LineMap, shape: CodeShape) -> list[str] | None:
+    """The tests that run `mutant`'s statement, fastest first; None when the map cannot say (the file selection).
+
+    A statement inside a function that no test reached (an `except` clause whose error never happened, say) gets
+    the tests that ran that function: a test that makes it run has to enter the function first. A line run at
+    import (a constant, a signature, a decorator) gets None: any importer may depend on it.
+    """
+    lines = {mutant.line, *shape.headers.get(mutant.line, ())}
+    if any(line in line_map.imported for line in lines):
+        return None
+    chosen = {node for line in lines for node in line_map.lines.get(line, ())}
+    if not chosen:
+        chosen = {node for line in shape.functions.get(mutant.line, ()) for node in line_map.lines.get(line, ())}
+    if not chosen:
+        return None
+    return sorted(chosen, key=lambda node: (line_map.durations.get(node, 0.0), node))
+
+
+def choose_mutants(mutants: list[Mutant], module: str, sample: int | None, seed: int,
+                   only: Sequence[str]) -> list[Mutant]:
+    """All of `mutants`, `sample` of them chosen with `seed` (per module), or those whose id is in `only`."""
+    if only:
+        return [m for m in mutants if m.id in only]
+    if sample is None or sample >= len(mutants):
+        return mutants
+    return sorted(random.Random(f"{seed}:{module}").sample(mutants, sample),
+                  key=lambda m: (m.line, m.operator, m.occurrence))
+
+
+# What pytest says when it ran none of the tests it was given (exit 4 or 5): never a kill.
+_NOT_RUN = ("ERROR: not found:", "ERROR: file or directory not found:", "no tests ran")
+
+
+def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float, str]:
+    """Write one mutant, run `command` on it, put the original back: (outcome, seconds, diff or error output).
+
+    An outcome is KILLED, TIMEOUT, SURVIVED (the caller tells an equivalent apart) or ERROR: cosmic-ray failed,
+    or pytest found none of the tests it was given (a selection that names a test that no longer exists must
+    not count as a kill).
+    """
     # lazy: as in find_mutants
     from cosmic_ray.mutating import mutate_and_test
-    from cosmic_ray.testing import run_tests
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome
 
-    tests = [t for t in MODULES[module] if t.startswith("--") or Path(t.split("::")[0]).exists()]
-    mutants, items = find_mutants(module)
-    result = ModuleResult(module, tests, total=len(mutants))
-    chosen = mutants if sample is None or sample >= len(mutants) else sorted(
-        random.Random(f"{seed}:{module}").sample(mutants, sample), key=lambda m: (m.line, m.operator, m.occurrence))
-    if only:
-        chosen = [m for m in mutants if m.id in only]
-    result.run = len(chosen)
-    command = test_command(tests)
+    began = time.monotonic()
+    done = mutate_and_test(work.mutations, command, timeout)  # type: ignore[attr-defined]
+    seconds = round(time.monotonic() - began, 1)
+    output = done.output or ""
+    if done.worker_outcome != WorkerOutcome.NORMAL or any(said in output for said in _NOT_RUN):
+        return ERROR, seconds, output[-2000:]
+    if done.test_outcome == TestOutcome.SURVIVED:
+        return SURVIVED, seconds, done.diff or ""
+    return (TIMEOUT if output == "timeout" else KILLED), seconds, done.diff or ""
+
+
+def run_baseline(module: str, command: str) -> float:
+    """Run the unmutated file selection; its seconds (exit 2 when it fails: no mutant could be judged)."""
+    # lazy: as in find_mutants
+    from cosmic_ray.testing import run_tests
+    from cosmic_ray.work_item import TestOutcome
 
     started = time.monotonic()
     outcome, output = run_tests(command, None)
-    result.baseline_seconds = round(time.monotonic() - started, 1)
     if outcome != TestOutcome.SURVIVED:
         print(output[-3000:], file=sys.stderr)
         raise SystemExit(f"{module}: the unmutated tests fail (baseline), so no mutant can be judged: {command}")
-    timeout = max(30.0, 3 * result.baseline_seconds + 10)
-    print(f"== {module}: {len(chosen)} of {len(mutants)} mutants, tests: {' '.join(tests)} "
-          f"(baseline {result.baseline_seconds}s, timeout {timeout:.0f}s)", flush=True)
+    return round(time.monotonic() - started, 1)
 
-    for number, mutant in enumerate(chosen, 1):
+
+def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, str]) -> ModuleResult:
+    """Run `module`'s chosen mutants, each against the tests of its line (or the file selection); with
+    `options.compare`, against the file selection too, to check that the line selection loses no kill."""
+    tests = [t for t in MODULES[module] if t.startswith("--") or Path(t.split("::")[0]).exists()]
+    mutants, items = find_mutants(module)
+    result = ModuleResult(module, tests, total=len(mutants))
+    chosen = choose_mutants(mutants, module, options.sample, options.seed, options.mutant)
+    result.run = len(chosen)
+    command = test_command(tests)
+    result.baseline_seconds = run_baseline(module, command)
+    timeout = max(30.0, 3 * result.baseline_seconds + 10)
+    line_map, shape = None, code_shape(module)
+    if options.selection == "lines":
         began = time.monotonic()
-        work = items[mutant.id]
-        done = mutate_and_test(work.mutations, command, timeout)  # type: ignore[attr-defined]
-        mutant.seconds = round(time.monotonic() - began, 1)
-        mutant.diff = done.diff or ""
-        if done.worker_outcome != WorkerOutcome.NORMAL:
-            mutant.outcome = ERROR
-            mutant.diff = (done.output or "")[-2000:]
-        elif done.test_outcome == TestOutcome.SURVIVED:
-            mutant.outcome = EQUIVALENT if mutant.id in equivalents else SURVIVED
-            mutant.reason = equivalents.get(mutant.id, "")
-        elif done.output == "timeout":
-            mutant.outcome = TIMEOUT
-        else:
-            mutant.outcome = KILLED
+        line_map, built = load_map(module, tests)
+        result.map_seconds = round(time.monotonic() - began, 1) if built else 0.0
+    how = "file selection" if line_map is None else (
+        f"line map built in {result.map_seconds}s" if result.map_seconds else "line map cached")
+    print(f"== {module}: {len(chosen)} of {len(mutants)} mutants, tests: {' '.join(tests)} "
+          f"(baseline {result.baseline_seconds}s, timeout {timeout:.0f}s, {how})", flush=True)
+    for number, mutant in enumerate(chosen, 1):
+        selected = select_tests(mutant, line_map, shape) if line_map else None
+        mutant.selection = len(selected) if selected is not None else 0
+        mutant.outcome, mutant.seconds, mutant.diff = test_mutant(
+            items[mutant.id], test_command(selected) if selected is not None else command, timeout)
+        if options.compare:
+            mutant.file_outcome, mutant.file_seconds, _ = test_mutant(items[mutant.id], command, timeout)
+        if mutant.outcome == SURVIVED and mutant.id in equivalents:
+            mutant.outcome, mutant.reason = EQUIVALENT, equivalents[mutant.id]
         result.counts[mutant.outcome] = result.counts.get(mutant.outcome, 0) + 1
         result.mutants.append(mutant)
-        partial = " ".join(f"{k}={v}" for k, v in sorted(result.counts.items()))
-        print(f"  [{number}/{len(chosen)}] {mutant.outcome:<10} {mutant.id} ({mutant.seconds}s)  {partial}",
-              flush=True)
-        if mutant.outcome == SURVIVED:
-            print("    " + "\n    ".join(line for line in mutant.diff.splitlines() if line[:1] in "+-"), flush=True)
+        report_mutant(mutant, number, result)
     return result
+
+
+def report_mutant(mutant: Mutant, number: int, result: ModuleResult) -> None:
+    """One progress line: the mutant's outcome, its selection and time (and the file selection's, compared)."""
+    partial = " ".join(f"{k}={v}" for k, v in sorted(result.counts.items()))
+    chose = f"{mutant.selection} tests" if mutant.selection else "file selection"
+    compared = f"; file selection: {mutant.file_outcome} ({mutant.file_seconds}s)" if mutant.file_outcome else ""
+    print(f"  [{number}/{result.run}] {mutant.outcome:<10} {mutant.id} ({chose}, {mutant.seconds}s{compared})  "
+          f"{partial}", flush=True)
+    if mutant.outcome == SURVIVED:
+        print("    " + "\n    ".join(line for line in mutant.diff.splitlines() if line[:1] in "+-"), flush=True)
+    if mutant.outcome == ERROR:
+        print("    " + mutant.diff[-600:].replace("\n", "\n    "), flush=True)
 
 
 def table(results: Sequence[ModuleResult]) -> str:
@@ -308,6 +584,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, default=0, help="the sample's seed (default 0)")
     parser.add_argument("--mutant", action="append", default=[], metavar="ID",
                         help="run only this mutant (repeatable; its module is taken from the id): to check a triage")
+    parser.add_argument("--selection", choices=("lines", "file"), default="lines",
+                        help="the tests a mutant runs: those that execute its line, from a coverage map (default), "
+                             "or the module's whole file selection")
+    parser.add_argument("--compare", action="store_true",
+                        help="run each mutant with the file selection too, and report where the two disagree")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the result as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, and exit")
     args = parser.parse_args(argv)
@@ -338,7 +619,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["PYTHONPATH"] = scratch + os.pathsep + os.environ.get("PYTHONPATH", "")
         try:
             for module in modules:
-                results.append(run_module(module, args.sample, args.seed, equivalents, args.mutant))
+                results.append(run_module(module, args, equivalents))
         finally:
             os.chdir(home)
     print()

@@ -20,9 +20,10 @@ from pathlib import Path
 import pytest
 
 from patchkit.cli.main import run
+from patchkit.input.trust import Flaw, Refusal, check_trusted_path
 from tests import test_fastpath as fast
 from tests.conftest import Registry, cli, git_diff, needs_root, write_tree
-from tests.safety_helpers import as_user, chown_tree, run_here, shared_case
+from tests.safety_helpers import as_user, chown_tree, run_here, shared_case, shared_workdir
 
 BEFORE = {
     "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
@@ -171,6 +172,28 @@ def test_an_unprivileged_user_trusts_state_that_root_wrote(user: tuple[int, int]
         # 0700 folder. (As root it is the same answer: root owns the state.)
         assert run_here(case.args("status", root, "--json")) == 0
         as_user(*user, status)
+
+
+@needs_root
+def test_an_unprivileged_run_refuses_a_file_of_a_user_with_a_smaller_uid(user: tuple[int, int]) -> None:
+    """Run as the unprivileged user, the trust rule refuses a file owned by another, non-root user whose uid is
+    smaller than its own (uid - 1): only root and the running user are trusted owners.
+
+    Kills patchkit/input/trust.py:74:core/ReplaceComparisonOperator_Eq_LtE#1 (`uid <= os.geteuid()`), which as
+    root is `uid == 0` and so survived every root-run test; as the user it trusted the smaller uid's file."""
+    uid, gid = user
+    assert uid > 1  # so uid - 1 is another user, not root
+    with shared_workdir() as folder:
+        target = folder / "smaller-uid.toml"
+        target.write_bytes(b"")
+        os.chown(target, uid - 1, gid)
+
+        def check() -> None:
+            found = check_trusted_path(target, folder=False)
+            if not (isinstance(found, Refusal) and found.flaw is Flaw.OWNER and found.uid == uid - 1):
+                raise AssertionError(f"{target} (uid {uid - 1}) as uid {uid}: {found}")
+
+        as_user(uid, gid, check)
 
 
 def _hunk_headers(diff: bytes) -> list[bytes]:

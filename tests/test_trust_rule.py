@@ -10,6 +10,7 @@ where the question is what a non-root user believes of root's state. Everything 
 from __future__ import annotations
 
 import contextlib
+import errno
 import io
 import json
 import os
@@ -141,6 +142,96 @@ def test_the_walk_opens_what_it_checked(scratch: Path) -> None:
         os.close(fd)
     missing = check_trusted_path(scratch / "none", folder=False)
     assert isinstance(missing, Refusal) and missing.flaw is Flaw.UNCHECKABLE and missing.absent
+
+
+def test_a_link_is_refused_when_the_caller_gives_its_own_open_flags(scratch: Path) -> None:
+    """A caller's own flags (os.O_RDONLY, to read the file) keep the walk link-free: a link to a trusted file at
+    the end is refused, not followed. Kills the mutants of patchkit/input/trust.py:101 that drop O_NOFOLLOW from
+    a caller's flags (`flags | O_NOFOLLOW // O_CLOEXEC`, `flags % O_NOFOLLOW | ...`, `O_NOFOLLOW >> O_CLOEXEC`)."""
+    (scratch / "real").write_bytes(b"trusted bytes")
+    (scratch / "to-real").symlink_to(scratch / "real")
+    for flags in (os.O_RDONLY, os.O_RDONLY | os.O_NONBLOCK):
+        found = open_trusted_path(scratch / "to-real", folder=False, flags=flags)
+        if not isinstance(found, Refusal):
+            os.close(found)
+        assert isinstance(found, Refusal) and found.flaw is Flaw.LINK, found
+
+
+def test_a_relative_path_is_not_walked(scratch: Path) -> None:
+    """Only an absolute path is walked from `/`; a relative one is refused as uncheckable, whatever exists at the
+    names it holds. Kills patchkit/input/trust.py:122:core/ReplaceOrWithAnd#2 (`not absolute and not parts`)."""
+    relative = Path(*scratch.parts[1:]) / "file"
+    (scratch / "file").write_bytes(b"x")
+    found = check_trusted_path(relative, folder=False)
+    assert isinstance(found, Refusal) and (found.flaw, found.detail) == (Flaw.UNCHECKABLE, "not an absolute path")
+
+
+def test_a_file_on_the_way_is_named_where_it_stands_and_is_not_absent(scratch: Path) -> None:
+    """A file where the path needs a folder: the refusal names that file (opened as a folder, it fails there), as
+    uncheckable but not absent (it exists). Kills patchkit/input/trust.py:128:core/ReplaceComparisonOperator_Eq_LtE#2
+    and :130:core/ReplaceOrWithAnd#3 (the folders on the way opened as files: the refusal named the next name)
+    and :170:core/ReplaceComparisonOperator_Eq_GtE#3 (`errno >= ENOENT`: ENOTDIR counted as absent) and
+    :170:core/ReplaceOrWithAnd#5 (`strerror and str(exc)`: the detail became the whole exception's text)."""
+    (scratch / "file").write_bytes(b"x")
+    for flags in (None, os.O_RDONLY):
+        found = open_trusted_path(scratch / "file" / "below", folder=False, flags=flags)
+        if not isinstance(found, Refusal):
+            os.close(found)
+        assert isinstance(found, Refusal), found
+        assert (found.flaw, found.shown, found.absent) == (Flaw.UNCHECKABLE, str(scratch / "file"), False), found
+        assert found.detail == os.strerror(errno.ENOTDIR), found  # the system's words, not the whole exception
+
+
+def test_a_link_that_vanishes_before_its_second_look_is_uncheckable(scratch: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The open of a link to read it fails (ELOOP) and the lstat that would tell it is a link fails too (the entry
+    removed in between, simulated): the entry is uncheckable, and no OSError escapes. Kills
+    patchkit/input/trust.py:168:core/ExceptionReplacer#3 (that lstat's OSError no longer caught)."""
+    (scratch / "real").write_bytes(b"x")
+    (scratch / "to-real").symlink_to(scratch / "real")
+    real_stat = os.stat
+
+    def vanished(path: object, *args: object, **kwargs: object) -> os.stat_result:
+        if path == "to-real" and kwargs.get("dir_fd") is not None:
+            raise FileNotFoundError(2, "No such file or directory")
+        return real_stat(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "stat", vanished)
+    found = open_trusted_path(scratch / "to-real", folder=False, flags=os.O_RDONLY)  # not O_PATH: ELOOP
+    assert isinstance(found, Refusal) and (found.flaw, found.shown) == (Flaw.UNCHECKABLE, str(scratch / "to-real"))
+
+
+def test_an_open_the_system_refuses_with_eperm_is_not_an_absent_entry(scratch: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """An open that fails with EPERM (a security module's veto, simulated) is uncheckable, not absent: only
+    ENOENT means there is no such entry. Kills patchkit/input/trust.py:170:core/ReplaceComparisonOperator_Eq_LtE#3
+    (`errno <= ENOENT`, which takes EPERM, errno 1, for absent)."""
+    (scratch / "vetoed").write_bytes(b"x")
+    real_open = os.open
+
+    def veto(path: object, *args: object, **kwargs: object) -> int:
+        if path == "vetoed":
+            raise PermissionError(errno.EPERM, os.strerror(errno.EPERM))
+        return real_open(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(os, "open", veto)
+    found = check_trusted_path(scratch / "vetoed", folder=False)
+    assert isinstance(found, Refusal) and (found.flaw, found.absent) == (Flaw.UNCHECKABLE, False), found
+
+
+def test_a_file_300_folders_deep_is_walked_to_its_end(scratch: Path) -> None:
+    """The walk tells the last name from the folders by its depth, for any depth: a file below 300 folders (more
+    than CPython's cached small ints) is trusted and opened as a file. Kills
+    patchkit/input/trust.py:128:core/ReplaceComparisonOperator_Eq_Is#1 (`depth is len(parts)`)."""
+    deep = scratch.joinpath(*["d"] * 300)
+    deep.mkdir(parents=True)
+    (deep / "file").write_bytes(b"deep bytes")
+    fd = open_trusted_path(deep / "file", folder=False, flags=os.O_RDONLY)
+    assert not isinstance(fd, Refusal), fd
+    try:
+        assert os.read(fd, 100) == b"deep bytes"
+    finally:
+        os.close(fd)
 
 
 def test_roots_entries_are_trusted_by_every_user(scratch: Path, user: tuple[int, int]) -> None:
