@@ -6,7 +6,6 @@ machine). Runs by default; deselect with `-m "not benchmark"`.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import shutil
@@ -16,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.script_loader import load_script
 
 REPO = Path(__file__).resolve().parent.parent
 BENCH = REPO / "benchmarks" / "run.py"
@@ -62,12 +63,7 @@ def test_a_tool_that_leaves_the_tree_unpatched_fails_the_run() -> None:
 
 
 def load_bench() -> Any:
-    spec = importlib.util.spec_from_file_location("bench_run", BENCH)
-    assert spec is not None and spec.loader is not None
-    bench = importlib.util.module_from_spec(spec)
-    sys.modules["bench_run"] = bench
-    spec.loader.exec_module(bench)
-    return bench
+    return load_script(BENCH, "bench_run")
 
 
 def test_scale_rows_give_the_user_time_and_git_scale_beside_the_verdict() -> None:

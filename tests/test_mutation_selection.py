@@ -6,10 +6,10 @@ apart from coverage.py: a statement's own lines, the function around a line no t
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
+
+from tests.script_loader import load_script
 
 SCRIPT = Path(__file__).resolve().parent.parent / "scripts" / "mutation.py"
 
@@ -31,19 +31,14 @@ def never_called():
 '''
 
 
-def load_script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("mutation_script", SCRIPT)
-    assert spec is not None and spec.loader is not None
-    script = importlib.util.module_from_spec(spec)
-    sys.modules["mutation_script"] = script
-    spec.loader.exec_module(script)
-    return script
+def mutation_script() -> ModuleType:
+    return load_script(SCRIPT, "mutation_script")
 
 
 def test_a_mutant_runs_the_tests_of_its_statement_fastest_first_and_widens_where_the_map_is_blind(
     tmp_path: Path,
 ) -> None:
-    script = load_script()
+    script = mutation_script()
     module = tmp_path / "sample.py"
     module.write_bytes(MODULE)
     # coverage saw: line 1 and the defs at import; `read`'s body by two tests (line 6 holds the statement
