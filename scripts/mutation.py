@@ -107,7 +107,15 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/names.py": _WORKSPACE,
     "patchkit/workspace/interrupts.py": (*_WORKSPACE,  # SIGTERM / SIGINT mid-write: rolled back, said so (2 s)
                                          "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_"
-                                         "and_say_so"),
+                                         "and_say_so",
+                                         # a signal the run was started ignoring stays ignored; SIGINT at its
+                                         # default action and a caller's SIGTERM handler (3 s)
+                                         "tests/test_hostile_fs.py::test_a_signal_the_run_was_started_ignoring_"
+                                         "does_not_stop_the_write",
+                                         "tests/test_hostile_fs.py::test_a_sigint_left_at_its_default_action_ends_"
+                                         "the_run_only_after_the_rollback",
+                                         "tests/test_hostile_fs.py::test_a_sigterm_handler_of_the_callers_is_"
+                                         "replaced_for_the_run"),
     "patchkit/workspace/folders.py": _WORKSPACE,
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,

@@ -237,6 +237,36 @@ def test_a_signal_the_run_was_started_ignoring_does_not_stop_the_write(case: Cas
         assert leftovers(root) == [], n
 
 
+def test_a_sigint_left_at_its_default_action_ends_the_run_only_after_the_rollback(case: Case) -> None:
+    # A caller that set SIGINT back to SIG_DFL (an embedding program; not Python's Ctrl-C handler): the signal
+    # still stops the write between two files, the rollback runs while it is held, and only then does it end
+    # the process, as its default action does. The tree is the one before, with no journal left.
+    for n in (10, 14):
+        root = case.fresh("default-int")
+        run = run_forked(case.args("apply", root), {**fault_env(n), "PATCHKIT_FAULT_SIGNAL": "INT"},
+                         before=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        assert run.signal == signal.SIGINT, (n, run.code, run.err)
+        assert whole_state(case, root) == "before", n
+        assert leftovers(root) == [], n
+
+
+def test_a_sigterm_handler_of_the_callers_is_replaced_for_the_run(case: Case) -> None:
+    # patchkit run in-process by a program with its own SIGTERM handler (not ignored, not the default): during
+    # the run SIGTERM rolls the write back like Ctrl-C, exit 143.
+    root = case.fresh("handler-term")
+
+    def callers_handler(signum: int, frame: object) -> None:
+        raise AssertionError("the caller's handler ran during patchkit's write")
+
+    def install() -> None:
+        signal.signal(signal.SIGTERM, callers_handler)
+
+    run = run_forked(case.args("apply", root), {**fault_env(10), "PATCHKIT_FAULT_SIGNAL": "TERM"}, before=install)
+    assert run.code == 143, (run.code, run.err)
+    assert whole_state(case, root) == "before"
+    assert leftovers(root) == []
+
+
 def test_a_real_sigterm_to_a_fresh_interpreter_leaves_a_whole_tree(case: Case) -> None:
     import sys
 
