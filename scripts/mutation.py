@@ -109,13 +109,15 @@ MODULES: dict[str, tuple[str, ...]] = {
                                          "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_"
                                          "and_say_so",
                                          # a signal the run was started ignoring stays ignored; SIGINT at its
-                                         # default action and a caller's SIGTERM handler (3 s)
+                                         # default action, a caller's handlers (4 s)
                                          "tests/test_hostile_fs.py::test_a_signal_the_run_was_started_ignoring_"
                                          "does_not_stop_the_write",
                                          "tests/test_hostile_fs.py::test_a_sigint_left_at_its_default_action_ends_"
                                          "the_run_only_after_the_rollback",
                                          "tests/test_hostile_fs.py::test_a_sigterm_handler_of_the_callers_is_"
-                                         "replaced_for_the_run"),
+                                         "replaced_for_the_run",
+                                         "tests/test_hostile_fs.py::test_a_sigint_handler_of_the_callers_that_"
+                                         "does_not_raise_still_stops_the_write"),
     "patchkit/workspace/folders.py": _WORKSPACE,
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,

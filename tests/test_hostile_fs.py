@@ -250,6 +250,22 @@ def test_a_sigint_left_at_its_default_action_ends_the_run_only_after_the_rollbac
         assert leftovers(root) == [], n
 
 
+def test_a_sigint_handler_of_the_callers_that_does_not_raise_still_stops_the_write(case: Case) -> None:
+    # patchkit run in-process by a program whose SIGINT handler only takes note: the signal still stops the
+    # write between two files and rolls it back; the handler runs once the signals are let through, raises
+    # nothing, and the run ends as a write stopped by a signal: exit 7, the tree as before, no journal.
+    root = case.fresh("handler-int")
+
+    def install() -> None:
+        signal.signal(signal.SIGINT, lambda signum, frame: None)
+
+    run = run_forked(case.args("apply", root), {**fault_env(10), "PATCHKIT_FAULT_SIGNAL": "INT"}, before=install)
+    assert run.code == 7, (run.code, run.err)
+    assert "interrupted by a signal; the tree was restored" in run.err, run.err
+    assert whole_state(case, root) == "before"
+    assert leftovers(root) == []
+
+
 def test_a_sigterm_handler_of_the_callers_is_replaced_for_the_run(case: Case) -> None:
     # patchkit run in-process by a program with its own SIGTERM handler (not ignored, not the default): during
     # the run SIGTERM rolls the write back like Ctrl-C, exit 143.
