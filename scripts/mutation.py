@@ -108,7 +108,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/interrupts.py": (*_WORKSPACE,  # SIGTERM / SIGINT mid-write: rolled back, said so (2 s)
                                          "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_"
                                          "and_say_so"),
-    "patchkit/workspace/folders.py": _WORKSPACE,
+    "patchkit/workspace/folders.py": (*_WORKSPACE, "tests/test_mutation_kills.py"),
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,
     "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)
