@@ -118,7 +118,7 @@ MODULES: dict[str, tuple[str, ...]] = {
                                          "replaced_for_the_run",
                                          "tests/test_hostile_fs.py::test_a_sigint_handler_of_the_callers_that_"
                                          "does_not_raise_still_stops_the_write"),
-    "patchkit/workspace/folders.py": _WORKSPACE,
+    "patchkit/workspace/folders.py": (*_WORKSPACE, "tests/test_mutation_kills.py"),
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,
     "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)

@@ -7,6 +7,7 @@ mutant applied to a copy of the module, and passing without it.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import io
 import json
@@ -23,7 +24,7 @@ from patchkit.cli.main import run
 from patchkit.input.trust import Flaw, Refusal, check_trusted_path
 from tests import test_fastpath as fast
 from tests.conftest import Registry, cli, git_diff, needs_root, write_tree
-from tests.safety_helpers import as_user, chown_tree, run_here, shared_case, shared_workdir
+from tests.safety_helpers import as_user, chown_tree, fault_env, run_forked, run_here, shared_case, shared_workdir
 
 BEFORE = {
     "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
@@ -359,3 +360,154 @@ def test_an_ambiguous_reading_at_the_first_line_is_named_line_1(tmp_path: Path, 
     assert hunk["state"] == "ambiguous"
     assert hunk["detail"].startswith("read as unapplied, its pre-image is at line 1; read as applied, its "
                                      "post-image is at line 1; each reading"), hunk["detail"]
+
+
+# ------------------------------------------------------------------ workspace/folders.py (its full run, 2026-12-03)
+
+NESTED_BEFORE = {"engine/a.py": b"one\n", "engine/d1/d2/d3/only.py": b"the only file of d3\n"}
+NESTED_AFTER = {"engine/d1/d2/d3/only.py": None, "engine/a.py": b"two\n"}
+
+
+def test_a_rollback_remakes_three_removed_folders_each_with_its_own_journaled_mode(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Killed mid-apply (journal written), then engine/d1 (0777, holding d2 0701 and d2/d3 0750) is removed
+    whole by someone else; the next command rolls back and makes the three folders again, each with the mode the
+    journal recorded for it, and only.py with its bytes.
+
+    Kills patchkit/workspace/folders.py:85:core/NumberReplacer#2 (`folders[: i + 2]`: each folder got the mode of
+    the one below it) and :85:core/ReplaceBinaryOperator_Add_LShift#0 (`folders[: i << 1]`: d2 got d3's), and
+    :87:core/NumberReplacer#5 (`mode & 0o776`: d1 lost its others-exec bit) and
+    :87:core/ReplaceBinaryOperator_BitAnd_Mod#0 (`mode % 0o777`: 0777 became 0000)."""
+    import shutil
+
+    registry.add("nested", git_diff(tmp_path, NESTED_BEFORE, NESTED_AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, NESTED_BEFORE)
+    modes = {"engine/d1": 0o777, "engine/d1/d2": 0o701, "engine/d1/d2/d3": 0o750}
+    for folder in sorted(modes, reverse=True):
+        os.chmod(root / folder, modes[folder])
+    killed = run_forked(["apply", "nested", "--root", str(root), "--patches", str(registry.path)], fault_env(12))
+    assert killed.killed and (root / ".patchkit" / "journal.json").exists()
+    shutil.rmtree(root / "engine/d1")
+    res = cli("status", "nested", "--root", root, "--patches", registry.path)
+    assert res.code == 3 and "rolled back" in res.err, res.err
+    assert {folder: stat.S_IMODE(os.stat(root / folder).st_mode) for folder in modes} == modes
+    assert (root / "engine/d1/d2/d3/only.py").read_bytes() == NESTED_BEFORE["engine/d1/d2/d3/only.py"]
+
+
+SPREAD_AFTER = {"top.py": b"at the top of the root\n", "engine/n1/n2/f.py": b"in two new folders\n"}
+
+
+def _apply_with_fsync_hook(
+    tmp_path: Path, registry: Registry, on_fsync: Callable[[Path, str], None]
+) -> tuple[Path, str]:
+    """Apply a patch writing top.py (at the root) and engine/n1/n2/f.py (two new folders) in a forked CLI whose
+    os.fsync first calls on_fsync(root, the path of the descriptor); the root and the run's stderr."""
+    registry.add("spread", git_diff(tmp_path, {"engine/a.py": b"one\n"}, SPREAD_AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"one\n"})
+
+    def hook() -> None:
+        real = os.fsync
+
+        def fsync(fd: int) -> None:
+            on_fsync(root, os.readlink(f"/proc/self/fd/{fd}"))
+            real(fd)
+
+        os.fsync = fsync
+
+    run = run_forked(["apply", "spread", "--root", str(root), "--patches", str(registry.path)], before=hook)
+    return root, run.err if run.code else ""
+
+
+def test_the_end_of_a_commit_fsyncs_each_changed_folder_and_the_root_once(tmp_path: Path, registry: Registry) -> None:
+    """The folder a new file landed in (engine/n1/n2) and the root (top.py) are each fsynced once, at the end.
+
+    Kills patchkit/workspace/folders.py:101:core/AddNot#8 (`if not folders`: no folder below the root was
+    fsynced) and :102:core/AddNot#9 (`if not folders and fd is None: return`: the root was not)."""
+    log = tmp_path / "fsyncs"
+
+    def record(root: Path, path: str) -> None:
+        with open(log, "a", encoding="utf-8") as out:
+            out.write(path + "\n")
+
+    root, err = _apply_with_fsync_hook(tmp_path, registry, record)
+    assert err == ""
+    synced = log.read_text(encoding="utf-8").splitlines()
+    assert synced.count(str(root)) == 1, synced
+    assert synced.count(str(root / "engine/n1/n2")) == 1, synced
+    assert synced.count(str(root / ".patchkit/applied")) == 1, synced
+
+
+def test_a_final_fsync_that_keeps_failing_is_described_by_its_error_text(tmp_path: Path, registry: Registry) -> None:
+    """fsync of the root fails (EIO, as the kernel reports it: no file name) at the end, and again on the retry:
+    the journal is kept and the message gives the error's text twice, not Python's `[Errno 5] ...` form.
+
+    Kills patchkit/workspace/folders.py:140:core/ReplaceOrWithAnd#1 (`exc.strerror and exc`)."""
+
+    def fail_at_root(root: Path, path: str) -> None:
+        if path == str(root):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    root, err = _apply_with_fsync_hook(tmp_path, registry, fail_at_root)
+    assert "every file was written, but finishing the transaction failed (Input/output error; then " \
+        "Input/output error); the journal is kept" in err, err
+    assert (root / ".patchkit" / "journal.json").exists()
+
+
+def test_a_folder_swapped_for_a_link_before_the_final_fsync_is_named_by_its_path(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Between the writes and the final fsyncs engine/n1/n2 is moved away and a link put in its place: the
+    fsync walk refuses it, naming the path it walked ('engine/n1/n2'), and the journal is kept.
+
+    Kills patchkit/workspace/folders.py:101:core/ReplaceOrWithAnd#0 (`"/".join(folders) and "."`: the message
+    said '.' goes through a link)."""
+
+    def swap(root: Path, path: str) -> None:
+        folder = root / "engine/n1"
+        if path == str(root) and not (folder / "moved").exists():  # the root's fsync comes first at the end
+            os.rename(folder / "n2", folder / "moved")
+            os.symlink("moved", folder / "n2")
+
+    root, err = _apply_with_fsync_hook(tmp_path, registry, swap)
+    assert "finishing the transaction failed" in err, err
+    assert "'engine/n1/n2' goes through a symbolic link" in err, err
+    assert "'.' goes through" not in err, err
+    assert (root / ".patchkit" / "journal.json").exists()
+
+
+def test_a_failing_fsync_after_a_folder_removal_in_recovery_names_the_removed_folder(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Killed at the end of an apply that emptied engine/d1/d2/d3 (every file written, the folders not yet
+    removed): the next run rolls forward and removes d3, d2, d1. An I/O error injected at its first operation
+    (the rmdir of d3) and at its second (the fsync of d2 that makes the removal durable) names d3 both times.
+
+    Kills patchkit/workspace/folders.py:121:core/NumberReplacer#15 (`parts[-0]`) and
+    :121:core/ReplaceUnaryOperator_USub_Not#4 (`parts[not 1]`): the fsync named engine, the path's first part."""
+    registry.add("nested", git_diff(tmp_path, NESTED_BEFORE, NESTED_AFTER))
+
+    def killed_at(n: int, tag: str) -> tuple[Path, bool]:
+        root = tmp_path / f"{tag}-{n}"
+        write_tree(root, NESTED_BEFORE)
+        run = run_forked(["apply", "nested", "--root", str(root), "--patches", str(registry.path)], fault_env(n))
+        return root, run.killed
+
+    last = None  # the last kill point that leaves d3 in place with the journal kept
+    for n in range(200):
+        root, killed = killed_at(n, "probe")
+        if not killed:
+            break
+        if (root / "engine/d1/d2/d3").is_dir():
+            last = n
+    assert last is not None
+    for op in (0, 1):
+        root, killed = killed_at(last, f"op{op}")
+        assert killed and (root / "engine/a.py").read_bytes() == b"two\n"
+        run = run_forked(["status", "nested", "--root", str(root), "--patches", str(registry.path)],
+                         fault_env(op, "EIO"))
+        assert run.code == 8, run.err
+        assert "cannot recover the interrupted transaction: d3: Input/output error; the journal is kept" in run.err, \
+            (op, run.err)
