@@ -346,3 +346,17 @@ def test_history_in_a_project_below_the_repository_root(tmp_path: Path, monkeypa
     _commit(repo, "drop the baseline")
     run = lint("--base", "main", "--pr", "2400", "--format", "json")
     assert {(f["path"], f["line"]) for f in findings(run, "PK403")} == {(p, line) for p, line, _ in UNCOVERED}
+
+
+def test_a_sed_in_place_option_ending_in_e_and_a_tar_with_a_last_dash_c(consumer: Path) -> None:
+    """sed's `-ie` is -i with the backup suffix `e` (GNU sed), not perl's -i -e: the word after it is the file, and
+    it is an engine file here. A `tar -x` whose `-C` is its last word (the 302nd) names no folder: nothing, no
+    crash."""
+    script = consumer / "runners" / "mutation_kills.sh"
+    many = " ".join(f"member{i}" for i in range(300))
+    script.write_text("#!/bin/bash\nsed -e 's/a/b/' -ie /sgl-workspace/sglang/python/x.py\n"
+                      f"tar -xf a.tar {many} -C\n", encoding="utf-8")
+    run = lint("--format", "json")
+    assert run.exit_code == 1, run.stdout + run.stderr
+    mine = {(s["line"], s["kind"]) for s in run.json()["sites"] if s["path"] == "runners/mutation_kills.sh"}
+    assert mine == {(2, "in-place-edit")}
