@@ -348,14 +348,11 @@ def test_history_in_a_project_below_the_repository_root(tmp_path: Path, monkeypa
     assert {(f["path"], f["line"]) for f in findings(run, "PK403")} == {(p, line) for p, line, _ in UNCOVERED}
 
 
-def test_a_sed_in_place_option_ending_in_e_and_a_tar_with_a_last_dash_c(consumer: Path) -> None:
+def test_a_sed_in_place_option_ending_in_e_names_the_file_after_it(consumer: Path) -> None:
     """sed's `-ie` is -i with the backup suffix `e` (GNU sed), not perl's -i -e: the word after it is the file, and
-    it is an engine file here. A `tar -x` whose `-C` is its last word (the 302nd) names no folder: nothing, no
-    crash."""
+    it is an engine file here."""
     script = consumer / "runners" / "mutation_kills.sh"
-    many = " ".join(f"member{i}" for i in range(300))
-    script.write_text("#!/bin/bash\nsed -e 's/a/b/' -ie /sgl-workspace/sglang/python/x.py\n"
-                      f"tar -xf a.tar {many} -C\n", encoding="utf-8")
+    script.write_text("#!/bin/bash\nsed -e 's/a/b/' -ie /sgl-workspace/sglang/python/x.py\n", encoding="utf-8")
     run = lint("--format", "json")
     assert run.exit_code == 1, run.stdout + run.stderr
     mine = {(s["line"], s["kind"]) for s in run.json()["sites"] if s["path"] == "runners/mutation_kills.sh"}
