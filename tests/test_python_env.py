@@ -243,3 +243,42 @@ def test_a_pyvenv_cfg_that_is_a_link_is_not_read(tmp_path: Path, registry: Regis
     result = cli("status", "p", "--root-from-package", "pip", "--python", env_dir / "bin/python", "--patches",
                  registry.path, "--json")
     assert result.code == 3 and result.json()["root"] == str(Path(base).resolve()), result.err
+
+
+def test_a_pyvenv_cfg_without_the_system_site_packages_key_keeps_the_venv_isolated(
+    tmp_path: Path, registry: Registry
+) -> None:
+    # `site` reads a missing include-system-site-packages as false: pip, in the base site-packages only, is not
+    # found through such a venv.
+    other, base = _base_with_pip()
+    env_dir = tmp_path / "keyless"
+    subprocess.run([str(other), "-m", "venv", "--without-pip", str(env_dir)], check=True, capture_output=True)
+    config = env_dir / "pyvenv.cfg"
+    lines = config.read_text().splitlines(keepends=True)
+    config.write_text("".join(x for x in lines if not x.startswith("include-system-site-packages")))
+    registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    result = cli("status", "p", "--root-from-package", "pip", "--python", env_dir / "bin/python", "--patches",
+                 registry.path)
+    assert result.code == 2 and "no distribution named 'pip'" in result.err, result.err
+    assert base not in result.err.split("searched:")[1]
+
+
+def test_a_record_of_a_few_mebibytes_is_read(tmp_path: Path, registry: Registry, venv: tuple[Path, Path, Path]) -> None:
+    # The largest wheels' RECORD (torch) is a few MiB: it is read, not refused as too large.
+    python, site, _ = venv
+    info, package = site / "bigeng-1.0.dist-info", site / "bigeng"
+    info.mkdir()
+    package.mkdir()
+    try:
+        (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: bigeng\nVersion: 1.0\n")
+        (info / "RECORD").write_bytes(b"".join(b"bigeng/m%06d.py,sha256=%s,10\n" % (i, b"a" * 43)
+                                               for i in range(40000)))
+        registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+        result = cli("status", "p", "--root-from-package", "bigeng", "--python", python, "--patches",
+                     registry.path, "--json")
+        assert result.code == 3 and result.json()["root"] == str(site.resolve()), result.out + result.err
+    finally:
+        for child in info.iterdir():
+            child.unlink()
+        info.rmdir()
+        package.rmdir()
