@@ -354,12 +354,13 @@ def test_sed_ie_and_cp_t_name_their_engine_targets_find_newer_and_git_options_do
     command of options only (`git --version`) is read to its end, no further. A `find` edits below its first
     folder only: an engine file it compares dates with (`-newer`) is not edited. `cp -t DIR` copies into the
     folder after `-t`; a `-t` with nothing after it leaves the last operand the destination. A pip URL with no
-    path after its host still names a fork."""
+    path after its host still names a fork, and `pip install NAME` in an engine root installs from the index, not
+    the folder of that name."""
     script = consumer / "runners" / "mutation_kills.sh"
     script.write_text("#!/bin/bash\nsed -e 's/a/b/' -ie /sgl-workspace/sglang/python/x.py\ngit --version\n"
                       "find . -newer /sgl-workspace/sglang/python/x.py -exec sed -i 's/a/b/' {} +\n"
                       "cp -t /sgl-workspace/sglang/python/ fix.py\ncp fix.py /sgl-workspace/sglang/python/y.py -t\n"
-                      "pip install git+https://example.com\n",
+                      "pip install git+https://example.com\ncd /sgl-workspace\npip install sglang\n",
                       encoding="utf-8")
     run = lint("--format", "json")
     assert run.exit_code == 1, run.stdout + run.stderr
