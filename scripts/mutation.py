@@ -126,12 +126,18 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py"),  # the lock against other users (6 s)
     "patchkit/workspace/commit.py": _WORKSPACE,
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
-    "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py"),
+    # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
+    "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",
+                                      "tests/test_provenance.py::test_root_from_package",
+                                      "tests/test_messages.py::test_a_root_from_package_run_hints_with_the_same_"
+                                      "options", "tests/test_mutation_kills.py"),
     "patchkit/run/fastpath.py": ("tests/test_fastpath.py", "tests/test_startup.py", "tests/test_mutation_kills.py",
                                  # the code fingerprint of patchkit.pyz (one test: it builds the archive)
                                  "tests/test_pyz.py::test_the_restart_fast_path_from_the_archive_trusts_records_of"
                                  "_this_build_only"),
-    "patchkit/scan/rules.py": ("tests/test_lint_scan.py", "tests/test_scan_corpus.py"),
+    # and `patchkit lint` through the CLI on the fixture registries and the consumer repository
+    "patchkit/scan/rules.py": ("tests/test_lint_scan.py", "tests/test_scan_corpus.py", "tests/test_lint_scenarios.py",
+                               "tests/test_lint_consumer.py", "tests/test_mutation_kills.py"),
 }
 
 # Outcomes of one mutant, as this script names them.

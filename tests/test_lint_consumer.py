@@ -346,3 +346,23 @@ def test_history_in_a_project_below_the_repository_root(tmp_path: Path, monkeypa
     _commit(repo, "drop the baseline")
     run = lint("--base", "main", "--pr", "2400", "--format", "json")
     assert {(f["path"], f["line"]) for f in findings(run, "PK403")} == {(p, line) for p, line, _ in UNCOVERED}
+
+
+def test_sed_ie_and_cp_t_name_their_engine_targets_find_newer_and_git_options_do_not(consumer: Path) -> None:
+    """Survivors of scan/rules.py's mutation samples (docs/testing.md), on one script: sed's `-ie` is -i with the
+    backup suffix `e` (GNU sed), not perl's -i -e, so the word after it is the file, an engine file here. A git
+    command of options only (`git --version`) is read to its end, no further. A `find` edits below its first
+    folder only: an engine file it compares dates with (`-newer`) is not edited. `cp -t DIR` copies into the
+    folder after `-t`; a `-t` with nothing after it leaves the last operand the destination. A pip URL with no
+    path after its host still names a fork, and `pip install NAME` in an engine root installs from the index, not
+    the folder of that name."""
+    script = consumer / "runners" / "mutation_kills.sh"
+    script.write_text("#!/bin/bash\nsed -e 's/a/b/' -ie /sgl-workspace/sglang/python/x.py\ngit --version\n"
+                      "find . -newer /sgl-workspace/sglang/python/x.py -exec sed -i 's/a/b/' {} +\n"
+                      "cp -t /sgl-workspace/sglang/python/ fix.py\ncp fix.py /sgl-workspace/sglang/python/y.py -t\n"
+                      "pip install git+https://example.com\ncd /sgl-workspace\npip install sglang\n",
+                      encoding="utf-8")
+    run = lint("--format", "json")
+    assert run.exit_code == 1, run.stdout + run.stderr
+    mine = {(s["line"], s["kind"]) for s in run.json()["sites"] if s["path"] == "runners/mutation_kills.sh"}
+    assert mine == {(2, "in-place-edit"), (5, "copy-over"), (6, "copy-over"), (7, "pip-fork")}

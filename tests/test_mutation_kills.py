@@ -511,3 +511,17 @@ def test_a_failing_fsync_after_a_folder_removal_in_recovery_names_the_removed_fo
         assert run.code == 8, run.err
         assert "cannot recover the interrupted transaction: d3: Input/output error; the journal is kept" in run.err, \
             (op, run.err)
+
+
+def test_a_file_longer_than_its_size_said_is_refused_not_cut_at_the_limit() -> None:
+    """Against patchkit/input/environment.py:384:core/ReplaceBinaryOperator_Add_Mul#1 (`left = limit * 1`): the
+    read asks for one byte past the limit, so a file that grew after its fstat (here a /proc file, regular and of
+    size 0, whose text is longer than the limit) is refused, not returned cut at the limit."""
+    from patchkit.input.environment import _read_fd
+
+    fd = os.open("/proc/self/status", os.O_RDONLY)
+    try:
+        with pytest.raises(OSError, match="grew past 16 bytes"):
+            _read_fd(fd, 16, Path("/proc/self/status"))
+    finally:
+        os.close(fd)

@@ -147,3 +147,138 @@ def test_a_python_named_without_a_folder_is_looked_up_in_path(
     result = cli("status", "p", "--root-from-package", "tinyeng", "--python", "python", "--patches", registry.path,
                  "--json")
     assert result.code == 3 and result.json()["root"] == str(site.resolve()), result.err
+
+
+def _base_with_pip() -> tuple[Path, str]:
+    """The other Python and its base installation's site-packages, which holds pip (skipped if it does not)."""
+    if OTHER is None:
+        pytest.skip("no pyenv Python 3.10 / 3.13 on this machine")
+    base = subprocess.run([str(OTHER), "-I", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                          check=True, capture_output=True, text=True).stdout.strip()
+    if not next(Path(base).glob("pip-*.dist-info"), None):
+        pytest.skip(f"no pip in {base}")
+    return OTHER, base
+
+
+def test_a_venv_reads_the_base_site_packages_only_when_its_pyvenv_cfg_says_so(
+    tmp_path: Path, registry: Registry
+) -> None:
+    # pip is installed in the base interpreter's site-packages, never in a venv made --without-pip: a venv
+    # sees it only with include-system-site-packages = true, as `site` would.
+    other, base = _base_with_pip()
+    registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    for flags, sees in (((), False), (("--system-site-packages",), True)):
+        env_dir = tmp_path / ("system" if sees else "isolated")
+        subprocess.run([str(other), "-m", "venv", "--without-pip", *flags, str(env_dir)], check=True,
+                       capture_output=True)
+        result = cli("status", "p", "--root-from-package", "pip", "--python", env_dir / "bin/python",
+                     "--patches", registry.path, "--json")
+        if sees:
+            assert result.code == 3 and result.json()["root"] == str(Path(base).resolve()), result.err
+        else:
+            assert result.code == 2 and "no distribution named 'pip'" in result.err, result.err
+            assert base not in result.err.split("searched:")[1]
+
+
+def test_an_editable_install_whose_source_folder_is_gone_names_its_direct_url(
+    tmp_path: Path, registry: Registry, venv: tuple[Path, Path, Path]
+) -> None:
+    python, site, _ = venv
+    info = site / "goneeng-1.0.dist-info"
+    info.mkdir()
+    try:
+        (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: goneeng\nVersion: 1.0\n")
+        gone = tmp_path / "removed-checkout"
+        (info / "direct_url.json").write_text(f'{{"url": "file://{gone}", "dir_info": {{"editable": true}}}}')
+        registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+        result = cli("status", "p", "--root-from-package", "goneeng", "--python", python, "--patches",
+                     registry.path)
+        assert result.code == 2, result.out + result.err
+        assert f"names the source folder {gone}, which is not a folder" in result.err
+        assert str(info / "direct_url.json") in result.err
+    finally:
+        for child in info.iterdir():
+            child.unlink()
+        info.rmdir()
+
+
+def test_a_record_line_names_a_package_by_its_path_only(
+    tmp_path: Path, registry: Registry, venv: tuple[Path, Path, Path]
+) -> None:
+    # RECORD is `path,hash,size`: a hash with a `/` in it (no real one has: urlsafe base64) must not make the
+    # path's file a folder name, and the dist-info folder's own files name no package. The one file here is
+    # top-level, so there is no package folder to find, even with folders named like that file, and like it
+    # and the start of that hash, beside it (another distribution's, or put there).
+    python, site, _ = venv
+    info, decoys = site / "fileeng-1.0.dist-info", (site / "fileeng_mod.py", site / "fileeng_mod.py,sha256=ab")
+    info.mkdir()
+    for decoy in decoys:
+        decoy.mkdir()
+    try:
+        (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: fileeng\nVersion: 1.0\n")
+        (info / "RECORD").write_bytes(b"fileeng_mod.py,sha256=ab/cd,5\nfileeng-1.0.dist-info/METADATA,sha256=ef,50\n"
+                                     b"fileeng-1.0.dist-info/RECORD,,\n")
+        registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+        result = cli("status", "p", "--root-from-package", "fileeng", "--python", python, "--patches",
+                     registry.path)
+        assert result.code == 2 and "has no top-level package folder" in result.err, result.out + result.err
+    finally:
+        for child in info.iterdir():
+            child.unlink()
+        info.rmdir()
+        for decoy in decoys:
+            decoy.rmdir()
+
+
+def test_a_pyvenv_cfg_that_is_a_link_is_not_read(tmp_path: Path, registry: Registry) -> None:
+    # The venv's pyvenv.cfg is read without following a final link (it could point anywhere): a venv whose
+    # pyvenv.cfg is a link is no venv to patchkit, so the interpreter is its base installation, where pip is.
+    other, base = _base_with_pip()
+    env_dir = tmp_path / "linked"
+    subprocess.run([str(other), "-m", "venv", "--without-pip", str(env_dir)], check=True, capture_output=True)
+    config = env_dir / "pyvenv.cfg"
+    config.rename(tmp_path / "elsewhere.cfg")
+    config.symlink_to(tmp_path / "elsewhere.cfg")
+    registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    result = cli("status", "p", "--root-from-package", "pip", "--python", env_dir / "bin/python", "--patches",
+                 registry.path, "--json")
+    assert result.code == 3 and result.json()["root"] == str(Path(base).resolve()), result.err
+
+
+def test_a_pyvenv_cfg_without_the_system_site_packages_key_keeps_the_venv_isolated(
+    tmp_path: Path, registry: Registry
+) -> None:
+    # `site` reads a missing include-system-site-packages as false: pip, in the base site-packages only, is not
+    # found through such a venv.
+    other, base = _base_with_pip()
+    env_dir = tmp_path / "keyless"
+    subprocess.run([str(other), "-m", "venv", "--without-pip", str(env_dir)], check=True, capture_output=True)
+    config = env_dir / "pyvenv.cfg"
+    lines = config.read_text().splitlines(keepends=True)
+    config.write_text("".join(x for x in lines if not x.startswith("include-system-site-packages")))
+    registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+    result = cli("status", "p", "--root-from-package", "pip", "--python", env_dir / "bin/python", "--patches",
+                 registry.path)
+    assert result.code == 2 and "no distribution named 'pip'" in result.err, result.err
+    assert base not in result.err.split("searched:")[1]
+
+
+def test_a_record_of_a_few_mebibytes_is_read(tmp_path: Path, registry: Registry, venv: tuple[Path, Path, Path]) -> None:
+    # The largest wheels' RECORD (torch) is a few MiB: it is read, not refused as too large.
+    python, site, _ = venv
+    info, package = site / "bigeng-1.0.dist-info", site / "bigeng"
+    info.mkdir()
+    package.mkdir()
+    try:
+        (info / "METADATA").write_bytes(b"Metadata-Version: 2.1\nName: bigeng\nVersion: 1.0\n")
+        (info / "RECORD").write_bytes(b"".join(b"bigeng/m%06d.py,sha256=%s,10\n" % (i, b"a" * 43)
+                                               for i in range(40000)))
+        registry.add("p", b"--- /dev/null\n+++ b/newpkg/x.py\n@@ -0,0 +1 @@\n+x = 1\n")
+        result = cli("status", "p", "--root-from-package", "bigeng", "--python", python, "--patches",
+                     registry.path, "--json")
+        assert result.code == 3 and result.json()["root"] == str(site.resolve()), result.out + result.err
+    finally:
+        for child in info.iterdir():
+            child.unlink()
+        info.rmdir()
+        package.rmdir()

@@ -205,6 +205,7 @@ def test_a_single_metadata_file_another_user_owns_is_refused(world: World) -> No
     before = world.outside()
     run = run_forked(args(world, "apply", "--python", str(venv / "bin" / "python")))
     assert run.code == 2 and str(direct) in run.err and f"is owned by uid {world.user[0]}" in run.err, run.err
+    assert f"the metadata file is owned by uid {world.user[0]}" in run.err, run.err  # itself, not a folder above
     assert world.outside() == before
     os.chown(direct, 0, 0)
     direct.chmod(0o666)
