@@ -55,7 +55,7 @@ def test_the_wheel_holds_the_package_its_data_and_complete_metadata(dist: Path) 
     requires = meta.get_all("Requires-Dist") or []
     assert "unidiff<1.1,>=1.0.1" in requires, requires  # not exact: the range tests/test_unidiff_agreement.py holds
     dev = {re.split(r"[<>=;! ]", r, maxsplit=1)[0] for r in requires if 'extra == "dev"' in r}
-    assert dev == {"ruff", "mypy", "cosmic-ray"}  # static checks and the mutation run (docs/testing.md)
+    assert dev == {"ruff", "mypy", "cosmic-ray", "coverage"}  # static checks; the mutation run, its line map
     assert not [r for r in requires if 'extra == "test"' in r and r.startswith(("ruff", "mypy"))]
     assert "patchkit = patchkit.cli.start:entry" in entry_points
     shipped = {p.relative_to(REPO).as_posix() for p in (REPO / "patchkit").rglob("*")
