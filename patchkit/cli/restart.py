@@ -17,8 +17,9 @@ the report (~70 ms) before it reads a byte of the tree; `git apply -R --check` n
   path makes too (the trust rule on the state folder and the record, the seal, this code, the manifest and
   diff digests, every file's bytes and mode), and the diff the sealed record names hashes as the record says;
 - then it prints what the full path prints, byte for byte (patchkit.speak.plain renders both), and exits 0;
-  with --json, each patch's `files` as the apply rendered them (fastpath.read_shown: the file whose sha256 the
-  vouched record seals), or rendered from the recorded verdicts when there is no such file (an older record).
+  with --json, each patch's `files` as the apply rendered them (fastpath.recorded_report, the CLI's fast path's
+  choice too: the file whose sha256 the vouched record seals), or rendered from the recorded verdicts when there
+  is no such file (an older record).
 
 Anything else returns None before anything is printed or written: the full CLI runs from the start, as if this
 module did not exist. tests/test_restart_entry.py compares the bytes with the full judgement's in every mode.
@@ -47,10 +48,10 @@ from patchkit.run.fastpath import (
     Vouched,
     read_record,
     read_regular,
-    read_shown,
+    recorded_report,
     vouch_record,
 )
-from patchkit.run.recorded import files_text, load_report
+from patchkit.run.recorded import RecordedReport, shown_files
 from patchkit.run.records import record_names
 from patchkit.speak.plain import ALREADY_APPLIED, RawJSON, json_bytes, versioned
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
@@ -101,10 +102,10 @@ def _answer(request: Request) -> list[bytes] | None:
         if vouched is None:
             return None
         has_git = _has_git(root_fd)
-        shown = [read_shown(root_fd, root, v) if request.as_json else None for v, _ in vouched]
+        reports = [recorded_report(root_fd, root, v, rows=False) for v, _ in vouched] if request.as_json else []
     finally:
         os.close(root_fd)
-    pieces = render(request, root, vouched, has_git, shown)
+    pieces = render(request, root, vouched, has_git, reports)
     if pieces is None or not all(piece.isascii() for piece in pieces):
         return None  # another encoding: click's echo decides
     return pieces
@@ -309,17 +310,16 @@ def _has_git(root_fd: int) -> bool:
 
 def render(
     request: Request, root: str, answers: Sequence[tuple[Vouched, dict[str, Any]]], has_git: bool,
-    shown: Sequence[bytes | None],
+    reports: Sequence[RecordedReport | None],
 ) -> list[bytes] | None:
     """What the full path prints on stdout for this restart; None when it would say more (a pinned checkout).
-    `shown`: each patch's `files` as its apply rendered them (fastpath.read_shown), None where it must be
-    rendered here."""
+    `reports`: with --json, each patch's recorded verdicts (fastpath.recorded_report), in order."""
     if any(facts.get("pinned_commit") is not None and has_git for _, facts in answers):
         return None  # HEAD against the pinned commit: git answers, on the full path
     if request.as_json:
         documents = []
-        for (vouched, facts), files in zip(answers, shown, strict=True):
-            document = _document(root, vouched, facts, files)
+        for (vouched, facts), report in zip(answers, reports, strict=True):
+            document = _document(root, vouched, facts, report)
             if document is None:
                 return None
             documents.append(document)
@@ -338,24 +338,19 @@ def render(
     return [("\n".join(lines) + "\n").encode()]
 
 
-def _document(root: str, vouched: Vouched, facts: dict[str, Any], shown: bytes | None) -> dict[str, Any] | None:
-    """One patch's JSON document, as speak.report.outcome_json writes a restart's; `files` is `shown` if given,
-    else rendered from the recorded verdicts."""
+def _document(
+    root: str, vouched: Vouched, facts: dict[str, Any], report: RecordedReport | None
+) -> dict[str, Any] | None:
+    """One patch's JSON document, as speak.report.outcome_json writes a restart's, from its recorded verdicts
+    (`report`: fastpath.recorded_report's); None without them (verdicts patchkit did not write)."""
+    if report is None:
+        return None
     record, pinned = vouched.record, facts.get("pinned_commit")
-    if shown is not None:
-        # The report's hunk_set_sha256 is the record's (records.record_files and recorded.report_text both write
-        # the digest of the one hunk set the apply judged): the report need not be decoded for it.
-        digest, files = record.hunkset_sha256, shown
-    else:
-        try:
-            report = load_report(vouched.report)
-        except ValueError:
-            return None
-        digest, files = report.hunk_set_sha256, files_text(report.files).encode()
     return {
         "patch": record.patch, "action": "apply", "root": root, "state": "applied", "result": "already-applied",
         "reason": None, "exit_code": 0, "upstream": facts.get("upstream"),
-        "hunk_set_sha256": digest, "excluded": facts.get("excluded"), "files": RawJSON(files), "changes": [],
+        "hunk_set_sha256": report.hunk_set_sha256, "excluded": facts.get("excluded"),
+        "files": RawJSON(shown_files(report)), "changes": [],
         "base": {
             "state": "unknown", "pinned_commit": pinned, "head": None, "relation": None, "fingerprint": [],
             "drifted": [], "unchecked": [], "detail": UNKNOWN_UNPINNED if pinned is None else UNKNOWN_NO_GIT,

@@ -26,7 +26,7 @@ from patchkit.input.globs import match_glob
 from patchkit.input.tree import STATE_DIR, Root, Snapshot, open_child_dir
 from patchkit.judge.treestate import TreeState
 from patchkit.outcome import STATUS_EXIT, Action, BaseState, Origin, PatchState, RecordState, Result, combine
-from patchkit.run.fastpath import Vouched, add_block, check_restart, fast_block, read_shown, series_entry
+from patchkit.run.fastpath import add_block, check_restart, fast_block, recorded_report, series_entry
 from patchkit.run.progress import Phase, Progress
 from patchkit.run.provenance import (
     Provenance,
@@ -39,7 +39,7 @@ from patchkit.run.provenance import (
     read_record,
     with_fingerprint,
 )
-from patchkit.run.recorded import RecordedReport, files_text, load_report, report_text, verdict_entry
+from patchkit.run.recorded import RecordedReport, files_text, report_text, verdict_entry
 from patchkit.run.records import record_files, record_names, record_removal, shown_name
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT, LockWait, WaitHook, locked
 
@@ -253,7 +253,7 @@ def restart_outcomes(
                 tree = TreeState(root.path, HunkSet(str(spec.diff_path), (), ()), (), {})
                 recorded = None
                 if options.show_verdicts:
-                    recorded = recorded_verdicts(root, vouched, rows=options.verdict_rows)
+                    recorded = recorded_report(root.fd, root.path, vouched, rows=options.verdict_rows)
                     if recorded is None:
                         return None, recovered, True
                 check = RecordCheck(RecordState.CURRENT, f"{STATE_DIR}/{record_names(spec.id)[0]}", record, None, None)
@@ -267,29 +267,6 @@ def restart_outcomes(
             return outcomes, recovered, True
     except PatchkitError:  # the lock could not be had (a read-only tree, a timeout): the full path reports it
         return None, None, True
-
-
-def recorded_verdicts(root: Root, vouched: Vouched, *, rows: bool) -> RecordedReport | None:
-    """What a fast path's report prints of the records' verdicts (-v, --json): the `files` text the apply kept
-    (fastpath.read_shown), with the digest and excluded paths the record and its `restart` facts seal, when no
-    row is printed from the verdicts (not `rows`); else the recorded verdicts decoded (recorded.load_report), with
-    the kept text if there is one. None: verdicts patchkit did not write (the full judgement runs)."""
-    shown = read_shown(root.fd, root.path, vouched)
-    excluded = _excluded_paths(vouched.restart)
-    if shown is not None and not rows and excluded is not None:
-        return RecordedReport(vouched.record.hunkset_sha256, excluded, (), shown)
-    try:
-        return load_report(vouched.report)._replace(shown=shown)  # printed as recorded (patchkit.run.recorded)
-    except ValueError:
-        return None
-
-
-def _excluded_paths(facts: Any) -> tuple[str, ...] | None:
-    """The excluded paths of a record's `restart` facts (restart_facts: excluded_json's, in order), or None."""
-    excluded = facts.get("excluded") if isinstance(facts, dict) else None
-    if not isinstance(excluded, list) or not all(isinstance(e, dict) and type(e.get("path")) is str for e in excluded):
-        return None
-    return tuple(e["path"] for e in excluded)
 
 
 def _records_present(root: Root, names: Sequence[str]) -> bool:

@@ -27,7 +27,8 @@ bytes with the same code could only find the same verdicts, so they are trusted 
 And `shown`: the sha256 of `<id>.files` (records.shown_name), those verdicts rendered once at apply as the
 --json document's `files` list (patchkit.run.recorded.files_text). A --json restart prints that file when it
 has exactly this sha256 (read_shown), instead of decoding and rendering the verdicts again: the same text, as
-the code that rendered it is this code (`code`). A text restart never reads it.
+the code that rendered it is this code (`code`). A text restart never reads it. recorded_report makes that
+choice, for the CLI's fast path and the restart entry alike.
 
 This module never writes and never decides anything but "applied"; a record is only ever a reason to skip
 work, never a reason to write.
@@ -51,6 +52,7 @@ from patchkit import source_archive
 from patchkit.errors import PatchkitError
 from patchkit.input.reads import STATE_DIR, iter_all_at
 from patchkit.input.trust import Refusal, open_trusted_child
+from patchkit.run.recorded import RecordedReport, load_report
 from patchkit.run.records import AppliedRecord, record_fields, record_names, shown_name
 
 if TYPE_CHECKING:
@@ -278,6 +280,37 @@ def read_shown(root_fd: int, root: str | Path, vouched: Vouched) -> bytes | None
         except UnicodeDecodeError:
             return None
     return data
+
+
+def recorded_report(root_fd: int, root: str | Path, vouched: Vouched, *, rows: bool) -> RecordedReport | None:
+    """What a restart prints of one vouched patch's verdicts (-v, --json): the one choice between the kept
+    `files` text and the recorded verdicts, for the CLI's fast path (run.actions) and the restart entry
+    (patchkit.cli.restart) alike. Call under the root's lock.
+
+    The kept text (read_shown) with the digest the record seals and the excluded paths of its `restart` facts,
+    nothing decoded, when the text is there and no row is printed from the verdicts (not `rows`: --json without
+    -v); else the recorded verdicts decoded (recorded.load_report), with the kept text if there is one.
+    recorded.shown_files renders the document's `files` of either. None: verdicts patchkit did not write (the
+    full judgement runs)."""
+    shown = read_shown(root_fd, root, vouched)
+    excluded = _excluded_paths(vouched.restart)
+    if shown is not None and not rows and excluded is not None:
+        # The report's hunk_set_sha256 is the record's (records.record_files and recorded.report_text both write
+        # the digest of the one hunk set the apply judged): the report need not be decoded for it.
+        return RecordedReport(vouched.record.hunkset_sha256, excluded, (), shown)
+    try:
+        return load_report(vouched.report)._replace(shown=shown)  # printed as recorded (patchkit.run.recorded)
+    except ValueError:
+        return None
+
+
+def _excluded_paths(facts: Any) -> tuple[str, ...] | None:
+    """The excluded paths of a record's `restart` facts (run.actions.restart_facts: excluded_json's, in order),
+    or None."""
+    excluded = facts.get("excluded") if isinstance(facts, dict) else None
+    if not isinstance(excluded, list) or not all(isinstance(e, dict) and type(e.get("path")) is str for e in excluded):
+        return None
+    return tuple(e["path"] for e in excluded)
 
 
 def _sealed_by(block: Mapping[str, Any], data: bytes) -> bool:

@@ -140,6 +140,12 @@ def files_text(entries: Sequence[FileEntry]) -> str:
     return _json_list([_file_text(e) for e in entries], "")
 
 
+def shown_files(report: RecordedReport) -> str | bytes:
+    """The document's `files` of a restart's recorded report (fastpath.recorded_report): the text the apply kept
+    (`shown`, UTF-8) when there is one, else rendered from the recorded entries (files_text)."""
+    return report.shown if report.shown is not None else files_text(report.files)
+
+
 def _file_text(entry: FileEntry) -> str:
     return (
         f'  {{\n    "path": {_scalar(entry.path)},\n    "old_path": {_scalar(entry.old_path)},\n'

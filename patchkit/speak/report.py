@@ -28,7 +28,7 @@ from patchkit.outcome import (
 from patchkit.run.actions import Invocation, upstream_json
 from patchkit.run.actions import excluded_json as _excluded_json
 from patchkit.run.provenance import missing_files
-from patchkit.run.recorded import FileEntry, HunkEntry, files_text, verdict_entry
+from patchkit.run.recorded import FileEntry, HunkEntry, files_text, shown_files, verdict_entry
 from patchkit.speak.plain import ALREADY_APPLIED
 from patchkit.speak.plain import SCHEMA_VERSION as SCHEMA_VERSION
 from patchkit.speak.plain import RawJSON as RawJSON
@@ -86,8 +86,8 @@ def _entries(outcome: Outcome) -> Sequence[FileEntry]:
 
 def _files_json(outcome: Outcome) -> RawJSON:
     """The document's `files`: as a restart's records keep them rendered, else rendered from every file's entry."""
-    if outcome.recorded is not None and outcome.recorded.shown is not None:
-        return RawJSON(outcome.recorded.shown)
+    if outcome.recorded is not None:
+        return RawJSON(shown_files(outcome.recorded))
     return RawJSON(files_text(_entries(outcome)))
 
 
