@@ -13,8 +13,10 @@ the original back. This script adds what patchkit needs around it:
 - within it, coverage-guided selection (`--selection lines`, the default): one coverage run of the module's
   selection, with each test's node id as the context (in the pytest process, and in the CLI subprocesses its tests
   start, through COVERAGE_PROCESS_START and a sitecustomize written into the scratch copy for that run only),
-  maps each line to the tests that execute it; a mutant then runs only the tests of its statement, fastest
-  first, and the whole file selection when the map cannot say (a line run at import, or one no test reached).
+  maps each line to the tests that execute it (a forked child's lines too, and a process that ends with os._exit
+  saves first); a mutant then runs only the tests of its statement, fastest first, a module-level name's mutant
+  the tests of the functions that read it, and the whole file selection when the map cannot say (a decorator, a
+  class body, a name other files use, a line no test reached).
   The map is cached in .mutation-cache/, keyed by the digest of patchkit/, tests/ and the selection. `--compare`
   runs every mutant with the file selection as well, to check that no kill is lost;
 - `--sample N --seed S` runs a reproducible random subset of each module's mutants (what CI would run);
