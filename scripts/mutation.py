@@ -13,8 +13,10 @@ the original back. This script adds what patchkit needs around it:
 - within it, coverage-guided selection (`--selection lines`, the default): one coverage run of the module's
   selection, with each test's node id as the context (in the pytest process, and in the CLI subprocesses its tests
   start, through COVERAGE_PROCESS_START and a sitecustomize written into the scratch copy for that run only),
-  maps each line to the tests that execute it; a mutant then runs only the tests of its statement, fastest
-  first, and the whole file selection when the map cannot say (a line run at import, or one no test reached).
+  maps each line to the tests that execute it (a forked child's lines too, and a process that ends with os._exit
+  saves first); a mutant then runs only the tests of its statement, fastest first, a module-level name's mutant
+  the tests of the functions that read it, and the whole file selection when the map cannot say (a decorator, a
+  class body, a name other files use, a line no test reached).
   The map is cached in .mutation-cache/, keyed by the digest of patchkit/, tests/ and the selection. `--compare`
   runs every mutant with the file selection as well, to check that no kill is lost;
 - `--sample N --seed S` runs a reproducible random subset of each module's mutants (what CI would run);
@@ -45,6 +47,7 @@ import hashlib
 import json
 import os
 import random
+import re
 import shlex
 import shutil
 import subprocess
@@ -278,6 +281,7 @@ _CONTEXT_VAR = "MUTATION_TEST_CONTEXT"  # not PATCHKIT_*: tests.output_helpers.c
 # (the pytest run and the CLI its tests start, through PYTHONPATH) measures itself, labelled with the running test.
 _SITECUSTOMIZE = f'''\
 import os
+import signal
 if os.environ.get("COVERAGE_PROCESS_START"):
     import coverage
     _context = os.environ.get("{_CONTEXT_VAR}")
@@ -285,9 +289,39 @@ if os.environ.get("COVERAGE_PROCESS_START"):
         # a subprocess: its start is noted, so a process killed before coverage could save is known (see lost_tests)
         with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "started." + str(os.getpid())), "w") as _f:
             _f.write(_context)
-    _cov = coverage.process_startup()
+    # coverage's own .pth (a1_coverage.pth, coverage 7.7 on) may have started it already: then that instance
+    _cov = coverage.process_startup() or coverage.Coverage.current()
     if _cov is not None and _context:
         _cov.switch_context("sub:" + _context)
+    if _cov is not None:
+        def _save():
+            """Save what this process measured, then note its pid as saved (so measure_coverage counts none of its
+            tests as lost); in a forked child, coverage writes a data file of the child's own pid."""
+            try:
+                current = coverage.Coverage.current()
+                if current is not None:
+                    current.stop()
+                    current.save()
+                with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "saved." + str(os.getpid())), "w"):
+                    pass
+            except BaseException:  # nothing saved: the process stays lost (the conservative fallback)
+                pass
+
+        def _save_then_exit(code, _exit=os._exit):
+            """os._exit skips coverage's save at exit, and the CLI (cli.main.entry) and every forked child of a
+            test end with it."""
+            _save()
+            _exit(code)
+
+        def _save_then_kill(pid, signum, _kill=os.kill):
+            """A SIGKILL a process sends itself (the fault points of workspace/disk.py, PATCHKIT_FAULT_AFTER) leaves
+            no time to save: save first, then the kill as it was asked."""
+            if pid == os.getpid() and signum == signal.SIGKILL:
+                _save()
+            _kill(pid, signum)
+
+        os._exit = _save_then_exit
+        os.kill = _save_then_kill
 '''
 _PLUGIN = f'''\
 import json, os, time
@@ -298,15 +332,16 @@ _durations = {{}}
 
 
 def _note_fork():
-    """A test that forks (tests.safety_helpers.as_user) runs code in a child coverage cannot follow (it may drop to
-    another user and ends with os._exit): the test is noted, and build_map adds it to every line."""
+    """A test that forks (tests.safety_helpers.as_user) runs code in the child: coverage goes on measuring there
+    under the test's context and saves when the child ends with os._exit (the sitecustomize's wrapper). The child's
+    pid is noted with the test: a child that saves nothing (killed) makes the test lost, added to every line."""
     context = os.environ.get("{_CONTEXT_VAR}")
     if context:
-        with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "forked." + str(os.getpid())), "a") as f:
-            f.write(context + "\\n")
+        with open(os.path.join(os.environ["MUTATION_COVERAGE_DIR"], "forked." + str(os.getpid())), "w") as f:
+            f.write(context)
 
 
-os.register_at_fork(after_in_parent=_note_fork)
+os.register_at_fork(after_in_child=_note_fork)
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -354,8 +389,8 @@ def measure_coverage(module: str, tests: Sequence[str], where: Path) -> tuple[di
     """Run `tests` once under coverage (cwd: the scratch copy); return line -> contexts, durations, lost tests.
 
     A context is a test's node id (in the pytest process) or `sub:` + node id (in a CLI subprocess it started);
-    "" is the import, outside any test. A lost test started a subprocess that never saved its data (killed), or
-    forked a child (whose coverage is not followed).
+    "" is the import, outside any test. A forked child goes on under its test's context. A lost test started a
+    subprocess, or forked a child, that never saved its data (killed before it could: see _SITECUSTOMIZE).
     """
     # lazy: coverage is a dev tool, needed only to build a map
     import coverage
@@ -375,12 +410,11 @@ def measure_coverage(module: str, tests: Sequence[str], where: Path) -> tuple[di
     finally:
         Path("sitecustomize.py").unlink()
         Path("_mutation_contexts.py").unlink()
-    saved = {int(name.rsplit(".pid", 1)[1].split(".")[0]) for name in os.listdir(where) if ".pid" in name}
-    lost = {(where / name).read_text(encoding="utf-8") for name in os.listdir(where)
-            if name.startswith("started.") and int(name.split(".")[1]) not in saved}
-    for name in os.listdir(where):
-        if name.startswith("forked."):
-            lost |= set((where / name).read_text(encoding="utf-8").splitlines())  # node ids may hold spaces
+    names = os.listdir(where)
+    saved = {int(name.rsplit(".pid", 1)[1].split(".")[0]) for name in names if ".pid" in name}
+    saved |= {int(name.split(".")[1]) for name in names if name.startswith("saved.")}
+    lost = {(where / name).read_text(encoding="utf-8") for name in names
+            if name.startswith(("started.", "forked.")) and int(name.split(".")[1]) not in saved}
     combined = coverage.Coverage(config_file=str(rc))
     combined.combine(data_paths=[str(where)])
     data = combined.get_data()
@@ -433,15 +467,23 @@ def load_map(module: str, tests: Sequence[str]) -> tuple[LineMap, bool]:
 
 @dataclass
 class CodeShape:
-    """Where a mutant's line sits: its statement's header lines, and the body of the function around it."""
+    """Where a mutant's line sits: its statement's header lines, the body of the function around it, and for a line
+    run at import that only some functions depend on, those functions' bodies."""
 
     headers: dict[int, range]  # line -> its innermost statement's header (simple statement: all of it)
     functions: dict[int, range]  # line -> the lines of the innermost function containing it
+    # the lines outside every function's body (module level, class bodies, signatures, decorators): run at import,
+    # whichever test (if any) imported the module first: coverage's context for them says nothing
+    import_time: set[int] = field(default_factory=set)
+    # line run at import -> the bodies of the functions whose tests stand in for it (import_readers); a line not
+    # listed runs the file selection
+    readers: dict[int, list[range]] = field(default_factory=dict)
 
 
-def code_shape(module: str) -> CodeShape:
+def code_shape(module: str, elsewhere: Sequence[Path] | None = None) -> CodeShape:
     """`module`'s statement headers (where coverage may have recorded the statement a mutant on a line belongs to:
-    a simple statement's lines, a compound one's up to its body) and its functions' bodies."""
+    a simple statement's lines, a compound one's up to its body), its functions' bodies, and the readers of its
+    import-time lines (import_readers; `elsewhere`: the files searched for other users of its names)."""
     tree = ast.parse(Path(module).read_text(encoding="utf-8"))
     shape = CodeShape({}, {})
     for node in ast.walk(tree):  # outer nodes first, so an inner one overwrites their lines
@@ -459,7 +501,237 @@ def code_shape(module: str) -> CodeShape:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             body = range(node.body[0].lineno, node.end_lineno + 1)
             shape.functions.update(dict.fromkeys(body, body))
+    lines = len(Path(module).read_text(encoding="utf-8").splitlines())
+    shape.import_time = set(range(1, lines + 1)) - set(shape.functions)
+    shape.readers = import_readers(module, tree, _other_sources(module) if elsewhere is None else elsewhere)
     return shape
+
+
+def _body(function: ast.FunctionDef | ast.AsyncFunctionDef) -> range:
+    return range(function.body[0].lineno, (function.end_lineno or function.body[-1].lineno) + 1)
+
+
+def _module_uses(tree: ast.Module, lazy: bool) -> tuple[dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]],
+                                                         dict[str, list[ast.stmt | None]]]:
+    """Where each name is read: name -> the functions whose body (or whose default, evaluated at import for them)
+    reads it; name -> the module-level statements that read it otherwise (None: in a place no rule reads, such as
+    a decorator, a class body or an evaluated annotation)."""
+    in_functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    at_import: dict[str, list[ast.stmt | None]] = {}
+
+    def loads(node: ast.AST | None) -> set[str]:
+        found = set()
+        for inner in ast.walk(node) if node is not None else ():
+            if isinstance(inner, ast.Name) and isinstance(inner.ctx, ast.Load):
+                found.add(inner.id)
+        return found
+
+    def function_parts(function: ast.FunctionDef | ast.AsyncFunctionDef) -> tuple[list[ast.AST], list[ast.AST]]:
+        """(its defaults, what else of its header runs where it is defined: decorators, evaluated annotations)"""
+        args = function.args
+        defaults: list[ast.AST] = [*args.defaults, *(d for d in args.kw_defaults if d is not None)]
+        header: list[ast.AST] = list(function.decorator_list)
+        if not lazy:
+            header += [a.annotation for a in (*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg,
+                                              args.kwarg) if a is not None and a.annotation is not None]
+            header += [function.returns] if function.returns is not None else []
+        return defaults, header
+
+    def visit_function(function: ast.FunctionDef | ast.AsyncFunctionDef) -> None:
+        defaults, header = function_parts(function)
+        for part in defaults:
+            for name in loads(part):
+                in_functions.setdefault(name, []).append(function)
+        for part in header:
+            for name in loads(part):
+                at_import.setdefault(name, []).append(None)
+        for name in loads(ast.Module(body=function.body, type_ignores=[])):
+            in_functions.setdefault(name, []).append(function)  # nested functions' reads: the outer one's too
+
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            visit_function(statement)
+        elif isinstance(statement, ast.ClassDef):
+            for inner in statement.body:
+                if isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    visit_function(inner)
+                else:
+                    for name in loads(inner):
+                        at_import.setdefault(name, []).append(None)
+            for part in (*statement.decorator_list, *statement.bases, *(k.value for k in statement.keywords)):
+                for name in loads(part):
+                    at_import.setdefault(name, []).append(None)
+        elif _assigned_names(statement) is not None:  # NAME = value: read into NAME's readers (import_readers)
+            value = getattr(statement, "value", None)
+            for name in loads(value):
+                at_import.setdefault(name, []).append(statement)
+            if isinstance(statement, ast.AnnAssign) and not lazy:
+                for name in loads(statement.annotation):
+                    at_import.setdefault(name, []).append(None)
+        else:  # anything else run at import (a condition, a call, a subscript's target): no rule follows it
+            for name in loads(statement):
+                at_import.setdefault(name, []).append(None)
+    return in_functions, at_import
+
+
+def _assigned_names(statement: ast.stmt) -> list[str] | None:
+    """The names a module-level assignment binds, when it binds only plain names (else None)."""
+    if isinstance(statement, ast.Assign):
+        targets = statement.targets
+    elif isinstance(statement, (ast.AnnAssign, ast.AugAssign)):
+        targets = [statement.target]
+    else:
+        return None
+    names: list[str] = []
+    for target in targets:
+        for element in target.elts if isinstance(target, (ast.Tuple, ast.List)) else [target]:
+            if not isinstance(element, ast.Name):
+                return None
+            names.append(element.id)
+    return names
+
+
+def import_readers(module: str, tree: ast.Module, elsewhere: Sequence[Path]) -> dict[int, list[range]]:
+    """For the lines run at import whose effect only some functions see: line -> those functions' bodies.
+
+    - a module-level assignment of plain names (a constant): the functions whose body reads one of those names,
+      or has it in a default; where a name is read by another such assignment at module level, that one's readers
+      too (transitively); read anywhere else at import (a decorator, a class body, a condition, a call) or named
+      by another file (`module.NAME`, `from module import NAME`, monkeypatch: any file that imports the module
+      or names it and holds the word), or in `__all__`: not listed;
+    - a function's (or a module-level class's method's) signature, outside its decorators: its defaults are the
+      only part of it run for the function alone (annotations are never evaluated under
+      `from __future__ import annotations`; without it the module's signatures are not listed): its own body.
+
+    Not listed (the file selection): anything else run at import, and every line of a module that uses
+    `globals()` or `vars()`. select_tests also falls back to the file selection when a reader's body itself ran
+    at import (its result may be kept by a constant) or when no test ran the readers.
+    """
+    lazy = any(isinstance(node, ast.ImportFrom) and node.module == "__future__"
+               and any(alias.name == "annotations" for alias in node.names) for node in tree.body)
+    names_read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    if names_read & {"globals", "vars"}:
+        return {}
+    in_functions, at_import = _module_uses(tree, lazy)
+    outside = _names_used_elsewhere(module, elsewhere)
+    exported: set[str] = set()
+    for statement in tree.body:
+        if "__all__" in (_assigned_names(statement) or ()):
+            exported |= {node.value for node in ast.walk(statement) if isinstance(node, ast.Constant)
+                         and isinstance(node.value, str)}
+
+    run_at_import = _run_at_import(tree, in_functions, at_import)
+
+    def readers(name: str, seen: frozenset[str]) -> list[range] | None:
+        if name in outside or name in exported or name in seen:
+            return None
+        functions = in_functions.get(name, [])
+        if any(function in run_at_import for function in functions):
+            return None  # what it reads may be kept at import (a table built by a call): any importer may see it
+        found = [_body(function) for function in functions]
+        for statement in at_import.get(name, ()):
+            bound = _assigned_names(statement) if statement is not None else None
+            if bound is None:
+                return None
+            for other in bound:
+                more = readers(other, seen | {name})
+                if more is None:
+                    return None
+                found += more
+        return found
+
+    listed: dict[int, list[range]] = {}
+    for statement in tree.body:
+        functions: list[ast.FunctionDef | ast.AsyncFunctionDef] = []
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            functions = [statement]
+        elif isinstance(statement, ast.ClassDef):
+            functions = [n for n in statement.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))]
+        for function in functions:
+            if lazy:  # the signature: from the `def` to the line before the body (a one-line def: that line)
+                lines = range(function.lineno, max(function.body[0].lineno, function.lineno + 1))
+                listed.update({line: [_body(function)] for line in lines})
+        bound = _assigned_names(statement)
+        if bound and statement.end_lineno is not None:
+            found: list[range] = []
+            for name in bound:
+                more = readers(name, frozenset())
+                if more is None:
+                    break
+                found += more
+            else:
+                listed.update(dict.fromkeys(range(statement.lineno, statement.end_lineno + 1), found))
+    return listed
+
+
+def _run_at_import(tree: ast.Module, in_functions: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]],
+                   at_import: dict[str, list[ast.stmt | None]]) -> set[ast.FunctionDef | ast.AsyncFunctionDef]:
+    """The module's functions that may run at import: those whose name (or whose class's name) is read at module
+    level (a call, a decorator, a default), and those their bodies read, transitively."""
+    by_name: dict[str, list[ast.FunctionDef | ast.AsyncFunctionDef]] = {}
+    for statement in tree.body:
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            by_name.setdefault(statement.name, []).append(statement)
+        elif isinstance(statement, ast.ClassDef):
+            by_name.setdefault(statement.name, []).extend(
+                n for n in statement.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)))
+    reads: dict[ast.FunctionDef | ast.AsyncFunctionDef, set[str]] = {}
+    for name, functions in in_functions.items():
+        for function in functions:
+            reads.setdefault(function, set()).add(name)
+    pending = [function for name in at_import for function in by_name.get(name, ())]
+    found: set[ast.FunctionDef | ast.AsyncFunctionDef] = set()
+    while pending:
+        function = pending.pop()
+        if function not in found:
+            found.add(function)
+            pending += [other for name in reads.get(function, ()) for other in by_name.get(name, ())]
+    return found
+
+
+def _other_sources(module: str) -> list[Path]:
+    """The Python files (under the cwd: the scratch copy) that may use `module`'s names: patchkit, the tests,
+    the scripts and the benchmarks."""
+    found = [path for folder in ("patchkit", "tests", "scripts", "benchmarks") for path in Path(folder).rglob("*.py")]
+    return sorted(path for path in found if path.resolve() != Path(module).resolve())
+
+
+def _names_used_elsewhere(module: str, elsewhere: Sequence[Path]) -> set[str]:
+    """The words of the files in `elsewhere` that import `module` (or name it in a string, as monkeypatch.setattr
+    may), and the names they import from it; every name when one of them imports `*` from it."""
+    dotted = Path(module).with_suffix("").as_posix().replace("/", ".").removesuffix(".__init__")
+    package, _, short = dotted.rpartition(".")
+    used: set[str] = set()
+    for path in elsewhere:
+        text = path.read_text(encoding="utf-8", errors="replace")
+        if short not in text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        refers = dotted in text
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                refers |= any(alias.name == dotted or alias.name.startswith(dotted + ".") for alias in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                source = node.module or ""
+                if node.level:  # relative: against the importing file's package
+                    parts = path.with_suffix("").as_posix().split("/")[:-node.level]
+                    source = ".".join([*parts, *([source] if source else [])])
+                if source == dotted:
+                    names = {alias.name for alias in node.names}
+                    if "*" in names:
+                        return {"*"} | _words(Path(module).read_text(encoding="utf-8"))
+                    used |= names
+                refers |= source == package and any(alias.name == short for alias in node.names)
+        if refers:
+            used |= _words(text)
+    return used
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z_][A-Za-z_0-9]*", text))
 
 
 def select_tests(mutant: Mutant, line_map: LineMap, shape: CodeShape) -> list[str] | None:
@@ -467,11 +739,18 @@ def select_tests(mutant: Mutant, line_map: LineMap, shape: CodeShape) -> list[st
 
     A statement inside a function that no test reached (an `except` clause whose error never happened, say) gets
     the tests that ran that function: a test that makes it run has to enter the function first. A line run at
-    import (a constant, a signature, a decorator) gets None: any importer may depend on it.
+    import (a constant, a signature, a decorator) gets the tests of the functions that read it (shape.readers:
+    import_readers), unless one of those ran at import too; otherwise None: any importer may depend on it.
     """
     lines = {mutant.line, *shape.headers.get(mutant.line, ())}
-    if any(line in line_map.imported for line in lines):
-        return None
+    if any(line in line_map.imported or line in shape.import_time for line in lines):
+        bodies = shape.readers.get(mutant.line)
+        if bodies is None:
+            return None
+        read = {line for body in bodies for line in body}
+        if read & set(line_map.imported):
+            return None
+        lines = read  # not the statement's own contexts: the test that happened to import the module first
     chosen = {node for line in lines for node in line_map.lines.get(line, ())}
     if not chosen:
         chosen = {node for line in shape.functions.get(mutant.line, ()) for node in line_map.lines.get(line, ())}
