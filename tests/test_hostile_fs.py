@@ -196,6 +196,52 @@ def test_a_disk_that_fills_up_mid_write_is_restored_without_new_inodes(case: Cas
     assert runs >= 5
 
 
+def test_a_fault_after_n_operations_stops_the_run_before_operation_n_plus_1(case: Case) -> None:
+    """The fault injection every campaign here relies on (docs/safety.md): PATCHKIT_FAULT_AFTER=0 kills before
+    the first filesystem operation of the apply, =1 after exactly one (the journal's temp file, created in the
+    state folder; the lock and .gitignore are not transaction operations).
+
+    Kills patchkit/workspace/disk.py:74:core/NumberReplacer#5 and ReplaceComparisonOperator_Gt_GtE#0
+    (`_left > -1`, `>= 0`: every fault one operation late)."""
+    temps = []
+    for n in (0, 1):
+        root = case.fresh(f"fault-after-{n}")
+        assert run_forked(case.args("apply", root), fault_env(n)).killed, n
+        assert image(root) == case.original, n
+        assert sorted(p.name for p in (root / STATE).iterdir() if not TEMP_NAME.fullmatch(p.name)) == [
+            ".gitignore", "lock"], n
+        temps.append([p.name for p in (root / STATE).iterdir() if TEMP_NAME.fullmatch(p.name)])
+    assert [len(t) for t in temps] == [0, 1], temps
+
+
+@needs_root
+def test_a_persistent_fault_fails_every_later_operation_that_needs_space(case: Case, user: tuple[int, int]) -> None:
+    """PATCHKIT_FAULT_PERSIST (docs/safety.md): from the fault on, every later create, write, link and mkdir fails
+    with the same errno, and without it the fault is one-shot. Observed where patchkit itself passes over a
+    failed operation: as root on a tree another user owns, each new file is chowned to the owner of the file it
+    replaces, and an EPERM there is what a run without root gets, so the file just stays the run's own.
+
+    Kills patchkit/workspace/disk.py:59:core/ReplaceAndWithOr#0 (every injected errno persisting) and
+    ReplaceComparisonOperator_IsNot_Is#0 (none persisting), and :67 AddNot#7 and IsNot_Is#1 (the persisting
+    failure an AssertionError: a traceback, not a clean rollback)."""
+    for n in range(0, 100):
+        root = case.fresh("persist-chown")
+        chown_tree(root, *user)
+        run = run_forked(case.args("apply", root), fault_env(n, "EPERM"))
+        if run.code == 0:  # operation n+1 was an fchown: its one EPERM passed over, the apply completed
+            break
+        assert run.code == 7 and "Traceback" not in run.err, (n, run.code, run.err)
+    else:
+        raise AssertionError("no operation's EPERM was passed over")
+    assert whole_state(case, root) == "after"
+    root = case.fresh("persist-chown")
+    chown_tree(root, *user)
+    run = run_forked(case.args("apply", root), {**fault_env(n, "EPERM"), "PATCHKIT_FAULT_PERSIST": "1"})
+    assert run.code == 7, (n, run.code, run.err)
+    assert "Operation not permitted; the tree was restored" in run.err and "Traceback" not in run.err, run.err
+    assert image(root) == case.original and leftovers(root) == []
+
+
 # -------------------------------------------------------------------------------------------- signals
 
 
@@ -281,6 +327,33 @@ def test_a_sigterm_handler_of_the_callers_is_replaced_for_the_run(case: Case) ->
     assert run.code == 143, (run.code, run.err)
     assert whole_state(case, root) == "before"
     assert leftovers(root) == []
+
+
+def test_the_fault_signal_is_sent_again_before_every_later_operation(case: Case, tmp_path: Path) -> None:
+    """PATCHKIT_FAULT_SIGNAL (docs/safety.md) repeats its signal before every operation after the fault, as a
+    supervisor repeating SIGTERM would: what the rollback-to-its-end tests above rely on. The forked run's
+    os.kill is recorded: the signal goes out at the fault and again during the rollback that follows.
+
+    Kills patchkit/workspace/disk.py:79:core/ReplaceTrueWithFalse#1 (the signal sent once only)."""
+    sent = tmp_path / "kills"
+    real_kill = os.kill
+
+    def record_kills() -> None:
+        signals_as_in_a_terminal()
+
+        def kill(pid: int, sig: int) -> None:
+            with open(sent, "a", encoding="ascii") as out:
+                out.write(f"{sig}\n")
+            real_kill(pid, sig)
+
+        os.kill = kill  # the forked child's own os module: this process's stays as it was
+
+    root = case.fresh("signal-repeated")
+    run = run_forked(case.args("apply", root), {**fault_env(14), "PATCHKIT_FAULT_SIGNAL": "TERM"},
+                     before=record_kills)
+    assert run.code == 143 and whole_state(case, root) == "before", (run.code, run.err)
+    kills = sent.read_text(encoding="ascii").split()
+    assert len(kills) >= 2 and set(kills) == {str(int(signal.SIGTERM))}, kills
 
 
 def test_a_real_sigterm_to_a_fresh_interpreter_leaves_a_whole_tree(case: Case) -> None:

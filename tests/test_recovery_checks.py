@@ -214,12 +214,38 @@ def _forge_an_original_past_the_end(doc: dict[str, Any], body: bytes) -> bytes:
     return body
 
 
+def _forge_an_older_format(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["format"] = 2  # the journal format before this one (3): its fields are not the ones read here
+    return body
+
+
+def _forge_a_newer_format(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["format"] = 4  # a later patchkit's journal
+    return body
+
+
+def _forge_a_float_format(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["format"] = 3.0  # equal to 3, but not the integer patchkit writes
+    return body
+
+
+def _forge_a_state_file_under_the_lock(doc: dict[str, Any], body: bytes) -> bytes:
+    # a state entry whose first component is a reserved state name (the lock), its last an ordinary one
+    doc["entries"][0].update(area="state", path="lock/evil.json")
+    return body
+
+
 @pytest.mark.parametrize(("forge", "message"), [
     (_forge_temp_not_ours, "temp name 'evil.tmp'"),
     (_forge_temp_of_the_wrong_kind, "is not one patchkit makes"),
     (_forge_a_bool_uid, "number True"),
     (_forge_an_original_past_the_end, "an original lies outside the journal"),
-], ids=["temp-not-ours", "temp-of-the-wrong-kind", "bool-uid", "original-past-the-end"])
+    (_forge_an_older_format, "(format 2)"),
+    (_forge_a_newer_format, "(format 4)"),
+    (_forge_a_float_format, "(number 3.0)"),
+    (_forge_a_state_file_under_the_lock, "state file name 'lock/evil.json' is reserved by patchkit"),
+], ids=["temp-not-ours", "temp-of-the-wrong-kind", "bool-uid", "original-past-the-end", "older-format",
+        "newer-format", "float-format", "state-file-under-the-lock"])
 def test_a_journal_with_a_forged_field_is_not_replayed(
     case: Case, forge: Callable[[dict[str, Any], bytes], bytes], message: str
 ) -> None:
@@ -227,8 +253,12 @@ def test_a_journal_with_a_forged_field_is_not_replayed(
     journal named and kept, the tree untouched, no traceback).
 
     Kills patchkit/workspace/journal.py:170:core/ReplaceOrWithAnd#2 (a temp name had to fail both the pattern
-    and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1) and
-    :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end)."""
+    and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1),
+    :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end), :31 NumberReplacer#0 and
+    #1 (the format written and read became 4 or 2: the other format's journal was replayed), :136
+    NotEq_Gt#0 and NotEq_Lt#0 (an older or a newer format accepted; the format must be the integer 3, so
+    `is not` there reads as `!=`: CPython's small ints are cached) and :89 NumberReplacer#3 (`parts[-1]`: a
+    name under the lock passed as a state file)."""
     for n in range(8, 60):
         root = case.fresh("forged")
         run_forked(case.args("apply", root), fault_env(n))
@@ -247,3 +277,65 @@ def test_a_journal_with_a_forged_field_is_not_replayed(
     assert "journal of an interrupted transaction is unreadable" in run.err and message in run.err, run.err
     assert str(journal) in run.err and "Traceback" not in run.err, run.err
     assert image(root) == before and journal.exists()
+
+
+@pytest.fixture(scope="module")
+def unicode_case() -> Iterator[Case]:
+    # File and folder names outside ASCII (valid UTF-8: a diff may carry them, git quotes them octal-escaped).
+    before = {"engine/d\u00e9j\u00e0 vu/caf\u00e9.py": (b"a = 1\nb = 2\n", 0o644),
+              "engine/\u65e5\u672c.txt": (b"one\n", 0o600)}
+    after = {"engine/d\u00e9j\u00e0 vu/caf\u00e9.py": (b"a = 1\nb = 3\n", 0o644),
+             "engine/\u65e5\u672c.txt": (b"two\n", 0o600)}
+    with shared_case(before, after) as made:
+        yield made
+
+
+def test_an_interrupted_apply_of_files_with_non_ascii_names_is_rolled_back(unicode_case: Case) -> None:
+    """The journal names every path, and the paths of a tree need not be ASCII: a killed apply of such files
+    leaves a journal the next run reads, and it puts the tree back whole (or completes it).
+
+    Kills patchkit/workspace/journal.py:125:core/ReplaceTrueWithFalse#3 (`ensure_ascii=False`: a header with
+    a non-ASCII name could not be encoded, so no apply of such a file could start)."""
+    checked = 0
+    for n in range(0, 100):
+        root = unicode_case.fresh("unicode")
+        if not run_forked(unicode_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        checked += 1
+        run = run_forked(unicode_case.args("status", root))
+        assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
+        assert whole_state(unicode_case, root) is not None, f"kill after op {n}: a mixed tree: {run.err}"
+        assert not (root / ".patchkit" / "journal.json").exists()
+    assert checked >= 2, f"only {checked} kill points left a journal"
+
+
+MANY = 300  # more journal entries than CPython's cached small ints (up to 256)
+
+
+@pytest.fixture(scope="module")
+def many_case() -> Iterator[Case]:
+    before = {f"engine/m/f{i:03}.py": (b"v = %d\n" % i, 0o644) for i in range(MANY)}
+    after = {f"engine/m/f{i:03}.py": (b"v = %d\n" % -i, 0o644) for i in range(MANY)}
+    with shared_case(before, after) as made:
+        yield made
+
+
+def test_an_interrupted_apply_of_300_files_is_rolled_back(many_case: Case) -> None:
+    """A patch of 300 files: the journal of its killed apply lists 300 paths, none twice, and the next run
+    rolls the tree back from it.
+
+    Kills patchkit/workspace/journal.py:144:core/ReplaceComparisonOperator_NotEq_IsNot#1 (`len(set) is not
+    len(list)`: true for two equal counts above 256, so every journal of more than 256 paths was refused as
+    listing a path twice)."""
+    for n in range(20, 400, 40):
+        root = many_case.fresh("many")
+        assert run_forked(many_case.args("apply", root), fault_env(n)).killed, n
+        if (root / ".patchkit" / "journal.json").exists() and whole_state(many_case, root) is None:
+            break
+    else:
+        raise AssertionError("no kill point left a journal and a mixed tree")
+    run = run_forked(many_case.args("status", root))
+    assert run.code == 3 and "rolled back" in run.err and "Traceback" not in run.err, (n, run.code, run.err)
+    assert image(root) == many_case.original
