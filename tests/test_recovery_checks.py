@@ -346,3 +346,32 @@ def test_an_interrupted_apply_of_300_files_is_rolled_back(many_case: Case) -> No
     run = run_forked(many_case.args("status", root))
     assert run.code == 3 and "rolled back" in run.err and "Traceback" not in run.err, (n, run.code, run.err)
     assert image(root) == many_case.original
+
+
+@pytest.fixture(scope="module")
+def closed_case() -> Iterator[Case]:
+    # A file of mode 0000 (nobody but root may read it), edited: root's run reads and keeps that mode.
+    with shared_case({"engine/closed.py": (b"a = 1\n", 0o000), "engine/open.py": (b"b = 1\n", 0o644)},
+                     {"engine/closed.py": (b"a = 2\n", 0o000), "engine/open.py": (b"b = 2\n", 0o644)}) as made:
+        yield made
+
+
+@needs_root
+def test_an_interrupted_apply_of_a_file_of_mode_0000_is_rolled_back(closed_case: Case) -> None:
+    """Mode 0 is a mode like any other in the journal: the killed apply's journal is read back and the file
+    returns with its bytes and its mode 0000.
+
+    Kills patchkit/workspace/journal.py:203:core/ReplaceBinaryOperator_BitAnd_Pow#0 (`value ** ~widest`:
+    0 ** -4096 raised ZeroDivisionError, a traceback instead of the rollback)."""
+    checked = 0
+    for n in range(0, 100):
+        root = closed_case.fresh("closed")
+        if not run_forked(closed_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        checked += 1
+        run = run_forked(closed_case.args("status", root))
+        assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
+        assert whole_state(closed_case, root) is not None, f"kill after op {n}: a mixed tree: {run.err}"
+    assert checked >= 2, f"only {checked} kill points left a journal"
