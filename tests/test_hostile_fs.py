@@ -102,6 +102,72 @@ def test_temp_files_are_created_exclusively_and_checked(tmp_path: Path) -> None:
         os.close(fd)
 
 
+@pytest.mark.parametrize("race", ["linked", "unlinked"])
+def test_a_temp_file_linked_or_unlinked_by_another_process_before_its_check_is_never_written(
+    case: Case, tmp_path: Path, race: str
+) -> None:
+    """Between the exclusive create of a temp file in the tree and its check on the descriptor, another process
+    (the tree's owner) links the new name elsewhere (to read what is written) or unlinks it: the file is not a
+    fresh one of ours (one link), so nothing is written into it, and the apply stops cleanly, the tree as it
+    was. The race is made in the forked run: its first fstat of a tree temp file does the other's part first.
+
+    Kills patchkit/workspace/disk.py:94:core/ReplaceComparisonOperator_NotEq_Lt#0 (`st_nlink < 1`: the linked
+    file was written through) and NotEq_Gt#0 (`st_nlink > 1`: the unlinked one was written, and the apply failed
+    later, at the replace, for another reason)."""
+    stolen = case.workdir / f"stolen-{race}"  # outside the root, on the same filesystem
+    stolen.unlink(missing_ok=True)
+    real_fstat = os.fstat
+
+    def race_the_check() -> None:
+        done = []
+
+        def fstat(fd: int) -> os.stat_result:
+            path = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+            tree_temp = TEMP_NAME.fullmatch(os.path.basename(path)) and f"/{STATE}/" not in path
+            if not done and tree_temp and path.endswith(".tmp"):
+                done.append(path)
+                if race == "linked":
+                    os.link(path, stolen)
+                else:
+                    os.unlink(path)
+            return real_fstat(fd)
+
+        os.fstat = fstat  # the forked child's own os module
+
+    root = case.fresh(f"raced-{race}")
+    run = run_forked(case.args("apply", root), before=race_the_check)
+    assert run.code == 7 and "not a fresh file of ours" in run.err and "Traceback" not in run.err, (
+        run.code, run.err)
+    assert image(root) == case.original and leftovers(root) == []
+    if race == "linked":
+        assert stolen.read_bytes() == b"", "bytes were written into a file another process holds a link to"
+
+
+def test_a_state_gitignore_that_cannot_be_written_is_a_clear_error_before_any_change(case: Case) -> None:
+    """`.patchkit/.gitignore` is written before the transaction, outside the journal: when its temp file is not
+    a fresh one of ours (or the disk is full), the run says so (exit 7, the file named), writes nothing to the
+    tree, and is not an internal error. Found by the full mutation run of disk.py (the check on the descriptor
+    raised FileExistsError, which reached the CLI as "internal error, please report", exit 10)."""
+    real_fstat = os.fstat
+
+    def race_the_check() -> None:
+        def fstat(fd: int) -> os.stat_result:
+            path = os.readlink(f"/proc/self/fd/{fd}") if isinstance(fd, int) else ""
+            if TEMP_NAME.fullmatch(os.path.basename(path)) and f"/{STATE}/" in path:
+                os.unlink(path)  # gone before its check: not a fresh file of ours any more
+            return real_fstat(fd)
+
+        os.fstat = fstat  # the forked child's own os module
+
+    root = case.fresh("gitignore-raced")
+    run = run_forked(case.args("apply", root), before=race_the_check)
+    assert run.code == 7 and "Traceback" not in run.err and "internal error" not in run.err, (run.code, run.err)
+    said = f"{root}/{STATE}/.gitignore: cannot write .gitignore: the new temp file is not a fresh file of ours"
+    assert f"{said}; nothing was changed" in run.err, run.err
+    assert image(root) == case.original and not (root / STATE / ".gitignore").exists()
+    assert run_forked(case.args("apply", root)).code == 0 and whole_state(case, root) == "after"
+
+
 # ----------------------------------------------------------------------------------------- long names
 
 
