@@ -212,6 +212,11 @@ def _forge_a_negative_inode(doc: dict[str, Any], body: bytes) -> bytes:
     return body
 
 
+def _forge_a_bool_mode(doc: dict[str, Any], body: bytes) -> bytes:
+    next(e for e in doc["entries"] if e["before"] is not None)["before"]["mode"] = True  # not a mode: JSON true
+    return body
+
+
 def _forge_an_original_past_the_end(doc: dict[str, Any], body: bytes) -> bytes:
     # offset + size one past the end, while offset ^ size (== 0) is not: the bound is the sum
     before = next(e for e in doc["entries"] if e["before"] is not None and e["before"]["offset"] is not None)["before"]
@@ -246,12 +251,13 @@ def _forge_a_state_file_under_the_lock(doc: dict[str, Any], body: bytes) -> byte
     (_forge_a_bool_uid, "number True"),
     (_forge_an_original_past_the_end, "an original lies outside the journal"),
     (_forge_a_negative_inode, "(number -1)"),
+    (_forge_a_bool_mode, "(mode True)"),
     (_forge_an_older_format, "(format 2)"),
     (_forge_a_newer_format, "(format 4)"),
     (_forge_a_float_format, "(number 3.0)"),
     (_forge_a_state_file_under_the_lock, "state file name 'lock/evil.json' is reserved by patchkit"),
 ], ids=["temp-not-ours", "temp-of-the-wrong-kind", "bool-uid", "original-past-the-end", "negative-inode",
-        "older-format", "newer-format", "float-format", "state-file-under-the-lock"])
+        "bool-mode", "older-format", "newer-format", "float-format", "state-file-under-the-lock"])
 def test_a_journal_with_a_forged_field_is_not_replayed(
     case: Case, forge: Callable[[dict[str, Any], bytes], bytes], message: str
 ) -> None:
@@ -261,7 +267,7 @@ def test_a_journal_with_a_forged_field_is_not_replayed(
     Kills patchkit/workspace/journal.py:170:core/ReplaceOrWithAnd#2 (a temp name had to fail both the pattern
     and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1),
     :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end), :197 NumberReplacer#9
-    (`value < -1`: a count of -1 passed), :31 NumberReplacer#0 and
+    (`value < -1`: a count of -1 passed), :203 ReplaceOrWithAnd#5 and #6 (`True` taken as mode 1), :31 NumberReplacer#0 and
     #1 (the format written and read became 4 or 2: the other format's journal was replayed), :136
     NotEq_Gt#0 and NotEq_Lt#0 (an older or a newer format accepted; the format must be the integer 3, so
     `is not` there reads as `!=`: CPython's small ints are cached) and :89 NumberReplacer#3 (`parts[-1]`: a
