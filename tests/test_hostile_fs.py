@@ -6,6 +6,7 @@ from __future__ import annotations
 import errno
 import os
 import signal
+import stat
 import struct
 import subprocess
 import time
@@ -166,6 +167,34 @@ def test_a_state_gitignore_that_cannot_be_written_is_a_clear_error_before_any_ch
     assert f"{said}; nothing was changed" in run.err, run.err
     assert image(root) == case.original and not (root / STATE / ".gitignore").exists()
     assert run_forked(case.args("apply", root)).code == 0 and whole_state(case, root) == "after"
+
+
+def test_a_new_folder_in_the_tree_is_closed_to_others_until_its_mode_is_set(case: Case, tmp_path: Path) -> None:
+    """The apply makes the new folders a patch needs (engine/moved, engine/plugins/extra): each is 0700 from its
+    mkdir on, whatever the umask, until its real mode is set on its descriptor, so nobody else can enter it or
+    write in it in between. The forked run's os.mkdir is watched (umask 0): the mode right after each mkdir.
+
+    Kills patchkit/workspace/disk.py:129:core/NumberReplacer#12 and #13 (`os.mkdir(name, 0o701)` / `0o677`)."""
+    seen = tmp_path / "modes"
+    real_mkdir = os.mkdir
+
+    def watch_mkdirs() -> None:
+        os.umask(0)
+
+        def mkdir(path: str, mode: int = 0o777, *, dir_fd: int | None = None) -> None:
+            real_mkdir(path, mode, dir_fd=dir_fd)
+            st = os.stat(path, dir_fd=dir_fd, follow_symlinks=False)
+            with open(seen, "a", encoding="ascii") as out:
+                out.write(f"{path} {stat.S_IMODE(st.st_mode):o}\n")
+
+        os.mkdir = mkdir  # the forked child's own os module
+
+    root = case.fresh("new-folders")
+    run = run_forked(case.args("apply", root), before=watch_mkdirs)
+    assert run.code == 0 and whole_state(case, root) == "after", (run.code, run.err)
+    made = dict(line.split() for line in seen.read_text(encoding="ascii").splitlines())
+    assert {"moved", "plugins", "extra"} <= set(made), made
+    assert set(made.values()) == {"700"}, made
 
 
 # ----------------------------------------------------------------------------------------- long names

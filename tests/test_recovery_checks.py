@@ -267,8 +267,8 @@ def test_a_journal_with_a_forged_field_is_not_replayed(
     Kills patchkit/workspace/journal.py:170:core/ReplaceOrWithAnd#2 (a temp name had to fail both the pattern
     and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1),
     :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end), :197 NumberReplacer#9
-    (`value < -1`: a count of -1 passed), :203 ReplaceOrWithAnd#5 and #6 (`True` taken as mode 1), :31 NumberReplacer#0 and
-    #1 (the format written and read became 4 or 2: the other format's journal was replayed), :136
+    (`value < -1`: a count of -1 passed), :203 ReplaceOrWithAnd#5 and #6 (`True` taken as mode 1), :31
+    NumberReplacer#0 and #1 (the format written and read became 4 or 2: the other format's journal was replayed), :136
     NotEq_Gt#0 and NotEq_Lt#0 (an older or a newer format accepted; the format must be the integer 3, so
     `is not` there reads as `!=`: CPython's small ints are cached) and :89 NumberReplacer#3 (`parts[-1]`: a
     name under the lock passed as a state file)."""
@@ -380,4 +380,37 @@ def test_an_interrupted_apply_of_a_file_of_mode_0000_is_rolled_back(closed_case:
         run = run_forked(closed_case.args("status", root))
         assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
         assert whole_state(closed_case, root) is not None, f"kill after op {n}: a mixed tree: {run.err}"
+    assert checked >= 2, f"only {checked} kill points left a journal"
+
+
+@pytest.fixture(scope="module")
+def sticky_case() -> Iterator[Case]:
+    # A shared folder with the sticky bit (mode 1777, as /tmp), a file in it edited and one created.
+    with shared_case({"engine/shared/a.py": (b"a = 1\n", 0o644)},
+                     {"engine/shared/a.py": (b"a = 2\n", 0o644), "engine/shared/b.py": (b"b = 1\n", 0o644)}) as made:
+        yield made
+
+
+def test_an_interrupted_apply_in_a_sticky_folder_is_rolled_back(sticky_case: Case) -> None:
+    """The journal records the mode of each folder on a path's way, setuid, setgid and sticky bits included: a
+    killed apply in a folder of mode 1777 leaves a journal the next run reads, and the tree comes back whole.
+
+    Kills patchkit/workspace/journal.py:209:core/NumberReplacer#15 and ReplaceBinaryOperator_BitOr_Mod#2 (a
+    folder's widest mode 0o6777 or 0o777: the sticky folder's journal was refused as unreadable)."""
+    checked = 0
+    for n in range(0, 100):
+        root = sticky_case.fresh("sticky")
+        os.chmod(root / "engine" / "shared", 0o1777)
+        if not run_forked(sticky_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        checked += 1
+        run = run_forked(sticky_case.args("status", root))
+        assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
+        now = image(root)
+        assert now["engine/shared"] == ("dir", b"", 0o1777), now
+        assert {p: v for p, v in now.items() if p != "engine/shared"} in (
+            {p: v for p, v in tree.items() if p != "engine/shared"}
+            for tree in (sticky_case.original, sticky_case.patched)), f"kill after op {n}: a mixed tree: {run.err}"
     assert checked >= 2, f"only {checked} kill points left a journal"
