@@ -197,6 +197,40 @@ def test_a_new_folder_in_the_tree_is_closed_to_others_until_its_mode_is_set(case
     assert set(made.values()) == {"700"}, made
 
 
+def test_a_file_swapped_for_a_link_right_before_its_original_is_kept_is_never_linked_through(case: Case) -> None:
+    """Right before the apply hard-links a file's original to its kept name, the tree's owner swaps the file for
+    a symbolic link to a file outside the root. The kept name then holds that link, never a second name of the
+    outside file; the apply sees the change and stops (exit 7, the tree restored, no journal kept), and the
+    outside file is left as it was. The swap is made in the forked run, just before its first os.link.
+
+    Kills patchkit/workspace/disk.py:121:core/ReplaceFalseWithTrue#3 (`follow_symlinks=True`: the outside file
+    got a hard link inside the tree, and the rollback refused it, exit 8, the journal kept)."""
+    outside = case.workdir / "outside-secret"
+    outside.write_bytes(b"root's secret\n")
+    real_link = os.link
+
+    def swap_before_the_link() -> None:
+        done = []
+
+        def link(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None,
+                 follow_symlinks: bool = True) -> None:
+            if not done:
+                done.append(src)
+                os.symlink(str(outside), "swap.lnk", dir_fd=src_dir_fd)
+                os.rename("swap.lnk", src, src_dir_fd=src_dir_fd, dst_dir_fd=src_dir_fd)
+            real_link(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd, follow_symlinks=follow_symlinks)
+
+        os.link = link  # the forked child's own os module
+
+    root = case.fresh("link-swapped")
+    run = run_forked(case.args("apply", root), before=swap_before_the_link)
+    assert run.code == 7 and "changed while patchkit was writing it" in run.err, (run.code, run.err)
+    assert "Traceback" not in run.err and leftovers(root) == [], run.err
+    assert outside.stat().st_nlink == 1 and outside.read_bytes() == b"root's secret\n"
+    changed = {p: v for p, v in image(root).items() if case.original.get(p) != v}
+    assert list(changed) == ["engine/core.py"] and changed["engine/core.py"][0] == "other", changed  # the swap
+
+
 # ----------------------------------------------------------------------------------------- long names
 
 
