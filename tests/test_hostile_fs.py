@@ -231,6 +231,34 @@ def test_a_file_swapped_for_a_link_right_before_its_original_is_kept_is_never_li
     assert list(changed) == ["engine/core.py"] and changed["engine/core.py"][0] == "other", changed  # the swap
 
 
+def test_a_kept_original_swapped_for_a_link_to_the_same_file_is_not_put_back(case: Case) -> None:
+    """An apply killed after it replaced engine/core.py: the original waits under its kept name. Someone then
+    gives the original a second name outside the root and puts a symbolic link to it at the kept name. The
+    recovery looks at the kept name itself: a link is not the original it kept, so it is not renamed into the
+    tree (exit 8, the journal kept, the file named), and no link lands at engine/core.py.
+
+    Kills patchkit/workspace/disk.py:138:core/ReplaceFalseWithTrue#4 (lstat_at following links: the link read
+    as the original, identical in inode, size, mtime and owner, and renamed over engine/core.py)."""
+    original = case.original["engine/core.py"][1]
+    for n in range(8, 100):
+        root = case.fresh("kept-made-a-link")
+        if not run_forked(case.args("apply", root), fault_env(n)).killed:
+            raise AssertionError("no kill point left core.py replaced and its original kept")
+        core = root / "engine" / "core.py"
+        kept = [p for p in (root / "engine").iterdir() if TEMP_NAME.fullmatch(p.name) and p.name.endswith(".orig")
+                and p.read_bytes() == original]
+        if kept and core.read_bytes() != original:
+            break
+    outside = case.workdir / "outside-original"
+    outside.unlink(missing_ok=True)
+    os.link(kept[0], outside)
+    kept[0].unlink()
+    kept[0].symlink_to(outside)
+    run = run_forked(case.args("status", root))
+    assert run.code == 8 and "it is not a regular file" in run.err and "Traceback" not in run.err, (n, run.err)
+    assert kept[0].name in run.err and (root / STATE / "journal.json").exists(), run.err
+    assert not core.is_symlink() and outside.read_bytes() == original
+
 # ----------------------------------------------------------------------------------------- long names
 
 
