@@ -12,6 +12,7 @@ The kept-link test runs as root, the tree owned by a real unprivileged user who 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -118,6 +119,25 @@ def mode_case() -> Iterator[Case]:
     script = b"#!/bin/sh\necho run\n"
     before = {"engine/a_edited.sh": (b"#!/bin/sh\necho 1\n", 0o644), "engine/z_mode_only.sh": (script, 0o644)}
     after = {"engine/a_edited.sh": (b"#!/bin/sh\necho 2\n", 0o755), "engine/z_mode_only.sh": (script, 0o755)}
+    with shared_case(before, after) as made:
+        yield made
+
+
+def _edit_whose_old_hash_sorts_higher() -> tuple[bytes, bytes]:
+    """An edit (old, new) whose old sha256 hex sorts after the new one's: a `>=` of the two would pass."""
+    old = b"#!/bin/sh\necho 1\n"
+    new = next(b"#!/bin/sh\necho %d\n" % i for i in range(2, 100)
+               if hashlib.sha256(old).hexdigest() > hashlib.sha256(b"#!/bin/sh\necho %d\n" % i).hexdigest())
+    return old, new
+
+
+@pytest.fixture(scope="module")
+def down_case() -> Iterator[Case]:
+    # An edit that keeps its mode (its old hash sorting higher) and a mode-only change down, 0755 to 0644.
+    old, new = _edit_whose_old_hash_sorts_higher()
+    script = b"#!/bin/sh\necho run\n"
+    before = {"engine/a_edited.sh": (old, 0o644), "engine/z_mode_down.sh": (script, 0o755)}
+    after = {"engine/a_edited.sh": (new, 0o644), "engine/z_mode_down.sh": (script, 0o644)}
     with shared_case(before, after) as made:
         yield made
 
@@ -414,3 +434,35 @@ def test_an_interrupted_apply_in_a_sticky_folder_is_rolled_back(sticky_case: Cas
             {p: v for p, v in tree.items() if p != "engine/shared"}
             for tree in (sticky_case.original, sticky_case.patched)), f"kill after op {n}: a mixed tree: {run.err}"
     assert checked >= 2, f"only {checked} kill points left a journal"
+
+
+@pytest.mark.parametrize("put_back", ["bytes", "mode"])
+def test_a_file_put_back_after_a_kill_that_left_only_the_end_to_do_is_not_counted_as_written(
+    down_case: Case, put_back: str
+) -> None:
+    """An apply killed at its last operation that leaves a journal (every file and record written): then the
+    edited file gets its old bytes back (its mode unchanged), or the mode-only file its old mode 0755, as a
+    person or a backup tool might. The recovery counts a file as written only with its new bytes and its new
+    mode, so it rolls the tree back (exit 3, the tree as before), never forward over the old files.
+
+    Kills patchkit/workspace/journal.py:215:core/ReplaceAndWithOr#2 (mode or bytes) and
+    ReplaceComparisonOperator_Eq_GtE#1 (`sha256 >= target`: the old bytes' hash sorts higher) with the bytes put
+    back, and Eq_GtE#0 (`mode >= target`: 0755 counted as the 0644 to come) with the mode: each said "completed
+    it" over the old file."""
+    last = None
+    for n in range(0, 200):
+        root = down_case.fresh("put-back")
+        if not run_forked(down_case.args("apply", root), fault_env(n)).killed:
+            break
+        if (root / ".patchkit" / "journal.json").exists():
+            last = n
+    assert last is not None, "no kill point left a journal"
+    root = down_case.fresh("put-back")
+    assert run_forked(down_case.args("apply", root), fault_env(last)).killed
+    if put_back == "bytes":
+        (root / "engine" / "a_edited.sh").write_bytes(down_case.original["engine/a_edited.sh"][1])
+    else:
+        os.chmod(root / "engine" / "z_mode_down.sh", 0o755)
+    run = run_forked(down_case.args("status", root))
+    assert run.code == 3 and "completed it" not in run.err and "Traceback" not in run.err, (last, run.err)
+    assert image(root) == down_case.original
