@@ -259,6 +259,26 @@ def test_a_kept_original_swapped_for_a_link_to_the_same_file_is_not_put_back(cas
     assert kept[0].name in run.err and (root / STATE / "journal.json").exists(), run.err
     assert not core.is_symlink() and outside.read_bytes() == original
 
+def test_a_filesystem_without_extended_attributes_still_gets_its_files_written(case: Case) -> None:
+    """Extended attributes are carried over where the filesystem has them; where listing them fails (ENOTSUP:
+    a filesystem without them, as some network mounts), there is nothing to carry and the apply goes on. The
+    forked run's os.listxattr fails that way.
+
+    Kills patchkit/workspace/disk.py:158:core/ExceptionReplacer#2 (the ENOTSUP escaping: no file could be
+    written on such a filesystem)."""
+
+    def no_xattrs() -> None:
+        def listxattr(*args: object, **kwargs: object) -> list[str]:
+            raise OSError(errno.ENOTSUP, os.strerror(errno.ENOTSUP))
+
+        os.listxattr = listxattr  # type: ignore[assignment]  # the forked child's own os module
+
+    root = case.fresh("no-xattrs")
+    run = run_forked(case.args("apply", root), before=no_xattrs)
+    assert run.code == 0 and "Traceback" not in run.err, (run.code, run.err)
+    assert whole_state(case, root) == "after" and leftovers(root) == []
+
+
 # ----------------------------------------------------------------------------------------- long names
 
 
