@@ -436,9 +436,13 @@ def test_an_interrupted_apply_in_a_sticky_folder_is_rolled_back(sticky_case: Cas
     assert checked >= 2, f"only {checked} kill points left a journal"
 
 
-@pytest.mark.parametrize("put_back", ["bytes", "mode"])
+@pytest.mark.parametrize(("which", "path", "put_back"), [
+    ("down_case", "engine/a_edited.sh", "bytes"),
+    ("down_case", "engine/z_mode_down.sh", "mode"),
+    ("mode_case", "engine/z_mode_only.sh", "mode"),
+], ids=["old-bytes", "old-mode-0755", "old-mode-0644"])
 def test_a_file_put_back_after_a_kill_that_left_only_the_end_to_do_is_not_counted_as_written(
-    down_case: Case, put_back: str
+    request: pytest.FixtureRequest, which: str, path: str, put_back: str
 ) -> None:
     """An apply killed at its last operation that leaves a journal (every file and record written): then the
     edited file gets its old bytes back (its mode unchanged), or the mode-only file its old mode 0755, as a
@@ -447,22 +451,24 @@ def test_a_file_put_back_after_a_kill_that_left_only_the_end_to_do_is_not_counte
 
     Kills patchkit/workspace/journal.py:215:core/ReplaceAndWithOr#2 (mode or bytes) and
     ReplaceComparisonOperator_Eq_GtE#1 (`sha256 >= target`: the old bytes' hash sorts higher) with the bytes put
-    back, and Eq_GtE#0 (`mode >= target`: 0755 counted as the 0644 to come) with the mode: each said "completed
-    it" over the old file."""
+    back, and Eq_GtE#0 and Eq_LtE#0 (`mode >= target`, `<=`: 0755 counted as the 0644 to come, 0644 as 0755)
+    with the mode: each said "completed it" over the old file."""
+    chosen: Case = request.getfixturevalue(which)
     last = None
     for n in range(0, 200):
-        root = down_case.fresh("put-back")
-        if not run_forked(down_case.args("apply", root), fault_env(n)).killed:
+        root = chosen.fresh("put-back")
+        if not run_forked(chosen.args("apply", root), fault_env(n)).killed:
             break
         if (root / ".patchkit" / "journal.json").exists():
             last = n
     assert last is not None, "no kill point left a journal"
-    root = down_case.fresh("put-back")
-    assert run_forked(down_case.args("apply", root), fault_env(last)).killed
+    root = chosen.fresh("put-back")
+    assert run_forked(chosen.args("apply", root), fault_env(last)).killed
+    _, data, mode = chosen.original[path]
     if put_back == "bytes":
-        (root / "engine" / "a_edited.sh").write_bytes(down_case.original["engine/a_edited.sh"][1])
+        (root / path).write_bytes(data)
     else:
-        os.chmod(root / "engine" / "z_mode_down.sh", 0o755)
-    run = run_forked(down_case.args("status", root))
+        os.chmod(root / path, mode)
+    run = run_forked(chosen.args("status", root))
     assert run.code == 3 and "completed it" not in run.err and "Traceback" not in run.err, (last, run.err)
-    assert image(root) == down_case.original
+    assert image(root) == chosen.original
