@@ -123,21 +123,26 @@ def mode_case() -> Iterator[Case]:
         yield made
 
 
-def _edit_whose_old_hash_sorts_higher() -> tuple[bytes, bytes]:
-    """An edit (old, new) whose old sha256 hex sorts after the new one's: a `>=` of the two would pass."""
+def _edit_whose_old_hash_sorts(higher: bool) -> tuple[bytes, bytes]:
+    """An edit (old, new) whose old sha256 hex sorts after (or before) the new one's: a `>=` (or `<=`) of the
+    two would pass."""
     old = b"#!/bin/sh\necho 1\n"
     new = next(b"#!/bin/sh\necho %d\n" % i for i in range(2, 100)
-               if hashlib.sha256(old).hexdigest() > hashlib.sha256(b"#!/bin/sh\necho %d\n" % i).hexdigest())
+               if (hashlib.sha256(old).hexdigest() > hashlib.sha256(b"#!/bin/sh\necho %d\n" % i).hexdigest())
+               == higher)
     return old, new
 
 
 @pytest.fixture(scope="module")
 def down_case() -> Iterator[Case]:
-    # An edit that keeps its mode (its old hash sorting higher) and a mode-only change down, 0755 to 0644.
-    old, new = _edit_whose_old_hash_sorts_higher()
+    # Two edits that keep their mode (the old hash sorting higher, lower) and a mode-only change down, to 0644.
+    old, new = _edit_whose_old_hash_sorts(higher=True)
+    old_b, new_b = _edit_whose_old_hash_sorts(higher=False)
     script = b"#!/bin/sh\necho run\n"
-    before = {"engine/a_edited.sh": (old, 0o644), "engine/z_mode_down.sh": (script, 0o755)}
-    after = {"engine/a_edited.sh": (new, 0o644), "engine/z_mode_down.sh": (script, 0o644)}
+    before = {"engine/a_edited.sh": (old, 0o644), "engine/b_edited.sh": (old_b, 0o644),
+              "engine/z_mode_down.sh": (script, 0o755)}
+    after = {"engine/a_edited.sh": (new, 0o644), "engine/b_edited.sh": (new_b, 0o644),
+             "engine/z_mode_down.sh": (script, 0o644)}
     with shared_case(before, after) as made:
         yield made
 
@@ -438,9 +443,10 @@ def test_an_interrupted_apply_in_a_sticky_folder_is_rolled_back(sticky_case: Cas
 
 @pytest.mark.parametrize(("which", "path", "put_back"), [
     ("down_case", "engine/a_edited.sh", "bytes"),
+    ("down_case", "engine/b_edited.sh", "bytes"),
     ("down_case", "engine/z_mode_down.sh", "mode"),
     ("mode_case", "engine/z_mode_only.sh", "mode"),
-], ids=["old-bytes", "old-mode-0755", "old-mode-0644"])
+], ids=["old-bytes-hash-higher", "old-bytes-hash-lower", "old-mode-0755", "old-mode-0644"])
 def test_a_file_put_back_after_a_kill_that_left_only_the_end_to_do_is_not_counted_as_written(
     request: pytest.FixtureRequest, which: str, path: str, put_back: str
 ) -> None:
@@ -450,9 +456,10 @@ def test_a_file_put_back_after_a_kill_that_left_only_the_end_to_do_is_not_counte
     mode, so it rolls the tree back (exit 3, the tree as before), never forward over the old files.
 
     Kills patchkit/workspace/journal.py:215:core/ReplaceAndWithOr#2 (mode or bytes) and
-    ReplaceComparisonOperator_Eq_GtE#1 (`sha256 >= target`: the old bytes' hash sorts higher) with the bytes put
-    back, and Eq_GtE#0 and Eq_LtE#0 (`mode >= target`, `<=`: 0755 counted as the 0644 to come, 0644 as 0755)
-    with the mode: each said "completed it" over the old file."""
+    ReplaceComparisonOperator_Eq_GtE#1 and Eq_LtE#1 (`sha256 >= target`, `<=`: the old bytes' hash sorting
+    higher, lower) with the bytes put back, and Eq_GtE#0 and Eq_LtE#0 (`mode >= target`, `<=`: 0755 counted
+    as the 0644 to come, 0644 as 0755) with the mode: each said "completed it" over the old file; also Eq_IsNot#0
+    and #1 (`is not`: the mode or the bytes no longer compared)."""
     chosen: Case = request.getfixturevalue(which)
     last = None
     for n in range(0, 200):
