@@ -600,6 +600,31 @@ def test_xattrs_and_acls_survive_a_replace(case: Case) -> None:
         assert _acl_users(os.getxattr(target, ACL_XATTR)) == {65534}
 
 
+@needs_root
+def test_a_file_capability_is_dropped_and_the_attributes_after_it_are_kept(case: Case) -> None:
+    """A content change drops a file's capability (security.capability), as the kernel does on a write, and
+    carries every other extended attribute over, those listed after the capability too.
+
+    Kills patchkit/workspace/disk.py:162:core/ReplaceContinueWithBreak#0 (the copy stopped at the capability:
+    the attributes after it were lost)."""
+    root = case.fresh("capability")
+    target = root / "engine" / "core.py"
+    cap = struct.pack("<IIIII", 0x02000000, 1 << 10, 0, 0, 0)  # VFS_CAP_REVISION_2: cap_net_bind_service
+    others = ("security.z-patchkit", "security.a-patchkit")  # set before and after it, sorting after and before
+    try:
+        os.setxattr(target, others[0], b"kept z")
+        os.setxattr(target, "security.capability", cap)
+        os.setxattr(target, others[1], b"kept a")
+    except OSError as exc:
+        pytest.skip(f"no file capabilities or security xattrs here: {exc.strerror}")
+    names = os.listxattr(target)
+    assert max(names.index(n) for n in others) > names.index("security.capability"), names  # one comes after
+    assert run_forked(case.args("apply", root)).code == 0
+    assert image(root) == case.patched
+    assert "security.capability" not in os.listxattr(target)
+    assert [os.getxattr(target, n) for n in others] == [b"kept z", b"kept a"]
+
+
 def test_a_writer_without_the_lock_is_caught_before_its_write_is_lost(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
