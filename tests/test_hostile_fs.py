@@ -279,6 +279,42 @@ def test_a_filesystem_without_extended_attributes_still_gets_its_files_written(c
     assert whole_state(case, root) == "after" and leftovers(root) == []
 
 
+def test_the_journal_is_durable_in_its_folder_before_the_first_tree_file_is_replaced(
+    case: Case, tmp_path: Path
+) -> None:
+    """The journal is what a recovery after a power cut reads: its rename into `.patchkit` is made durable
+    (the folder fsynced) before any file of the tree is replaced. The forked run's os.replace and os.fsync are
+    recorded, each with the path of its folder or file.
+
+    Kills patchkit/workspace/disk.py:178:core/ReplaceTrueWithFalse#7 (put_file's folder fsync off by default:
+    the journal's rename was not durable before the tree changed)."""
+    log = tmp_path / "calls"
+    real_replace, real_fsync = os.replace, os.fsync
+
+    def record() -> None:
+        def note(line: str) -> None:
+            with open(log, "a", encoding="utf-8") as out:
+                out.write(line + "\n")
+
+        def replace(src: str, dst: str, *, src_dir_fd: int | None = None, dst_dir_fd: int | None = None) -> None:
+            real_replace(src, dst, src_dir_fd=src_dir_fd, dst_dir_fd=dst_dir_fd)
+            note(f"replace {os.readlink(f'/proc/self/fd/{dst_dir_fd}')}/{dst}")
+
+        def fsync(fd: int) -> None:
+            real_fsync(fd)
+            note(f"fsync {os.readlink(f'/proc/self/fd/{fd}')}")
+
+        os.replace, os.fsync = replace, fsync  # the forked child's own os module
+
+    root = case.fresh("journal-durable")
+    run = run_forked(case.args("apply", root), before=record)
+    assert run.code == 0 and whole_state(case, root) == "after", run.err
+    calls = log.read_text(encoding="utf-8").splitlines()
+    journal = calls.index(f"replace {root}/{STATE}/journal.json")
+    first_tree = next(i for i, c in enumerate(calls) if c.startswith(f"replace {root}/engine/"))
+    assert f"fsync {root}/{STATE}" in calls[journal + 1:first_tree], calls[:first_tree + 1]
+
+
 # ----------------------------------------------------------------------------------------- long names
 
 
