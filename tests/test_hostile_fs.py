@@ -35,6 +35,7 @@ from tests.safety_helpers import (
     mounted,
     read_only_folder,
     run_forked,
+    run_here,
     shared_case,
     signals_as_in_a_terminal,
     whole_state,
@@ -313,6 +314,39 @@ def test_the_journal_is_durable_in_its_folder_before_the_first_tree_file_is_repl
     journal = calls.index(f"replace {root}/{STATE}/journal.json")
     first_tree = next(i for i, c in enumerate(calls) if c.startswith(f"replace {root}/engine/"))
     assert f"fsync {root}/{STATE}" in calls[journal + 1:first_tree], calls[:first_tree + 1]
+
+
+@needs_root
+def test_a_run_without_root_keeps_a_files_group_when_it_is_one_of_its_own(case: Case, user: tuple[int, int]) -> None:
+    """A user in two groups patches their tree without root: a file of their other group (a lower gid than their
+    effective one) keeps that group when it is replaced, as a chgrp the user may make; only another owner's
+    files become the user's own. Run in a forked child that dropped to that user, its groups set for real.
+
+    Kills patchkit/workspace/disk.py:195:core/ReplaceComparisonOperator_NotEq_Gt#2 and NotEq_GtE#2 (`owner >
+    (euid, egid)`: an owner pair sorting below the run's own was never given back, the file took the egid)."""
+    from patchkit.run.fastpath import code_fingerprint
+
+    uid, group = user
+    other = group + 1000  # the effective group of the run; the files' group sorts below it
+    root = case.fresh("two-groups")
+    chown_tree(root, uid, group)
+    code_fingerprint()  # cached here: the child does not read the checkout's sources
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        code = 1
+        try:
+            os.setgroups([group, other])
+            os.setgid(other)
+            os.setuid(uid)
+            os.chdir(case.workdir)
+            code = 0 if run_here(case.args("apply", root)) == 0 else 3
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert whole_state(case, root) == "after"
+    core = (root / "engine" / "core.py").stat()
+    assert (core.st_uid, core.st_gid) == (uid, group)
 
 
 # ----------------------------------------------------------------------------------------- long names
