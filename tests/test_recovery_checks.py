@@ -12,6 +12,7 @@ The kept-link test runs as root, the tree owned by a real unprivileged user who 
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Callable, Iterator
@@ -122,6 +123,30 @@ def mode_case() -> Iterator[Case]:
         yield made
 
 
+def _edit_whose_old_hash_sorts(higher: bool) -> tuple[bytes, bytes]:
+    """An edit (old, new) whose old sha256 hex sorts after (or before) the new one's: a `>=` (or `<=`) of the
+    two would pass."""
+    old = b"#!/bin/sh\necho 1\n"
+    new = next(b"#!/bin/sh\necho %d\n" % i for i in range(2, 100)
+               if (hashlib.sha256(old).hexdigest() > hashlib.sha256(b"#!/bin/sh\necho %d\n" % i).hexdigest())
+               == higher)
+    return old, new
+
+
+@pytest.fixture(scope="module")
+def down_case() -> Iterator[Case]:
+    # Two edits that keep their mode (the old hash sorting higher, lower) and a mode-only change down, to 0644.
+    old, new = _edit_whose_old_hash_sorts(higher=True)
+    old_b, new_b = _edit_whose_old_hash_sorts(higher=False)
+    script = b"#!/bin/sh\necho run\n"
+    before = {"engine/a_edited.sh": (old, 0o644), "engine/b_edited.sh": (old_b, 0o644),
+              "engine/z_mode_down.sh": (script, 0o755)}
+    after = {"engine/a_edited.sh": (new, 0o644), "engine/b_edited.sh": (new_b, 0o644),
+             "engine/z_mode_down.sh": (script, 0o644)}
+    with shared_case(before, after) as made:
+        yield made
+
+
 def test_recovery_says_forward_only_for_a_tree_that_is_whole_after(mode_case: Case) -> None:
     # "completed it" means every file has its new bytes AND its new mode; else the tree goes back.
     checked = 0
@@ -207,10 +232,41 @@ def _forge_a_bool_uid(doc: dict[str, Any], body: bytes) -> bytes:
     return body
 
 
+def _forge_a_negative_inode(doc: dict[str, Any], body: bytes) -> bytes:
+    next(e for e in doc["entries"] if e["before"] is not None)["before"]["ino"] = -1  # no file has inode -1
+    return body
+
+
+def _forge_a_bool_mode(doc: dict[str, Any], body: bytes) -> bytes:
+    next(e for e in doc["entries"] if e["before"] is not None)["before"]["mode"] = True  # not a mode: JSON true
+    return body
+
+
 def _forge_an_original_past_the_end(doc: dict[str, Any], body: bytes) -> bytes:
     # offset + size one past the end, while offset ^ size (== 0) is not: the bound is the sum
     before = next(e for e in doc["entries"] if e["before"] is not None and e["before"]["offset"] is not None)["before"]
     before["offset"] = before["size"] = len(body) // 2 + 1
+    return body
+
+
+def _forge_an_older_format(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["format"] = 2  # the journal format before this one (3): its fields are not the ones read here
+    return body
+
+
+def _forge_a_newer_format(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["format"] = 4  # a later patchkit's journal
+    return body
+
+
+def _forge_a_float_format(doc: dict[str, Any], body: bytes) -> bytes:
+    doc["format"] = 3.0  # equal to 3, but not the integer patchkit writes
+    return body
+
+
+def _forge_a_state_file_under_the_lock(doc: dict[str, Any], body: bytes) -> bytes:
+    # a state entry whose first component is a reserved state name (the lock), its last an ordinary one
+    doc["entries"][0].update(area="state", path="lock/evil.json")
     return body
 
 
@@ -219,7 +275,14 @@ def _forge_an_original_past_the_end(doc: dict[str, Any], body: bytes) -> bytes:
     (_forge_temp_of_the_wrong_kind, "is not one patchkit makes"),
     (_forge_a_bool_uid, "number True"),
     (_forge_an_original_past_the_end, "an original lies outside the journal"),
-], ids=["temp-not-ours", "temp-of-the-wrong-kind", "bool-uid", "original-past-the-end"])
+    (_forge_a_negative_inode, "(number -1)"),
+    (_forge_a_bool_mode, "(mode True)"),
+    (_forge_an_older_format, "(format 2)"),
+    (_forge_a_newer_format, "(format 4)"),
+    (_forge_a_float_format, "(number 3.0)"),
+    (_forge_a_state_file_under_the_lock, "state file name 'lock/evil.json' is reserved by patchkit"),
+], ids=["temp-not-ours", "temp-of-the-wrong-kind", "bool-uid", "original-past-the-end", "negative-inode",
+        "bool-mode", "older-format", "newer-format", "float-format", "state-file-under-the-lock"])
 def test_a_journal_with_a_forged_field_is_not_replayed(
     case: Case, forge: Callable[[dict[str, Any], bytes], bytes], message: str
 ) -> None:
@@ -227,8 +290,13 @@ def test_a_journal_with_a_forged_field_is_not_replayed(
     journal named and kept, the tree untouched, no traceback).
 
     Kills patchkit/workspace/journal.py:170:core/ReplaceOrWithAnd#2 (a temp name had to fail both the pattern
-    and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1) and
-    :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end)."""
+    and the kind), :197:core/ReplaceOrWithAnd#3 (`True` taken as the number 1),
+    :191:core/ReplaceBinaryOperator_Add_BitXor#1 (`offset ^ size` as the blob's end), :197 NumberReplacer#9
+    (`value < -1`: a count of -1 passed), :203 ReplaceOrWithAnd#5 and #6 (`True` taken as mode 1), :31
+    NumberReplacer#0 and #1 (the format written and read became 4 or 2: the other format's journal was replayed), :136
+    NotEq_Gt#0 and NotEq_Lt#0 (an older or a newer format accepted; the format must be the integer 3, so
+    `is not` there reads as `!=`: CPython's small ints are cached) and :89 NumberReplacer#3 (`parts[-1]`: a
+    name under the lock passed as a state file)."""
     for n in range(8, 60):
         root = case.fresh("forged")
         run_forked(case.args("apply", root), fault_env(n))
@@ -247,3 +315,167 @@ def test_a_journal_with_a_forged_field_is_not_replayed(
     assert "journal of an interrupted transaction is unreadable" in run.err and message in run.err, run.err
     assert str(journal) in run.err and "Traceback" not in run.err, run.err
     assert image(root) == before and journal.exists()
+
+
+@pytest.fixture(scope="module")
+def unicode_case() -> Iterator[Case]:
+    # File and folder names outside ASCII (valid UTF-8: a diff may carry them, git quotes them octal-escaped).
+    before = {"engine/d\u00e9j\u00e0 vu/caf\u00e9.py": (b"a = 1\nb = 2\n", 0o644),
+              "engine/\u65e5\u672c.txt": (b"one\n", 0o600)}
+    after = {"engine/d\u00e9j\u00e0 vu/caf\u00e9.py": (b"a = 1\nb = 3\n", 0o644),
+             "engine/\u65e5\u672c.txt": (b"two\n", 0o600)}
+    with shared_case(before, after) as made:
+        yield made
+
+
+def test_an_interrupted_apply_of_files_with_non_ascii_names_is_rolled_back(unicode_case: Case) -> None:
+    """The journal names every path, and the paths of a tree need not be ASCII: a killed apply of such files
+    leaves a journal the next run reads, and it puts the tree back whole (or completes it).
+
+    Kills patchkit/workspace/journal.py:125:core/ReplaceTrueWithFalse#3 (`ensure_ascii=False`: a header with
+    a non-ASCII name could not be encoded, so no apply of such a file could start)."""
+    checked = 0
+    for n in range(0, 100):
+        root = unicode_case.fresh("unicode")
+        if not run_forked(unicode_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        checked += 1
+        run = run_forked(unicode_case.args("status", root))
+        assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
+        assert whole_state(unicode_case, root) is not None, f"kill after op {n}: a mixed tree: {run.err}"
+        assert not (root / ".patchkit" / "journal.json").exists()
+    assert checked >= 2, f"only {checked} kill points left a journal"
+
+
+MANY = 300  # more journal entries than CPython's cached small ints (up to 256)
+
+
+@pytest.fixture(scope="module")
+def many_case() -> Iterator[Case]:
+    before = {f"engine/m/f{i:03}.py": (b"v = %d\n" % i, 0o644) for i in range(MANY)}
+    after = {f"engine/m/f{i:03}.py": (b"v = %d\n" % -i, 0o644) for i in range(MANY)}
+    with shared_case(before, after) as made:
+        yield made
+
+
+def test_an_interrupted_apply_of_300_files_is_rolled_back(many_case: Case) -> None:
+    """A patch of 300 files: the journal of its killed apply lists 300 paths, none twice, and the next run
+    rolls the tree back from it.
+
+    Kills patchkit/workspace/journal.py:144:core/ReplaceComparisonOperator_NotEq_IsNot#1 (`len(set) is not
+    len(list)`: true for two equal counts above 256, so every journal of more than 256 paths was refused as
+    listing a path twice)."""
+    for n in range(20, 400, 40):
+        root = many_case.fresh("many")
+        assert run_forked(many_case.args("apply", root), fault_env(n)).killed, n
+        if (root / ".patchkit" / "journal.json").exists() and whole_state(many_case, root) is None:
+            break
+    else:
+        raise AssertionError("no kill point left a journal and a mixed tree")
+    run = run_forked(many_case.args("status", root))
+    assert run.code == 3 and "rolled back" in run.err and "Traceback" not in run.err, (n, run.code, run.err)
+    assert image(root) == many_case.original
+
+
+@pytest.fixture(scope="module")
+def closed_case() -> Iterator[Case]:
+    # A file of mode 0000 (nobody but root may read it), edited: root's run reads and keeps that mode.
+    with shared_case({"engine/closed.py": (b"a = 1\n", 0o000), "engine/open.py": (b"b = 1\n", 0o644)},
+                     {"engine/closed.py": (b"a = 2\n", 0o000), "engine/open.py": (b"b = 2\n", 0o644)}) as made:
+        yield made
+
+
+@needs_root
+def test_an_interrupted_apply_of_a_file_of_mode_0000_is_rolled_back(closed_case: Case) -> None:
+    """Mode 0 is a mode like any other in the journal: the killed apply's journal is read back and the file
+    returns with its bytes and its mode 0000.
+
+    Kills patchkit/workspace/journal.py:203:core/ReplaceBinaryOperator_BitAnd_Pow#0 (`value ** ~widest`:
+    0 ** -4096 raised ZeroDivisionError, a traceback instead of the rollback)."""
+    checked = 0
+    for n in range(0, 100):
+        root = closed_case.fresh("closed")
+        if not run_forked(closed_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        checked += 1
+        run = run_forked(closed_case.args("status", root))
+        assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
+        assert whole_state(closed_case, root) is not None, f"kill after op {n}: a mixed tree: {run.err}"
+    assert checked >= 2, f"only {checked} kill points left a journal"
+
+
+@pytest.fixture(scope="module")
+def sticky_case() -> Iterator[Case]:
+    # A shared folder with the sticky bit (mode 1777, as /tmp), a file in it edited and one created.
+    with shared_case({"engine/shared/a.py": (b"a = 1\n", 0o644)},
+                     {"engine/shared/a.py": (b"a = 2\n", 0o644), "engine/shared/b.py": (b"b = 1\n", 0o644)}) as made:
+        yield made
+
+
+def test_an_interrupted_apply_in_a_sticky_folder_is_rolled_back(sticky_case: Case) -> None:
+    """The journal records the mode of each folder on a path's way, setuid, setgid and sticky bits included: a
+    killed apply in a folder of mode 1777 leaves a journal the next run reads, and the tree comes back whole.
+
+    Kills patchkit/workspace/journal.py:209:core/NumberReplacer#15 and ReplaceBinaryOperator_BitOr_Mod#2 (a
+    folder's widest mode 0o6777 or 0o777: the sticky folder's journal was refused as unreadable)."""
+    checked = 0
+    for n in range(0, 100):
+        root = sticky_case.fresh("sticky")
+        os.chmod(root / "engine" / "shared", 0o1777)
+        if not run_forked(sticky_case.args("apply", root), fault_env(n)).killed:
+            break
+        if not (root / ".patchkit" / "journal.json").exists():
+            continue
+        checked += 1
+        run = run_forked(sticky_case.args("status", root))
+        assert run.code in (0, 3) and "Traceback" not in run.err, (n, run.code, run.err)
+        now = image(root)
+        assert now["engine/shared"] == ("dir", b"", 0o1777), now
+        assert {p: v for p, v in now.items() if p != "engine/shared"} in (
+            {p: v for p, v in tree.items() if p != "engine/shared"}
+            for tree in (sticky_case.original, sticky_case.patched)), f"kill after op {n}: a mixed tree: {run.err}"
+    assert checked >= 2, f"only {checked} kill points left a journal"
+
+
+@pytest.mark.parametrize(("which", "path", "put_back"), [
+    ("down_case", "engine/a_edited.sh", "bytes"),
+    ("down_case", "engine/b_edited.sh", "bytes"),
+    ("down_case", "engine/z_mode_down.sh", "mode"),
+    ("mode_case", "engine/z_mode_only.sh", "mode"),
+], ids=["old-bytes-hash-higher", "old-bytes-hash-lower", "old-mode-0755", "old-mode-0644"])
+def test_a_file_put_back_after_a_kill_that_left_only_the_end_to_do_is_not_counted_as_written(
+    request: pytest.FixtureRequest, which: str, path: str, put_back: str
+) -> None:
+    """An apply killed at its last operation that leaves a journal (every file and record written): then the
+    edited file gets its old bytes back (its mode unchanged), or the mode-only file its old mode 0755, as a
+    person or a backup tool might. The recovery counts a file as written only with its new bytes and its new
+    mode, so it rolls the tree back (exit 3, the tree as before), never forward over the old files.
+
+    Kills patchkit/workspace/journal.py:215:core/ReplaceAndWithOr#2 (mode or bytes) and
+    ReplaceComparisonOperator_Eq_GtE#1 and Eq_LtE#1 (`sha256 >= target`, `<=`: the old bytes' hash sorting
+    higher, lower) with the bytes put back, and Eq_GtE#0 and Eq_LtE#0 (`mode >= target`, `<=`: 0755 counted
+    as the 0644 to come, 0644 as 0755) with the mode: each said "completed it" over the old file; also Eq_IsNot#0
+    and #1 (`is not`: the mode or the bytes no longer compared)."""
+    chosen: Case = request.getfixturevalue(which)
+    last = None
+    for n in range(0, 200):
+        root = chosen.fresh("put-back")
+        if not run_forked(chosen.args("apply", root), fault_env(n)).killed:
+            break
+        if (root / ".patchkit" / "journal.json").exists():
+            last = n
+    assert last is not None, "no kill point left a journal"
+    root = chosen.fresh("put-back")
+    assert run_forked(chosen.args("apply", root), fault_env(last)).killed
+    _, data, mode = chosen.original[path]
+    if put_back == "bytes":
+        (root / path).write_bytes(data)
+    else:
+        os.chmod(root / path, mode)
+    run = run_forked(chosen.args("status", root))
+    assert run.code == 3 and "completed it" not in run.err and "Traceback" not in run.err, (last, run.err)
+    assert image(root) == chosen.original

@@ -217,10 +217,13 @@ def test_read_only_commands_create_nothing(case: Case) -> None:
 
 
 def test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recovers(case: Case) -> None:
-    source = interrupted_tree(case, "journal-source")
-    target = case.fresh("journal-target")
-    os.rename(source / STATE, target / STATE)  # root's own, trusted folder, but written for another root
-    refused(case, target, "status", "written for another root")
+    """Kills patchkit/workspace/journal.py:152:core/ReplaceComparisonOperator_NotEq_Lt#2 (`written_for < root`:
+    a journal of a root whose path sorts after this one's was replayed here): moved both ways."""
+    for source_name, target_name in (("journal-source", "journal-target"), ("journal-z-source", "journal-a-target")):
+        source = interrupted_tree(case, source_name)
+        target = case.fresh(target_name)
+        os.rename(source / STATE, target / STATE)  # root's own, trusted folder, but written for another root
+        refused(case, target, "status", "written for another root")
     moved = interrupted_tree(case, "journal-moved")
     renamed = moved.with_name("journal-moved-elsewhere")  # the same volume mounted at another path
     shutil.rmtree(renamed, ignore_errors=True)

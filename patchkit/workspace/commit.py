@@ -214,9 +214,17 @@ def commit_changes(
 
 
 def ensure_gitignore(roots: Roots) -> None:
-    """`.patchkit/.gitignore` with `*`, so the state never shows up in `git status`. Not journaled."""
+    """`.patchkit/.gitignore` with `*`, so the state never shows up in `git status`. Not journaled: a failure
+    (a full disk, a temp file that is not a fresh one of ours) is a WriteFailedError before anything changed."""
     if lstat_at(roots.state_fd, GITIGNORE_NAME) is None:
-        put_file(Disk(faults=False), roots.state_fd, GITIGNORE_NAME, b"*\n", STATE_FILE_MODE)
+        try:
+            put_file(Disk(faults=False), roots.state_fd, GITIGNORE_NAME, b"*\n", STATE_FILE_MODE)
+        except OSError as exc:
+            raise WriteFailedError(
+                f"cannot write {GITIGNORE_NAME}: {exc.strerror}; nothing was changed",
+                where=str(roots.path(Area.STATE) / GITIGNORE_NAME),
+                hint="free disk space or fix permissions, then rerun",
+            ) from None
 
 
 def _entry(roots: Roots, area: Area, before: Snapshot, after: Snapshot, ctimes: dict[tuple[Area, str], int]) -> Entry:

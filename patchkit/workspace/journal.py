@@ -133,7 +133,7 @@ def parse_journal(data: bytes, where: Path, root: Path, root_ino: int) -> tuple[
     try:
         header, _, body = data.partition(b"\n")
         doc = json.loads(header)
-        if doc["format"] != JOURNAL_FORMAT:
+        if _count(doc["format"]) != JOURNAL_FORMAT:
             raise ValueError(f"format {doc['format']!r}")
         label = doc["label"]
         if not isinstance(label, str):
