@@ -126,8 +126,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/journal.py": _WORKSPACE,
     "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)
                                        "tests/test_bytecode.py::test_a_rollback_counts_only_the_files_it_put_back"),
-    "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py"),  # the lock against other users (6 s)
-    "patchkit/workspace/commit.py": _WORKSPACE,
+    "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py",  # the lock against other users (6 s)
+                                   "tests/test_mutation_kills.py"),
+    # a file edited in place right before its replace, three folders deep: renamed back at its own name (1 s)
+    "patchkit/workspace/commit.py": (*_WORKSPACE, "tests/test_write_mutations.py", "tests/test_mutation_kills.py"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",
