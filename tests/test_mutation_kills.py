@@ -659,3 +659,39 @@ def test_the_room_a_write_needs_is_counted_in_whole_4_kib_blocks(
     assert needs % 4096 == 0 and needs >= 4 * 4096, (needs, res.err)
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
+
+def test_an_empty_file_written_is_read_back_too(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patch creates an empty file; right after the check after the write has looked at it (its lstat: empty,
+    the inode written), another writer appends to it. The read-back reads it as it reads every file written (the
+    size written plus one byte), sees bytes patchkit did not write, and the run fails, every file put back: the
+    same answer as for a file with content (it read nothing back for an empty one, and ended exit 0).
+
+    Written against patchkit/workspace/commit.py:647:core/AddNot#60 (`pread ... if not data`), which read an
+    empty file back and so was stricter than the code; the code now reads it back (no `if data`)."""
+    from patchkit.workspace import commit as commit_module
+
+    after = {**AFTER, "engine/c.py": b""}
+    registry.add("p", git_diff(tmp_path, BEFORE, after))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real = commit_module.lstat_at
+    appended: list[bool] = []
+
+    def lstat_then_append(folder: int, name: str) -> os.stat_result | None:
+        st = real(folder, name)
+        if name == "c.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not appended:
+            appended.append(True)
+            with open(root / "engine/c.py", "ab") as out:
+                out.write(b"theirs = 1\n")
+        return st
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_append)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert appended, "the hook did not run"
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert "did not land in the tree: its content is not what patchkit just wrote" in res.err, res.err
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
