@@ -33,6 +33,7 @@ the same mutant shows up as a survivor again and is triaged anew (the safe direc
     python scripts/mutation.py --module patchkit/judge/treestate.py
     python scripts/mutation.py --sample 8 --seed 1 --out mutation.json   # the CI sample
     python scripts/mutation.py --list                       # the modules and their test selections
+    python scripts/mutation.py --stale                      # equivalents whose ids moved (after a merge)
     python scripts/mutation.py --module M --sample 16 --seed 35 --compare   # lines vs file selection
 
 Exit status: 0 when no mutant survived that is not listed as equivalent, 1 when some did, 2 on a bad argument
@@ -126,8 +127,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/journal.py": _WORKSPACE,
     "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)
                                        "tests/test_bytecode.py::test_a_rollback_counts_only_the_files_it_put_back"),
-    "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py"),  # the lock against other users (6 s)
-    "patchkit/workspace/commit.py": _WORKSPACE,
+    "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py",  # the lock against other users (6 s)
+                                   "tests/test_mutation_kills.py"),
+    # a file edited in place right before its replace, three folders deep: renamed back at its own name (1 s)
+    "patchkit/workspace/commit.py": (*_WORKSPACE, "tests/test_write_mutations.py", "tests/test_mutation_kills.py"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",
@@ -195,6 +198,16 @@ def load_equivalents(path: Path = EQUIVALENTS) -> dict[str, str]:
     if bad:
         raise SystemExit(f"{path}: every equivalent mutant needs a reason; missing for: {', '.join(bad)}")
     return dict(table)
+
+
+def stale_equivalents(equivalents: dict[str, str]) -> list[str]:
+    """The listed ids that name no mutant of today's code (a module's lines moved since they were triaged): each
+    such mutant runs again as a survivor, and its line here should follow it (found by its diff)."""
+    stale: list[str] = []
+    for module in sorted({ident.split(":")[0] for ident in equivalents}):
+        found = {m.id for m in find_mutants(module)[0]} if Path(module).exists() else set()
+        stale += [ident for ident in equivalents if ident.split(":")[0] == module and ident not in found]
+    return stale
 
 
 def scratch_copy(dest: Path) -> None:
@@ -886,6 +899,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                         help="run each mutant with the file selection too, and report where the two disagree")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the result as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, and exit")
+    parser.add_argument("--stale", action="store_true",
+                        help="print the equivalents file's ids that name no mutant of today's code (exit 1 if any)")
     args = parser.parse_args(argv)
     if args.sample is not None and args.sample < 1:
         parser.error("--sample must be at least 1")
@@ -900,6 +915,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{module}: {' '.join(tests)}")
         return 0
     equivalents = load_equivalents()
+    if args.stale:
+        stale = stale_equivalents(equivalents)
+        print("\n".join(stale) if stale else f"no stale id in {EQUIVALENTS.name}")
+        return 1 if stale else 0
     modules = args.module or list(MODULES)
     if args.mutant:
         modules = sorted({ident.split(":")[0] for ident in args.mutant})

@@ -252,3 +252,35 @@ def test_a_lock_file_others_could_write_is_refused(case: Case) -> None:
     run = run_forked(case.args("apply", root))
     assert run.code == 2 and "writable by group or others" in run.err, run.err
     assert whole_state(case, root) == "before"
+
+
+def test_a_folder_moved_out_and_replaced_by_a_link_to_it_is_reported_not_followed(
+    case: Case, user: tuple[int, int]
+) -> None:
+    """The tree's owner moves engine/tools out of the tree right before the replace and leaves a symbolic link to
+    it at its name: the file lands (through the held folder) outside the tree, and the check after the write,
+    walking the tree by name without following links, says so: exit 7, every file put back.
+
+    Kills patchkit/workspace/commit.py:90:core/ReplaceBinaryOperator_BitOr_BitAnd#3 (`O_NOFOLLOW & O_CLOEXEC`,
+    no O_NOFOLLOW in the walk: the link was followed to the moved folder, the one written in, so the write counted
+    as landed; finishing the transaction then failed on the link, exit 8, the journal kept and nothing put back)."""
+    root = case.fresh("moved-and-linked")
+    start = image(root)
+    give_tree(root, user)
+    outside = case.workdir / "outside-moved-and-linked"
+    shutil.rmtree(outside, ignore_errors=True)
+    outside.mkdir()
+    os.chown(outside, *user)
+    target = outside / "tools"
+
+    def owner_moves_it_and_links_it() -> None:
+        as_user(*user, lambda: (os.rename(root / "engine/tools", target), os.symlink(target, root / "engine/tools")))
+
+    run = run_forked(case.args("apply", root),
+                     before=move_before_replace(Path(HOOKED).name, owner_moves_it_and_links_it))
+    assert (root / "engine/tools").is_symlink(), "the hook did not run"
+    assert run.code == 7, (run.code, run.out, run.err)
+    assert "did not land in the tree" in run.err and "Traceback" not in run.err, run.err
+    assert image(target) == sub_image(start, "engine/tools")
+    assert strays(root, outside) == []
+    assert not (root / STATE / "journal.json").exists()

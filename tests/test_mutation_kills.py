@@ -525,3 +525,173 @@ def test_a_file_longer_than_its_size_said_is_refused_not_cut_at_the_limit() -> N
             _read_fd(fd, 16, Path("/proc/self/status"))
     finally:
         os.close(fd)
+
+
+# workspace/lock.py, the held-out sample of seed 51 (docs/testing.md, "The map's blind spots")
+
+
+def test_a_writer_that_writes_nothing_still_keeps_its_state_folder_out_of_git(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The first patchkit command on a git checkout is an apply that finds the patch already there (exit 0,
+    nothing to write): it still made `.patchkit` (its lock), and the lock's writer puts the `.gitignore` in it,
+    so `git status` stays clean.
+
+    Kills patchkit/workspace/lock.py:346:core/AddNot#35 (`if not state_fd is not None` in _ensure_gitignore: the
+    .gitignore was only made by a commit, and a no-op apply left `?? .patchkit/` in the checkout)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, AFTER)
+    subprocess.run(["git", "init", "-q", str(root)], check=True)
+    subprocess.run(["git", "-C", str(root), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 0 and "already applied" in res.out, (res.out, res.err)
+    assert (root / ".patchkit" / "lock").is_file()
+    assert (root / ".patchkit" / ".gitignore").read_bytes() == b"*\n"
+    left = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=all"],
+                          capture_output=True, text=True, check=True).stdout
+    assert left == "", left
+
+
+def test_the_lock_file_is_never_open_to_others_even_before_its_mode_is_set(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a umask of 0, the lock file as its O_CREAT open leaves it (before the fchmod to 0600) is already 0600:
+    in that window nobody else may open it (and hold its flock, stalling every start). Afterwards it is 0600.
+
+    Kills patchkit/workspace/lock.py:316:core/NumberReplacer#51 (the create's mode 0o600 into 383, 0o577: for
+    that instant the lock was readable and executable by everyone)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real = os.open
+    seen: list[int] = []
+
+    def spy(path: str | Path, flags: int, mode: int = 0o777, *, dir_fd: int | None = None) -> int:
+        fd = real(path, flags, mode, dir_fd=dir_fd)
+        if str(path) == "lock" and flags & os.O_CREAT:
+            seen.append(stat.S_IMODE(os.fstat(fd).st_mode))
+        return fd
+
+    monkeypatch.setattr(os, "open", spy)
+    old = os.umask(0)
+    try:
+        res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    finally:
+        os.umask(old)
+    assert res.code == 0, (res.out, res.err)
+    assert seen == [0o600]
+    assert stat.S_IMODE((root / ".patchkit" / "lock").stat().st_mode) == 0o600
+
+
+@needs_root
+def test_a_lock_holder_whose_uid_has_no_name_is_named_by_its_uid(tmp_path: Path, registry: Registry) -> None:
+    """The lock is held by a process running as a uid that has no passwd entry (a container's numeric user): the
+    waiting apply's one line names its pid and that uid, then it times out (exit 6), nothing written.
+
+    Kills patchkit/workspace/lock.py:242:core/ExceptionReplacer#11 (the KeyError of pwd.getpwuid escaped the wait
+    notice: the apply crashed instead of waiting)."""
+    uid = next(u for u in range(54000, 55000) if not _has_passwd_entry(u))
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert cli("revert", "p", "--root", root, "--patches", registry.path).code == 0
+    lock = root / ".patchkit" / "lock"
+    fd = os.open(lock, os.O_RDWR)
+    holder = subprocess.Popen(  # flocks the descriptor it inherits, as that uid, until its stdin closes
+        ["/usr/bin/python3", "-c", "import fcntl, sys; fcntl.flock(int(sys.argv[1]), fcntl.LOCK_EX); "
+         "print('held', flush=True); sys.stdin.read()", str(fd)],
+        pass_fds=(fd,), user=uid, group=uid, extra_groups=[], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        cwd="/")
+    try:
+        os.close(fd)
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path), "--lock-timeout", "2"])
+    finally:
+        assert holder.stdin is not None
+        holder.stdin.close()
+        holder.wait()
+    assert run.code == 6, (run.code, run.err)
+    first = run.err.splitlines()[0]
+    assert first == f"patchkit: waiting for the lock on {lock} held by pid {holder.pid} (user {uid}) ...", run.err
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+
+
+def _has_passwd_entry(uid: int) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+# workspace/commit.py, the held-out sample of seed 52
+
+
+def test_the_room_a_write_needs_is_counted_in_whole_4_kib_blocks(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem with one free block refuses the apply before anything is written, and the message's count of
+    the bytes the write needs is whole 4 KiB blocks: the journal and each written file rounded up (two small
+    files, a record and the journal here: at least four blocks).
+
+    Kills patchkit/workspace/commit.py:85:core/NumberReplacer#7 (`_BLOCK = 4095`) and
+    :319:core/ReplaceBinaryOperator_Mul_BitOr#5 (`-(-size // _BLOCK) | _BLOCK`: a block and a byte or two)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real = os.fstatvfs
+
+    def full(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1, 1, v.f_files, v.f_ffree, v.f_favail,
+                                  v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", full)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 7 and "not enough room on the filesystem" in res.err, (res.code, res.err)
+    needs = int(res.err.split("this write needs ", 1)[1].split(" bytes", 1)[0])
+    assert needs % 4096 == 0 and needs >= 4 * 4096, (needs, res.err)
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
+
+def test_an_empty_file_written_is_read_back_too(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The patch creates an empty file; right after the check after the write has looked at it (its lstat: empty,
+    the inode written), another writer appends to it. The read-back reads it as it reads every file written (the
+    size written plus one byte), sees bytes patchkit did not write, and the run fails, every file put back: the
+    same answer as for a file with content (it read nothing back for an empty one, and ended exit 0).
+
+    Written against patchkit/workspace/commit.py:647:core/AddNot#60 (`pread ... if not data`), which read an
+    empty file back and so was stricter than the code; the code now reads it back (no `if data`)."""
+    from patchkit.workspace import commit as commit_module
+
+    after = {**AFTER, "engine/c.py": b""}
+    registry.add("p", git_diff(tmp_path, BEFORE, after))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real = commit_module.lstat_at
+    appended: list[bool] = []
+
+    def lstat_then_append(folder: int, name: str) -> os.stat_result | None:
+        st = real(folder, name)
+        if name == "c.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not appended:
+            appended.append(True)
+            with open(root / "engine/c.py", "ab") as out:
+                out.write(b"theirs = 1\n")
+        return st
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_append)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert appended, "the hook did not run"
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert "did not land in the tree: its content is not what patchkit just wrote" in res.err, res.err
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]

@@ -281,3 +281,18 @@ def test_coverage_follows_a_forked_child_and_a_subprocess_that_end_with_os_exit(
     assert body["in_killed_child"] not in by_line
     assert lost == {"test_forking.py::test_forks_a_child_that_is_killed"}
     assert not sorted(path.name for path in project.iterdir() if path.name.startswith(("sitecustomize", "_mutation")))
+
+
+def test_an_equivalent_whose_line_moved_is_reported_stale(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """--stale's check: a listed id that names a mutant of today's module is kept; one at a line the module no
+    longer has there (a merge moved it), or of a module that is gone, is reported."""
+    pytest.importorskip("cosmic_ray")
+    script = mutation_script()
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "m.py").write_bytes(MODULE)
+    monkeypatch.chdir(tmp_path)
+    current = "pkg/m.py:1:core/ReplaceBinaryOperator_LShift_Add#0"
+    moved = "pkg/m.py:2:core/ReplaceBinaryOperator_LShift_Add#0"
+    gone = "pkg/gone.py:1:core/NumberReplacer#0"
+    listed = {current: "a reason", moved: "a reason", gone: "a reason"}
+    assert script.stale_equivalents(listed) == [gone, moved]

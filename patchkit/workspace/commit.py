@@ -652,7 +652,7 @@ def _landed_here(
     try:
         if _identity(os.fstat(fd)) != land.file:
             return "the file at its name is not the one patchkit just wrote"
-        found = os.pread(fd, len(data) + 1, 0) if data else b""
+        found = os.pread(fd, len(data) + 1, 0)  # an empty file too: one byte there is not what was written
         while data and len(found) < len(data) + 1:  # a short read (rare): read on to the end
             more = os.pread(fd, len(data) + 1 - len(found), len(found))
             if not more:
