@@ -98,6 +98,19 @@ def add_patch(patches: Path, patch_id: str, diff: bytes, extra: str = "") -> Pat
 Image = dict[str, tuple[str, bytes, int]]
 
 
+def report_one_free_block(monkeypatch: Any) -> None:
+    """Make os.fstatvfs say every filesystem has one free block (of its own size) left: a write of any size is
+    refused for want of room, whatever the real disk has. `monkeypatch`: pytest's fixture (undone after the test)."""
+    real = os.fstatvfs
+
+    def one_block(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1, 1, v.f_files, v.f_ffree, v.f_favail,
+                                  v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", one_block)
+
+
 def image(root: Path) -> Image:
     out: Image = {}
     for dirpath, dirnames, filenames in os.walk(root):

@@ -23,8 +23,17 @@ import pytest
 from patchkit.cli.main import run
 from patchkit.input.trust import Flaw, Refusal, check_trusted_path
 from tests import test_fastpath as fast
-from tests.conftest import Registry, cli, git_diff, needs_root, write_tree
-from tests.safety_helpers import as_user, chown_tree, fault_env, run_forked, run_here, shared_case, shared_workdir
+from tests.conftest import CliResult, Registry, cli, git_diff, needs_root, write_tree
+from tests.safety_helpers import (
+    as_user,
+    chown_tree,
+    fault_env,
+    report_one_free_block,
+    run_forked,
+    run_here,
+    shared_case,
+    shared_workdir,
+)
 
 BEFORE = {
     "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
@@ -273,6 +282,15 @@ def test_an_exclude_of_every_hunk_of_a_modified_file_is_refused_a_created_file_k
     assert 'hint: exclude the whole file instead: "engine/a.py" = "not ported"' in res.err, res.err
 
 
+def _apply_with_umask_0(root: Path, registry: Registry) -> CliResult:
+    """`apply p` on `root` with the process umask 0 (restored after): a mode patchkit does not set itself shows."""
+    old = os.umask(0)
+    try:
+        return cli("apply", "p", "--root", root, "--patches", registry.path)
+    finally:
+        os.umask(old)
+
+
 def _state_dir_spy(monkeypatch: pytest.MonkeyPatch, root: Path, then: Callable[[], None]) -> list[int]:
     """os.mkdir, watched: right after the real mkdir of `root/.patchkit` (the first moment another user could see
     it) record its mode, then run `then` (a racer's move); the modes seen are returned."""
@@ -300,11 +318,7 @@ def test_the_state_folder_is_never_open_to_others_even_before_its_mode_is_set(
     root = tmp_path / "engine-root"
     write_tree(root, BEFORE)
     seen = _state_dir_spy(monkeypatch, root, lambda: None)
-    old = os.umask(0)
-    try:
-        res = cli("apply", "p", "--root", root, "--patches", registry.path)
-    finally:
-        os.umask(old)
+    res = _apply_with_umask_0(root, registry)
     assert res.code == 0, (res.out, res.err)
     assert seen == [0o700]
     assert stat.S_IMODE((root / ".patchkit").stat().st_mode) == 0o755
@@ -576,11 +590,7 @@ def test_the_lock_file_is_never_open_to_others_even_before_its_mode_is_set(
         return fd
 
     monkeypatch.setattr(os, "open", spy)
-    old = os.umask(0)
-    try:
-        res = cli("apply", "p", "--root", root, "--patches", registry.path)
-    finally:
-        os.umask(old)
+    res = _apply_with_umask_0(root, registry)
     assert res.code == 0, (res.out, res.err)
     assert seen == [0o600]
     assert stat.S_IMODE((root / ".patchkit" / "lock").stat().st_mode) == 0o600
@@ -645,14 +655,7 @@ def test_the_room_a_write_needs_is_counted_in_whole_4_kib_blocks(
     registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
     root = tmp_path / "engine-root"
     write_tree(root, BEFORE)
-    real = os.fstatvfs
-
-    def full(fd: int) -> os.statvfs_result:
-        v = real(fd)
-        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1, 1, v.f_files, v.f_ffree, v.f_favail,
-                                  v.f_flag, v.f_namemax))
-
-    monkeypatch.setattr(os, "fstatvfs", full)
+    report_one_free_block(monkeypatch)
     res = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert res.code == 7 and "not enough room on the filesystem" in res.err, (res.code, res.err)
     needs = int(res.err.split("this write needs ", 1)[1].split(" bytes", 1)[0])

@@ -27,7 +27,7 @@ from patchkit.workspace.disk import Disk
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 from patchkit.workspace.recovery import Direction, Recovery
 from tests.rooted import commit_changes, locked, read_snapshot, recover
-from tests.safety_helpers import Image, image
+from tests.safety_helpers import Image, image, report_one_free_block
 
 STATE = ".patchkit"
 
@@ -271,14 +271,7 @@ def test_a_filesystem_without_room_is_refused_before_anything_is_written(
     an exact fit was refused)."""
     start = make_tree(tmp_path)
     changes = changes_for(tmp_path)
-    real = os.fstatvfs
-
-    def full(fd: int) -> os.statvfs_result:
-        v = real(fd)
-        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1, 1, v.f_files, v.f_ffree, v.f_favail,
-                                  v.f_flag, v.f_namemax))
-
-    monkeypatch.setattr(os, "fstatvfs", full)
+    report_one_free_block(monkeypatch)
     with pytest.raises(WriteFailedError, match="not enough room on the filesystem"):
         commit_changes(tmp_path, changes)
     assert image(tmp_path) == start
