@@ -497,7 +497,8 @@ def code_shape(module: str, elsewhere: Sequence[Path] | None = None) -> CodeShap
     """`module`'s statement headers (where coverage may have recorded the statement a mutant on a line belongs to:
     a simple statement's lines, a compound one's up to its body), its functions' bodies, and the readers of its
     import-time lines (import_readers; `elsewhere`: the files searched for other users of its names)."""
-    tree = ast.parse(Path(module).read_text(encoding="utf-8"))
+    text = Path(module).read_text(encoding="utf-8")
+    tree = ast.parse(text)
     shape = CodeShape({}, {})
     for node in ast.walk(tree):  # outer nodes first, so an inner one overwrites their lines
         if not isinstance(node, ast.stmt) or node.end_lineno is None:
@@ -514,8 +515,7 @@ def code_shape(module: str, elsewhere: Sequence[Path] | None = None) -> CodeShap
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             body = range(node.body[0].lineno, node.end_lineno + 1)
             shape.functions.update(dict.fromkeys(body, body))
-    lines = len(Path(module).read_text(encoding="utf-8").splitlines())
-    shape.import_time = set(range(1, lines + 1)) - set(shape.functions)
+    shape.import_time = set(range(1, len(text.splitlines()) + 1)) - set(shape.functions)
     shape.readers = import_readers(module, tree, _other_sources(module) if elsewhere is None else elsewhere)
     return shape
 
