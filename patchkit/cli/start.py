@@ -14,7 +14,8 @@ from collections.abc import Sequence
 
 
 def entry() -> None:
-    """The `patchkit` program: the restart entry's answer if it has one, else the full CLI."""
+    """The `patchkit` program: the restart entry's answer or the first-status entry's if either has one, else
+    the full CLI."""
     argv = sys.argv[1:]
     if argv[:1] == ["apply"]:
         from patchkit.cli.restart import answer  # lazy: the CLI (only an `apply` may be a restart the records answer)
