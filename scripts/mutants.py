@@ -64,6 +64,10 @@ CRASH = "tests/test_crash.py"
 WORKSPACE = "tests/test_workspace.py"
 FAST = "tests/test_fastpath.py"
 ENTRY = "tests/test_restart_entry.py"
+STATUS_ENTRY = "tests/test_status_entry.py"
+STATUS_ALIKE = f"{STATUS_ENTRY}::test_a_status_is_answered_without_click_byte_for_byte"
+WRITER = f"{STATUS_ENTRY}::test_the_writer_writes_what_click_echo_writes"
+STATUS_FALLS = f"{STATUS_ENTRY}::test_any_other_shape_falls_through_to_the_full_cli"
 UNSEALED_SHOWN = f"{ENTRY}::test_shown_verdicts_the_record_does_not_seal_are_rendered_again"
 LINT_RULES = "tests/test_lint_rules.py"
 LINT_POLICY = "tests/test_lint_policy.py"
@@ -414,6 +418,35 @@ MUTANTS: tuple[Mutant, ...] = (
       'every = f"all {count} patches are"',
       [f"{ENTRY}::test_a_series_of_one_reads_alike"],
       "the restart entry's series line for a series of one reads unlike the full path's"),
+    # -------------------------------------------------------------------------------- first-status entry
+    m("status-entry-drops-verbose", "patchkit/cli/patch_run.py",
+      "verbose=asked.verbose, ", "",
+      [f"{STATUS_ALIKE}[unapplied-one patch--v]"],
+      "the first-status entry answers `status -v` without the per-hunk table"),
+    m("status-entry-silent-errors", "patchkit/cli/patch_run.py",
+      "        return error_code(exc)", "        return 2",
+      [f"{STATUS_ENTRY}::test_errors_and_warnings_read_alike[unknown patch-text]"],
+      "the first-status entry ends an error with a code and no words, unlike the full CLI's boundary"),
+    m("status-entry-ignores-environment", "patchkit/cli/argv.py",
+      "    if any(name in os.environ for name in FULL_ENV):\n        return True\n", "",
+      [f"{STATUS_FALLS}[FORCE_COLOR]"],
+      "the entries answer under FORCE_COLOR (or $PATCHKIT_TARGET ...), which the full CLI reads"),
+    m("status-entry-quiet-and-verbose", "patchkit/cli/argv.py",
+      'if {"-q", "-v"} <= flags:', "if False:",
+      [f"{STATUS_FALLS}[-q -v]"],
+      "the first-status entry answers `-q -v`, which the full CLI refuses as a usage error"),
+    m("echo-keeps-escapes", "patchkit/speak/console.py",
+      'message = _ANSI.sub("", message)', "pass",
+      [f"{WRITER}[utf-8-out-None]"],
+      "console.echo leaves click.style's escapes in text for a pipe, which click.echo strips"),
+    m("echo-ascii-stream-own-writer", "patchkit/speak/console.py",
+      "or _ascii(stream.encoding) or", "or",
+      [f"{WRITER}[ascii-out-None]"],
+      "console.echo writes to an ASCII stream itself, where click.echo rewraps it (UTF-8, errors replaced)"),
+    m("style-wrong-colour", "patchkit/speak/console.py",
+      '"yellow": 33', '"yellow": 34',
+      [f"{STATUS_ENTRY}::test_the_report_colours_are_clicks"],
+      "the report's yellow words take another code than click.style's"),
     m("shown-verdicts-unchecked", "patchkit/run/fastpath.py",
       "if data is None or _sha256(data) != vouched.shown:", "if data is None:",
       [f"{UNSEALED_SHOWN}[entry-changed]", f"{UNSEALED_SHOWN}[cli-changed]"],

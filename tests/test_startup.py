@@ -37,7 +37,8 @@ def with_packages(modules: tuple[str, ...]) -> list[str]:
 def test_version_imports_only_the_cli() -> None:
     out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, check=True).stdout
     loaded = json.loads(out.splitlines()[-1])
-    only = ("patchkit.cli.main", "patchkit.speak.console", "patchkit.display", "patchkit.errors")
+    only = ("patchkit.cli.main", "patchkit.cli.boundary", "patchkit.cli.flags", "patchkit.speak.console",
+            "patchkit.display", "patchkit.errors")
     assert loaded == with_packages(only)
 
 
@@ -259,7 +260,8 @@ def test_the_program_collects_cycles_rarely_and_embedders_keep_their_settings() 
 # What the program loads when the restart entry (patchkit.cli.restart) answers: the standard library and these
 # stdlib-only modules of patchkit, no click, no manifest parser, no report, no judgement.
 RESTART_ENTRY_MODULES = (
-    "patchkit.cli.restart", "patchkit.cli.start", "patchkit.display", "patchkit.errors", "patchkit.input.excludes",
+    "patchkit.cli.argv", "patchkit.cli.restart", "patchkit.cli.start", "patchkit.display", "patchkit.errors",
+    "patchkit.input.excludes",
     "patchkit.input.limits", "patchkit.input.reads", "patchkit.input.trust", "patchkit.run.fastpath",
     "patchkit.run.recorded", "patchkit.run.records", "patchkit.speak.plain", "patchkit.workspace.names",
 )
@@ -305,3 +307,25 @@ def test_the_program_offers_only_an_apply_to_the_restart_entry(tmp_path: Path) -
     loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
     assert "patchkit.cli.start" in loaded and "click" in loaded
     assert not loaded & {"patchkit.cli.restart", "patchkit.run.fastpath", "patchkit.speak.plain"}
+
+
+@pytest.mark.parametrize("flag", [[], ["--json"], ["-v"]], ids=["text", "--json", "-v"])
+@pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all"])
+def test_the_program_answers_a_first_status_without_click(
+    small_patch: tuple[Path, Path], which: list[str], flag: list[str], tmp_path: Path
+) -> None:
+    """`python -S -m patchkit status` (the first-status entry, patchkit.cli.patch_run): the whole status runs and
+    speaks without click (~20 ms of a first status, issue #36 item 2), and loads nothing of NEVER_FOR_STATUS."""
+    engine, patches = small_patch
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
+    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(Path(unidiff.__file__).parents[1])))
+    done = subprocess.run(
+        [sys.executable, "-S", "-X", "importtime", "-m", "patchkit", "status", *which, *flag, "--root", str(engine),
+         "--patches", str(patches)], capture_output=True, text=True, check=False, cwd=tmp_path, env=env,
+    )
+    assert done.returncode == 3, done.stderr[-2000:]
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    assert {"patchkit.cli.patch_run", "patchkit.judge.state", "patchkit.speak.report"} <= loaded  # judged, spoke
+    assert not {m for m in loaded if m.split(".")[0] == "click"}
+    allowed = {"patchkit.run.series"} if which == ["--all"] else set()
+    assert not loaded & set(NEVER_FOR_STATUS) - allowed, sorted(loaded & set(NEVER_FOR_STATUS) - allowed)

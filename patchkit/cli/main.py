@@ -1,15 +1,14 @@
 """The click group: options in, one call, a report out, an exit code. No logic beyond wiring.
 
-This is the one error boundary (`_Group.invoke` and `_Group.main`): a PatchkitError becomes `patchkit: error:
-...` on stderr and its exit code, a usage error exit 2, any other exception (a bug) one "internal error, please
-report" line and exit 10, never the code for "refused"; under --json each is also a JSON object on stdout. A
-closed stdout pipe does not change the exit code. Nothing below here prints or exits.
+This is the error boundary (`_Group.invoke` and `_Group.main`; its words and codes are cli/boundary.py's, which
+the first-status entry, cli/patch_run.py, ends with too): a PatchkitError becomes `patchkit: error: ...` on
+stderr and its exit code, a usage error exit 2, any other exception (a bug) one "internal error, please report"
+line and exit 10, never the code for "refused"; under --json each is also a JSON object on stdout. A closed
+stdout pipe does not change the exit code. Nothing below here prints or exits.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import importlib
 import itertools
 import os
@@ -19,9 +18,26 @@ from typing import Any
 import click
 
 from patchkit import __version__
+from patchkit.cli.boundary import (
+    GC_FIRST_GENERATION,
+    PIPE_CLOSED,
+    REPORT_HINT,
+    collect_rarely,
+    emit_error,
+    emit_internal,
+    emit_interrupt,
+    error_code,
+    leave,
+    tell,
+)
+from patchkit.cli.flags import VERBOSE_HELP, output_params
 from patchkit.display import closest
-from patchkit.errors import ExitCode, OutputError, PatchkitError
-from patchkit.speak.console import VERBOSE_HELP, echo, output_params, reset_streams, settings, silence
+from patchkit.errors import ExitCode
+from patchkit.speak.console import Settings, reset_streams, settings, use_settings
+
+__all__ = [  # the boundary's names, as they were spelt here before cli/boundary.py held them
+    "GC_FIRST_GENERATION", "PIPE_CLOSED", "REPORT_HINT", "emit_error", "emit_internal", "emit_interrupt", "tell",
+]
 
 # The command modules under patchkit.cli.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more
@@ -91,18 +107,10 @@ class _Group(click.Group):
         try:
             with sigterm_as_interrupt():  # docker stop / Kubernetes: roll back like Ctrl-C, not die mid-write
                 return super().invoke(ctx)
-        except PatchkitError as exc:
-            # one raised on purpose where patchkit caught itself contradicting itself is still a bug
-            ctx.exit(emit_internal(exc) if exc.exit_code is ExitCode.INTERNAL else emit_error(exc))
-        except KeyboardInterrupt as exc:  # Terminated is one: SIGTERM
-            ctx.exit(emit_interrupt(exc))
-        except BrokenPipeError:  # output that bypassed console.echo: the outcome's code is lost
-            silence("stdout")
-            ctx.exit(PIPE_CLOSED)
         except (click.exceptions.Exit, click.ClickException, click.exceptions.Abort):
             raise
-        except Exception as exc:  # the one place a bug becomes exit 10, not "refused"
-            ctx.exit(emit_internal(exc))
+        except (Exception, KeyboardInterrupt) as exc:  # a PatchkitError, an interrupt, a closed pipe, a bug
+            ctx.exit(error_code(exc))
 
     def main(  # type: ignore[override]
         self, args: list[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
@@ -111,6 +119,7 @@ class _Group(click.Group):
         """click's main, with usage errors and bugs before a command runs also turned into codes (and JSON)."""
         argv = list(sys.argv[1:] if args is None else args)
         reset_streams()
+        outer = use_settings(Settings())  # this run's, filled by the options' callbacks (cli/flags.py)
         try:
             code = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
             code = code if isinstance(code, int) else 0
@@ -120,6 +129,8 @@ class _Group(click.Group):
             code = emit_usage_error(exc, wants_json(argv), argv)
         except Exception as exc:  # the one place a bug becomes exit 10, not "refused" (see invoke)
             code = emit_internal(exc, wants_json(argv))
+        finally:
+            use_settings(outer)  # a run inside a run (demo's) leaves the outer run's settings as they were
         if standalone_mode:
             sys.exit(code)
         return code
@@ -130,9 +141,6 @@ def first_sentence(text: str) -> str:
     paragraph = " ".join(text.strip().split("\n\n")[0].split())
     head, dot, _ = paragraph.partition(". ")
     return head + "." if dot else paragraph
-
-
-PIPE_CLOSED = 141  # as a shell reports a process that SIGPIPE ended
 
 
 def wants_json(argv: list[str]) -> bool:
@@ -146,39 +154,6 @@ def wants_json(argv: list[str]) -> bool:
 def suggest(word: str, choices: list[str]) -> str | None:
 
     return closest(word, choices)
-
-
-def emit_error(exc: PatchkitError) -> int:
-    from patchkit.speak.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
-
-    code = int(exc.exit_code)
-    if settings().json:
-        tell(render_json(error_json(exc.message, code, exc.where, exc.hint)))
-    tell(f"patchkit: error: {exc}", err=True)
-    return code
-
-
-def tell(message: str, *, err: bool = False) -> None:
-    """echo for the error boundary: a report that cannot be written is lost, and the exit code still says
-    what happened (the error's own code, not the output's)."""
-    with contextlib.suppress(OutputError):
-        echo(message, err=err)
-
-
-def emit_interrupt(exc: KeyboardInterrupt) -> int:
-    """SIGINT (130) or SIGTERM (143): a write in progress was rolled back first."""
-    from patchkit.speak.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
-    from patchkit.workspace.interrupts import Terminated  # lazy: the CLI (with a command or an error only)
-
-    terminated = isinstance(exc, Terminated)
-    what = "terminated (SIGTERM)" if terminated else "interrupted"
-    code = int(ExitCode.TERMINATED if terminated else ExitCode.INTERRUPTED)
-    # The write stage says what became of a write it was in (workspace.commit); before it, nothing was written.
-    happened = str(exc) or "stopped before the write phase: nothing was written"
-    if settings().json:
-        tell(render_json(error_json(f"{what}; {happened}", code, None, "rerun the command; it is safe to repeat")))
-    tell(f"patchkit: {what}; {happened}", err=True)
-    return code
 
 
 def emit_usage_error(exc: click.ClickException, as_json: bool, argv: list[str] | None = None) -> int:
@@ -227,23 +202,6 @@ def usage_message(exc: click.ClickException, ctx: click.Context | None, argv: li
     return f"no such option {name} for {ctx.info_name}; {other} is an option of {where}, not of {ctx.info_name}"
 
 
-def emit_internal(exc: BaseException, as_json: bool | None = None) -> int:
-    """One line (the traceback only with -v or PATCHKIT_TRACEBACK=1) and exit 10."""
-    from patchkit.speak.report import error_json, render_json  # lazy: the CLI (with a command or an error only)
-
-    code = int(ExitCode.INTERNAL)
-    summary = f"{type(exc).__name__}: {exc}"
-    if settings().json if as_json is None else as_json:
-        tell(render_json(error_json(f"internal error: {summary}", code, None, REPORT_HINT)))
-    if settings().verbose or os.environ.get("PATCHKIT_TRACEBACK", "") not in ("", "0"):
-        import traceback  # lazy: the CLI (only a bug's report shows one)
-
-        tell("".join(traceback.format_exception(type(exc), exc, exc.__traceback__)).rstrip(), err=True)
-    tell(f"patchkit: internal error, please report: {summary} "
-         "(rerun with -v or PATCHKIT_TRACEBACK=1 for the traceback)", err=True)
-    return code
-
-
 def install_folder() -> str:
     """The folder of the patchkit package that runs (a checkout, site-packages or inside patchkit.pyz), as
     `--version` and `doctor` name it: one answer for both."""
@@ -257,9 +215,6 @@ def version_message() -> str:
     python = f"Python {sys.version.split()[0]} ({sys.executable or 'unknown interpreter'})"
     return "%(prog)s, version %(version)s\n" + f"{python}\ninstalled in {where}".replace("%", "%%")
 
-
-GC_FIRST_GENERATION = 200_000  # see entry()
-REPORT_HINT = "this is a bug in patchkit: please report it with the traceback (rerun with PATCHKIT_TRACEBACK=1)"
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]}, params=output_params())
@@ -305,20 +260,8 @@ def entry() -> None:
     becomes (~20 ms on a large fresh status, interleaved runs; ~2 ms on a small one; peak memory the same).
     Cycles are still collected, just later; in-process callers keep their own settings.
     """
-    gc.set_threshold(GC_FIRST_GENERATION, *gc.get_threshold()[1:])
-    code = main.main(prog_name="patchkit", standalone_mode=False)
-    try:
-        sys.stdout.flush()
-        sys.stderr.flush()
-    except BrokenPipeError:  # a closed pipe: the normal exit path reports it
-        sys.exit(code)
-    except OSError as exc:  # a full disk, EIO, on the last of the output: an output error, not a bug
-        with contextlib.suppress(OSError):
-            os.write(2, f"patchkit: error: cannot write the output: {exc.strerror or exc}\n".encode())
-        os._exit(int(ExitCode.OUTPUT_FAILED))
-    except BaseException:  # anything else: the normal exit path reports it
-        sys.exit(code)
-    os._exit(code)
+    collect_rarely()
+    leave(main.main(prog_name="patchkit", standalone_mode=False))
 
 
 def run(argv: list[str] | None = None) -> int:

@@ -6,10 +6,11 @@ the report (~70 ms) before it reads a byte of the tree; `git apply -R --check` n
 (the console script, `python -m patchkit`, patchkit.pyz: patchkit.cli.start) asks this module first about any
 `apply`, and it answers the one case it can prove:
 
-- the argument shape it knows: `apply ID` or `apply --all`, with --root and --patches (or $PATCHKIT_ROOT and
-  $PATCHKIT_PATCHES), -q, --json; no pyproject.toml on the way up (it could name the registry), no colour (no
-  terminal, no FORCE_COLOR), none of PATCHKIT_NO_FASTPATH, PATCHKIT_DEBUG_FASTPATH, $PATCHKIT_TARGET,
-  $PATCHKIT_ROOT_FROM_PACKAGE, $PATCHKIT_PYTHON;
+- the argument shape it knows (patchkit.cli.argv, which the first-status entry reads too): `apply ID` or `apply
+  --all`, with --root and --patches (or $PATCHKIT_ROOT and $PATCHKIT_PATCHES), -q, --json; no pyproject.toml on
+  the way up (it could name the registry), no colour (no terminal, no FORCE_COLOR), none of
+  PATCHKIT_NO_FASTPATH, PATCHKIT_DEBUG_FASTPATH, $PATCHKIT_TARGET, $PATCHKIT_ROOT_FROM_PACKAGE, $PATCHKIT_PYTHON,
+  $_PATCHKIT_COMPLETE (click's shell completion);
 - the registry as --all reads it: the patches the records name, no other folder, no stray folder; every
   manifest and diff a plain file, hashed now;
 - under the root's lock, shared and taken without waiting, with no journal pending (the full path recovers
@@ -31,17 +32,16 @@ import fcntl
 import hashlib
 import json
 import os
-import re
 import stat
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
+from patchkit.cli.argv import MANIFEST, Request, full_cli_decides, is_id, parse_request
 from patchkit.errors import PatchkitError
 from patchkit.input.reads import STATE_DIR, open_root_fd
 from patchkit.input.trust import Refusal, open_trusted_child
 from patchkit.run.fastpath import (
     BLOCK,
-    DISABLE_ENV,
     RESTART,
     UNKNOWN_NO_GIT,
     UNKNOWN_UNPINNED,
@@ -56,40 +56,24 @@ from patchkit.run.records import record_names
 from patchkit.speak.plain import ALREADY_APPLIED, RawJSON, json_bytes, versioned
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 
-MANIFEST = "manifest.toml"
-# Any of these set: the full CLI decides (it reads them); the fast answer would not mean the same.
-_FULL_ENV = (DISABLE_ENV, "PATCHKIT_DEBUG_FASTPATH", "PATCHKIT_TARGET", "PATCHKIT_ROOT_FROM_PACKAGE",
-             "PATCHKIT_PYTHON", "FORCE_COLOR", "CLICOLOR_FORCE")
-_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}", re.ASCII)  # a plain patch id, never a path
 _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-
-
-class Request(NamedTuple):
-    """What the command line asks, in the one shape this entry answers."""
-
-    patch: str | None  # None: --all
-    root: str
-    patches: str
-    quiet: bool
-    as_json: bool
 
 
 def answer(argv: Sequence[str]) -> list[bytes] | None:
     """What the full path prints for this restart (stdout), as pieces of bytes to write in order, or None: the
     full CLI must run."""
-    request = parse_request(argv)
-    if request is None or any(name in os.environ for name in _FULL_ENV) or _colour_possible():
+    request = parse_request(argv, "apply")
+    if request is None or request.patches is None or request.verbose or full_cli_decides():
         return None
     try:
-        return _answer(request)
+        return _answer(request, request.patches)
     except OSError:  # a working folder removed, a file system's surprise: the full path meets it and says so
         return None
 
 
-def _answer(request: Request) -> list[bytes] | None:
+def _answer(request: Request, patches: str) -> list[bytes] | None:
     if _project_config_above(os.getcwd()):
         return None
-    patches = request.patches
     ids = [request.patch] if request.patch is not None else _registry_ids(patches)
     if not ids:
         return None
@@ -109,56 +93,6 @@ def _answer(request: Request) -> list[bytes] | None:
     if pieces is None or not all(piece.isascii() for piece in pieces):
         return None  # another encoding: click's echo decides
     return pieces
-
-
-def parse_request(argv: Sequence[str]) -> Request | None:
-    """`apply ID|--all [--root DIR] [--patches DIR] [-q] [--json]`, each at most once; None for anything else."""
-    if not argv or argv[0] != "apply":
-        return None
-    values: dict[str, str] = {}
-    flags: set[str] = set()
-    positional: list[str] = []
-    words = list(argv[1:])
-    while words:
-        word = words.pop(0)
-        name, eq, value = word.partition("=")
-        if name in ("--root", "--patches"):
-            if not eq:
-                if not words:
-                    return None
-                value = words.pop(0)
-            if name in values or not value or value.startswith("-"):
-                return None
-            values[name] = value
-        elif word in ("--all", "-q", "--quiet", "--json"):
-            key = "-q" if word == "--quiet" else word
-            if key in flags:
-                return None
-            flags.add(key)
-        elif word.startswith("-") or positional:
-            return None
-        else:
-            positional.append(word)
-    patch = positional[0] if positional else None
-    if (patch is None) != ("--all" in flags) or (patch is not None and not _is_id(patch)):
-        return None
-    root = values.get("--root") or os.environ.get("PATCHKIT_ROOT")
-    patches = values.get("--patches") or os.environ.get("PATCHKIT_PATCHES")
-    if not root or not patches:
-        return None
-    return Request(patch, root, patches, "-q" in flags, "--json" in flags)
-
-
-def _is_id(text: str) -> bool:
-    return _ID.fullmatch(text) is not None and text != MANIFEST
-
-
-def _colour_possible() -> bool:
-    """A terminal on either stream: click may colour, and a progress line may be drawn."""
-    try:
-        return os.isatty(1) or os.isatty(2)
-    except OSError:
-        return True
 
 
 def _project_config_above(cwd: str) -> bool:
@@ -277,7 +211,7 @@ def _peek(data: bytes | None) -> tuple[list[Any], dict[str, Any]] | None:
 def _digests(folder: str, facts: dict[str, Any]) -> tuple[str, str] | None:
     """sha256 of the manifest and of the diff (named by the sealed facts), read now; None if not plain files."""
     diff = facts.get("diff")
-    if not isinstance(diff, str) or not _is_id(diff):
+    if not isinstance(diff, str) or not is_id(diff):
         return None  # a diff in a subfolder (or behind a name that is not plain): the full path reads it
     try:
         if not stat.S_ISDIR(os.lstat(folder).st_mode):

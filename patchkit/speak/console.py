@@ -1,22 +1,25 @@
 """How one run speaks on the terminal: -q / -v / --color, colour conventions, pipe-safe output, TTY progress.
 
-Settings live in the click context's `meta` (shared by the group and its subcommand), so `-v` works before or
-after the command name. Everything here is CLI side: core code only sees the `Progress` protocol.
+This module does not import click: a first `status` answered by the first-status entry (cli/patch_run.py,
+offered by cli/start.py before click loads; docs/performance.md, issue #36 item 2) speaks through it too. The
+settings are this run's (`settings()`), filled by the CLI's option callbacks (cli/flags.py: -v before or after
+the command name alike) or by that entry; `echo` writes what click.echo writes, and hands any stream it cannot
+vouch for to click.echo itself. Everything here is CLI side: core code only sees the `Progress` protocol.
 """
 
 from __future__ import annotations
 
+import codecs
+import io
 import os
+import re
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
-from typing import IO, TYPE_CHECKING, Any, TypeVar
-
-import click
-from click.core import ParameterSource
+from dataclasses import dataclass
+from typing import IO, TYPE_CHECKING
 
 from patchkit.display import escape_controls
 from patchkit.errors import OutputError
@@ -27,9 +30,6 @@ if TYPE_CHECKING:
     from patchkit.run.progress import Phase
     from patchkit.workspace.lock import LockHolder
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-_META = "patchkit.speak.console"
 PHASE_WORDS = {"parse": "parsing the diff", "judge": "judging the tree", "write": "writing"}
 PROGRESS_DELAY = 1.0  # seconds a phase runs before progress is drawn ($PATCHKIT_PROGRESS_DELAY overrides)
 
@@ -44,24 +44,23 @@ class Settings:
     json: bool = False
 
 
+_current = [Settings()]  # this run's settings: set by the CLI's callbacks (cli/flags.py) or the first-status entry
+
+
 def settings() -> Settings:
     """This run's settings (the defaults outside a command)."""
-    ctx = click.get_current_context(silent=True)
-    return settings_of(ctx) if ctx is not None else Settings()
+    return _current[0]
 
 
-def _update(ctx: click.Context, **changes: Any) -> None:
-    ctx.meta[_META] = replace(settings_of(ctx), **changes)
-    ctx.color = use_colour(ctx.meta[_META].color)
-
-
-def settings_of(ctx: click.Context) -> Settings:
-    found = ctx.meta.get(_META)
-    return found if isinstance(found, Settings) else Settings()
+def use_settings(chosen: Settings) -> Settings:
+    """Make `chosen` this run's settings; returns the ones it replaces (cli.main restores them after a run, so
+    a run inside a run, as `demo` makes, leaves the outer one's as they were)."""
+    previous, _current[0] = _current[0], chosen
+    return previous
 
 
 def use_colour(choice: str) -> bool | None:
-    """True: always colour; False: never; None: only on a terminal (click decides per stream).
+    """True: always colour; False: never; None: only on a terminal (decided per stream, as click.echo does).
 
     --color always/never wins; then NO_COLOR (any non-empty value), then FORCE_COLOR / CLICOLOR_FORCE
     (non-empty and not 0), then TERM=dumb.
@@ -77,76 +76,6 @@ def use_colour(choice: str) -> bool | None:
     if os.environ.get("TERM") == "dumb":
         return False
     return None
-
-
-def _given(ctx: click.Context, param: click.Parameter) -> bool:
-    return param.name is not None and ctx.get_parameter_source(param.name) is not ParameterSource.DEFAULT
-
-
-def _on_quiet(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if _given(ctx, param) and value:
-        if settings_of(ctx).verbose:
-            raise click.UsageError("-q/--quiet and -v/--verbose exclude each other")
-        _update(ctx, quiet=True)
-
-
-def _on_verbose(ctx: click.Context, param: click.Parameter, value: bool) -> None:
-    if _given(ctx, param) and value:
-        if settings_of(ctx).quiet:
-            raise click.UsageError("-q/--quiet and -v/--verbose exclude each other")
-        _update(ctx, verbose=True)
-
-
-def _on_color(ctx: click.Context, param: click.Parameter, value: str) -> None:
-    if _given(ctx, param) or _META not in ctx.meta:  # the default too: NO_COLOR etc. apply to every echo
-        _update(ctx, color=value)
-
-
-def _on_json(ctx: click.Context, param: click.Parameter, value: bool) -> bool:
-    json_when(ctx, value)
-    return value
-
-
-def json_when(ctx: click.Context, wanted: bool) -> None:
-    """The command prints JSON (--json, lint --format json): its errors are JSON objects on stdout too."""
-    if wanted:
-        _update(ctx, json=True)
-
-
-def json_format(json_value: str) -> Callable[[click.Context, click.Parameter, str], str]:
-    """The callback of a --format option: choosing `json_value` makes the command's errors JSON too."""
-    def callback(ctx: click.Context, param: click.Parameter, value: str) -> str:
-        json_when(ctx, value == json_value)
-        return value
-
-    return callback
-
-
-VERBOSE_HELP = {  # what -v adds, by where it is given
-    "group": "More detail: status, apply and revert print the per-file, per-hunk table; tracebacks of internal "
-    "errors.",
-    "table": "More detail: the per-file, per-hunk table and provenance; tracebacks of internal errors.",
-    "other": "More detail: the traceback of an internal error.",
-}
-
-
-def output_params(verbose_help: str = VERBOSE_HELP["group"]) -> list[click.Option]:
-    """-q, -v and --color: on the group and on every command, so either place works."""
-    return [
-        click.Option(["-q", "--quiet"], is_flag=True, expose_value=False, callback=_on_quiet,
-                     help="Only errors and refusals; no progress. The exit code says the rest."),
-        click.Option(["-v", "--verbose"], is_flag=True, expose_value=False, callback=_on_verbose,
-                     help=verbose_help),
-        click.Option(["--color"], type=click.Choice(["auto", "always", "never"]), default="auto",
-                     show_default=True, expose_value=False, callback=_on_color,
-                     help="Colour: auto (a terminal, unless NO_COLOR or TERM=dumb; FORCE_COLOR forces), "
-                     "always, never."),
-    ]
-
-
-def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True, callback=_on_json,
-                        help="Print one JSON object on stdout (errors too).")(func)
 
 
 # -------------------------------------------------------------------------------------------------- output
@@ -168,12 +97,59 @@ def echo(message: str = "", *, err: bool = False) -> None:
     # A progress line is erased first (and not redrawn while the line is written); the next tick draws it below.
     with _active[-1].paused() if _active else nullcontext():
         try:
-            click.echo(message, err=err, color=use_colour(settings().color))
+            _write(message, err, use_colour(settings().color))
         except BrokenPipeError:
             silence(name)
         except OSError as exc:  # a full disk, EIO: the report cannot be written; not a bug
             silence(name)
             raise output_error(name, exc) from None
+
+
+# click.echo's own (click._compat._ansi_re): what it strips from text for a stream that gets no colour.
+_ANSI = re.compile(r"\033\[[0-?]*[ -/]*[@-~]")
+
+
+def _write(message: str, err: bool, colour: bool | None) -> None:
+    """What click.echo(message, err=err, color=colour) writes, without click for the streams a process has:
+    an io.TextIOWrapper (not a test's capture, not a notebook's) whose encoding is not ASCII (click rewraps an
+    ASCII stream), off Windows (click's console writer). Any other stream is click's to write."""
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        return
+    if type(stream) is not io.TextIOWrapper or _ascii(stream.encoding) or sys.platform.startswith("win"):
+        import click  # lazy: the CLI (a stream click.echo writes its own way; the CLI has loaded click anyway)
+
+        click.echo(message, err=err, color=colour)
+        return
+    if not colour if colour is not None else not _terminal(stream):
+        message = _ANSI.sub("", message)
+    stream.write(message + "\n")
+    stream.flush()
+
+
+def _terminal(stream: IO[str]) -> bool:
+    """click.echo's test (click._compat.isatty): a stream that cannot say is no terminal."""
+    try:
+        return stream.isatty()
+    except Exception:
+        return False
+
+
+def _ascii(encoding: str | None) -> bool:
+    """click's test (click._compat._stream_is_misconfigured): an ASCII stream, or one without an encoding."""
+    try:
+        return codecs.lookup(encoding or "ascii").name == "ascii"
+    except LookupError:
+        return False
+
+
+# click.style's codes for the colours the report uses (click.termui._ansi_colors), as fg: `\x1b[<n>m`.
+_FG = {"red": 31, "green": 32, "yellow": 33, "cyan": 36}
+
+
+def style(text: str, fg: str) -> str:
+    """click.style(text, fg=fg): the colour's code, the text, a reset (echo strips both where no colour goes)."""
+    return f"\x1b[{_FG[fg]}m{text}\x1b[0m"
 
 
 def output_error(name: str, exc: OSError) -> OutputError:

@@ -11,8 +11,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-import click
-
 from patchkit.display import escape_controls, show_path
 from patchkit.outcome import (
     Action,
@@ -29,6 +27,7 @@ from patchkit.run.actions import Invocation, upstream_json
 from patchkit.run.actions import excluded_json as _excluded_json
 from patchkit.run.provenance import missing_files
 from patchkit.run.recorded import FileEntry, HunkEntry, files_text, shown_files, verdict_entry
+from patchkit.speak.console import style
 from patchkit.speak.plain import ALREADY_APPLIED
 from patchkit.speak.plain import SCHEMA_VERSION as SCHEMA_VERSION
 from patchkit.speak.plain import RawJSON as RawJSON
@@ -414,11 +413,11 @@ def spec_line(spec: PatchSpec) -> str:
 
 
 def _paint(key: str, text: str | None = None) -> str:
-    # click.echo strips these styles when stdout is not a terminal. A word without a colour is left plain:
+    # console.echo strips these styles when stdout is not a terminal. A word without a colour is left plain:
     # click.style would still end it with a reset (`base unknown^[[0m`).
     shown = text if text is not None else key
     colour = _COLOURS.get(key)
-    return click.style(shown, fg=colour) if colour else shown
+    return style(shown, colour) if colour else shown
 
 
 

@@ -9,13 +9,14 @@ import click
 
 from patchkit.cli.commands.lint_rules import RULE_TEXT
 from patchkit.cli.commands.options import FolderPath, patches_option
+from patchkit.cli.flags import json_format
 from patchkit.display import closest
 from patchkit.errors import BadInputError, ExitCode
 from patchkit.lint import LintRequest, run_lint, write_lint_baseline
 from patchkit.lint.coverage import Cover
 from patchkit.lint.findings import Rule, Severity
 from patchkit.lint.report import OutputFormat, format_report, summarise
-from patchkit.speak.console import echo, json_format, settings
+from patchkit.speak.console import echo, settings
 
 
 @click.command("lint")

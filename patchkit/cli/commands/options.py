@@ -4,7 +4,6 @@ reports (speak.answer)."""
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar, cast
@@ -12,19 +11,22 @@ from typing import Any, NamedTuple, TypeVar, cast
 import click
 from click.core import ParameterSource
 
+from patchkit.cli.flags import json_option
+from patchkit.cli.patch_run import answer_request, root_words, warn_stray_folder, warn_stray_folders
 from patchkit.errors import PatchkitError
-from patchkit.input.registry import check_registry_folder, find_locations, list_patch_ids, stray_folders
+from patchkit.input.registry import check_registry_folder, find_locations, list_patch_ids
 from patchkit.outcome import Action
 from patchkit.run.actions import Invocation, Options
-from patchkit.run.command import Hooks, Request, cycles_uncollected, run_command
-from patchkit.speak.answer import emit_answer, emit_recovery
-from patchkit.speak.console import json_option, print_lock_wait, progress, settings, warn
+from patchkit.run.command import Request
 from patchkit.workspace.lock import DEFAULT_LOCK_TIMEOUT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 
-__all__ = ["json_option", "patch_command_options", "patches_option", "run_patch_command"]
+__all__ = [
+    "json_option", "patch_command_options", "patches_option", "root_words", "run_patch_command", "warn_stray_folder",
+    "warn_stray_folders",
+]
 
 
 class FolderPath(click.Path):
@@ -140,16 +142,6 @@ def _one_root(func: F) -> F:
 _ROOT_WORDS = "patchkit.root_words"  # ctx.meta: how this run named its tree, for the commands messages suggest
 
 
-def root_words(root: str, package: str | None = None, python: str | None = None) -> tuple[str, ...]:
-    """The options that name the tree again from any folder: --root as an absolute path, or the same
-    --root-from-package (with --python, absolute when it is a path rather than a name looked up in PATH)."""
-    if package is None:
-        return ("--root", str(Path(root).absolute()))
-    if python is None:
-        return ("--root-from-package", package)
-    return ("--root-from-package", package, "--python", str(Path(python).absolute()) if os.sep in python else python)
-
-
 def given_root_words(root: str) -> tuple[str, ...]:
     """How this run named its tree (folded by _one_root), else `--root ROOT`."""
     found = click.get_current_context().meta.get(_ROOT_WORDS)
@@ -251,20 +243,4 @@ def run_patch_command(
         action, selection.patch, selection.target, Path(root), given_root_words(root), patches_dir, options,
         keep_going,
     )
-    with cycles_uncollected():
-        with progress() as shown:
-            # Who the command waits for is said on a terminal's progress line, or as a plain line (a container's log).
-            on_wait = shown.lock_wait if shown is not None else print_lock_wait
-            answer = run_command(request, Hooks(emit_recovery, warn_stray_folder, on_wait, shown))
-        emit_answer(answer, as_json, settings().verbose)
-        click.get_current_context().exit(int(answer.exit_code))
-
-
-def warn_stray_folders(folder: Path) -> None:
-    """A folder of the registry without manifest.toml is not a patch: say so rather than skip it silently."""
-    for stray in stray_folders(folder):
-        warn_stray_folder(stray)
-
-
-def warn_stray_folder(stray: Path) -> None:
-    warn(f"{stray.absolute()}: no manifest.toml, so it is not a patch; skipped")
+    click.get_current_context().exit(answer_request(request, as_json))
