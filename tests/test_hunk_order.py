@@ -95,15 +95,16 @@ def _spliced(tmp_path: Path, first: bytes, second: bytes) -> bytes:
 
 
 def test_overlapping_hunks_are_refused(tmp_path: Path, registry: Registry, engine: Path) -> None:
-    # Line 10 changed (hunk @@ -7,7 @@: lines 7-13), then line 13 changed (@@ -10,7 @@: lines 10-16).
-    diff = _spliced(tmp_path, NUMBERS.replace(b"\n10\n", b"\nten\n"), NUMBERS.replace(b"\n13\n", b"\nthirteen\n"))
+    # Line 10 changed (hunk @@ -7,7 @@: lines 7-13), then line 16 changed (@@ -13,7 @@: lines 13-19): the two
+    # share line 13, on both sides.
+    diff = _spliced(tmp_path, NUMBERS.replace(b"\n10\n", b"\nten\n"), NUMBERS.replace(b"\n16\n", b"\nsixteen\n"))
     folder = registry.add("p", diff)
     write_tree(engine, {"f.txt": NUMBERS})
     for action in ("status", "apply", "revert"):
         result = cli(action, "p", "--root", engine, "--patches", registry.path)
         assert result.code == 2, (action, result.out, result.err)
-        assert (f"{folder / 'change.diff'}:14: f.txt: hunk 2 @@ -10,7 +10,7 @@ overlaps hunk 1 @@ -7,7 +7,7 @@ "
-                f"(old side: lines 10-16, hunk 1 lines 7-13); {ORDER}") in result.err
+        assert (f"{folder / 'change.diff'}:14: f.txt: hunk 2 @@ -13,7 +13,7 @@ overlaps hunk 1 @@ -7,7 +7,7 @@ "
+                f"(old side: lines 13-19, hunk 1 lines 7-13); {ORDER}") in result.err
         assert "hint: regenerate the diff with `git diff` (a file's hunks never overlap" in result.err
         assert read_tree(engine) == {"f.txt": (NUMBERS, False)}
 

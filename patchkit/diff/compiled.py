@@ -39,7 +39,7 @@ import re
 import stat
 import sys
 from importlib.util import find_spec
-from operator import add, gt, le
+from operator import add, ge, gt, le
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -199,8 +199,8 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
         if not (all(map(le, leadings, old_lens)) and all(map(le, leadings, new_lens))
                 and all(map(le, trailings, old_lens)) and all(map(le, trailings, new_lens))):
             return None
-        if count > 1 and not (_in_line_order(list(map(add, columns[2], columns[9])), old_lens)
-                              and _in_line_order(list(map(add, columns[4], columns[10])), new_lens)):
+        if count > 1 and not (_in_line_order(columns[2], columns[9], old_lens)
+                              and _in_line_order(columns[4], columns[10], new_lens)):
             return None
         hunks = []
         for row in zip(*columns, strict=True):
@@ -223,11 +223,16 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
     return HunkSet(source, tuple(files), tuple(excluded))
 
 
-def _in_line_order(starts: list[int], counts: list[int]) -> bool:
-    """The parser's rule (diffs._check_order) on one side of a file's hunks, as the diff's headers give them
-    (`starts`: a kept hunk's start plus what excludes moved it by): each hunk past the end of the one before, in
-    half lines (line L is 2L, a side of no lines the gap 2N+1 after its line N). Excludes only drop hunks, so the
-    hunks left keep the rule."""
+def _in_line_order(starts: list[int], moves: list[int], counts: list[int]) -> bool:
+    """The parser's rule (diffs._check_order) on one side of a file's hunks, on the diff's own headers (`starts`
+    plus what excludes moved them by, `moves`): each hunk past the end of the one before. Excludes only drop
+    hunks, so the hunks left keep the rule. Sides with lines (nearly all): a hunk starts at or past the line
+    after the one before it ends, in C over the columns; else in half lines, as the parser counts them (line L
+    is 2L, a side of no lines the gap 2N+1 after its line N)."""
+    if any(moves):
+        starts = list(map(add, starts, moves))
+    if 0 not in counts:
+        return all(map(ge, starts[1:], map(add, starts, counts)))
     firsts = [2 * start + (not count) for start, count in zip(starts, counts, strict=True)]
     lasts = [2 * (start + count) - 2 + 3 * (not count) for start, count in zip(starts, counts, strict=True)]
     return all(map(gt, firsts[1:], lasts))
