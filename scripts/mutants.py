@@ -249,6 +249,11 @@ MUTANTS: tuple[Mutant, ...] = (
       "if count > 1 and not (_in_line_order(", "if False and not (_in_line_order(",
       ["tests/test_compiled.py::test_a_hostile_compiled_file_is_ignored"],
       "a compiled hunk set whose hunks are out of line order is believed"),
+    m("compiled-hunk-order-insertions-refused", "patchkit/diff/compiled.py",
+      "    return all(map(gt, firsts[1:], lasts))\n", "    return False\n",
+      [f"{ORDER}::test_insertions_before_and_after_line_1_are_in_line_order"],
+      "the compiled load refuses a file of several hunks with a side of no lines (git's -U0 insertions): the "
+      "compile writes nothing"),
     m("rewrite-in-diff-order", "patchkit/judge/rewrite.py",
       "sorted(zip(hunks, located, strict=True), key=lambda hl: hl[1].pos or 0)", "zip(hunks, located, strict=True)",
       ["tests/test_ported.py::test_a_hunk_git_places_above_the_one_before_it_on_a_fingerprinted_image"],

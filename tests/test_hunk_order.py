@@ -151,3 +151,9 @@ def test_insertions_before_and_after_line_1_are_in_line_order(tmp_path: Path, re
     assert result.code != 2, result.out + result.err
     assert "order of their lines" not in result.out + result.err
     assert "hunk 1 @@ -0,0 +1,1 @@" in result.out and "hunk 2 @@ -1,0 +3,1 @@" in result.out
+    # and the compiled form holds it: the compile's own load check (the same rule) takes it back
+    compiled = cli("compile", "--patches", registry.path)
+    assert compiled.code == 0 and "parsed at every start" not in compiled.err, compiled.out + compiled.err
+    assert (registry.path / "p" / "p.compiled").is_file()
+    again = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
+    assert (again.code, again.out) == (result.code, result.out)
