@@ -75,6 +75,7 @@ PORT = "tests/test_port.py"
 LINT_SCAN = "tests/test_lint_scan.py"
 HOSTILE_LINT = "tests/test_lint_hostile.py"
 LINT_CONSUMER = "tests/test_lint_consumer.py"
+ORDER = "tests/test_hunk_order.py"
 
 CANARY_TEST = f"{MATCHING}::test_split_lines_keeps_endings_and_a_missing_final_newline"
 
@@ -227,6 +228,41 @@ MUTANTS: tuple[Mutant, ...] = (
       "if h.leading == 0 and h.old_start > 0:",
       ["tests/test_diffs.py", "tests/test_scenarios.py", "tests/test_cli.py"],
       "a hunk that rewrites a whole file from line 1 (no context to have) is refused as a -U0 diff"),
+    m("hunk-order-unchecked", "patchkit/diff/diffs.py",
+      "    _check_order(files, source)\n", "",
+      [ORDER],
+      "a file section whose hunks are out of line order is judged (a pristine tree read as drifted)"),
+    m("hunk-order-old-side-only", "patchkit/diff/diffs.py",
+      '        ("new", later.new_start, later.new_len, earlier.new_start, earlier.new_len),\n', "",
+      [f"{ORDER}::test_hunks_in_line_order_on_the_old_side_only_are_refused"],
+      "hunks whose new sides overlap (what a revert reads) pass the order check"),
+    m("hunk-order-fast-path-overlap", "patchkit/diff/diffs.py",
+      "later.old_start >= earlier.old_start + earlier.old_len\n" + " " * 20
+      + "and earlier.new_len and later.new_len and later.new_start >= earlier.new_start + earlier.new_len",
+      "later.old_start >= earlier.old_start + earlier.old_len - 1\n" + " " * 20
+      + "and earlier.new_len and later.new_len and later.new_start >= earlier.new_start + earlier.new_len - 1",
+      [f"{ORDER}::test_overlapping_hunks_are_refused"],
+      "the order check's common case (off by one on both sides) lets a hunk that starts on the last line of the one "
+      "before it through"),
+    m("hunk-order-insertion-takes-its-neighbours", "patchkit/diff/diffs.py",
+      "        return 2 * start + 1, 2 * start + 1\n", "        return 2 * start - 1, 2 * start + 1\n",
+      [f"{ORDER}::test_insertions_before_and_after_line_1_are_in_line_order"],
+      "an insertion (-N,0) is taken to cover the lines on both sides of it: git's -U0 insertions before and "
+      "after line 1 are refused"),
+    m("compiled-hunk-order-unchecked", "patchkit/diff/compiled.py",
+      "if count > 1 and not (_in_line_order(", "if False and not (_in_line_order(",
+      ["tests/test_compiled.py::test_a_hostile_compiled_file_is_ignored"],
+      "a compiled hunk set whose hunks are out of line order is believed"),
+    m("compiled-hunk-order-insertions-refused", "patchkit/diff/compiled.py",
+      "    return all(map(gt, firsts[1:], lasts))\n", "    return False\n",
+      [f"{ORDER}::test_insertions_before_and_after_line_1_are_in_line_order"],
+      "the compiled load refuses a file of several hunks with a side of no lines (git's -U0 insertions): the "
+      "compile writes nothing"),
+    m("rewrite-in-diff-order", "patchkit/judge/rewrite.py",
+      "sorted(zip(hunks, located, strict=True), key=lambda hl: hl[1].pos or 0)", "zip(hunks, located, strict=True)",
+      ["tests/test_ported.py::test_a_hunk_git_places_above_the_one_before_it_on_a_fingerprinted_image"],
+      "the rewrite takes hunks in diff order: where git puts a hunk above the one before it (a fingerprinted "
+      "image), the file is not git's"),
     # -------------------------------------------------------------------------------------------- trust
     m("trust-group-writable", "patchkit/input/trust.py",
       "_OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH", "_OTHERS_WRITE = stat.S_IWOTH",

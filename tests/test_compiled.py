@@ -282,6 +282,7 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
     later = [*files[:many], [*files[many][:8], [*files[many][8][:-3], 4, *files[many][8][-2:]]], *files[many + 1:]]
     yield "a later hunk's flag unknown", {**header, "files": later}, body
     yield "count does not fit the lines", with_hunk(3, hunk[3] + 1), body
+    yield from _out_of_order_variants(header, body, many)
     yield "body truncated", header, body[:-3]
     yield "body too long", header, body + b"more\n"
     yield "a partial line after the body", header, body + b"junk"
@@ -289,6 +290,30 @@ def _hostile_variants(header: dict[str, Any], body: bytes) -> Iterator[tuple[str
     yield "lines of another count", header, body.replace(b"\n", b"", 1)
     yield "deep nesting", None, body
     yield "not json", None, body
+
+
+def _out_of_order_variants(header: dict[str, Any], body: bytes, many: int) -> Iterator[tuple[str, Any, bytes]]:
+    """A file's first two hunks swapped (rows and image lines, numbers and diff lines left in place: a swapped
+    diff as the compile would have written it), and its second hunk moved onto the first on one side."""
+    row = 11
+    files = header["files"]
+    rows = files[many][8]
+    first, second = rows[:row], rows[row:2 * row]
+    lines = [line + b"\n" for line in body.split(b"\n")[:-1]]  # LF alone ends a line (a CR is content)
+    at = sum(sum(f[8][3::row]) + sum(f[8][5::row]) for f in files[:many])  # the earlier files' image lines
+    size = (first[3] + first[5], second[3] + second[5])
+    swapped_body = b"".join(lines[:at] + lines[at + size[0]:at + sum(size)] + lines[at:at + size[0]]
+                            + lines[at + sum(size):])
+    swapped = [*first[:2], *second[2:], *second[:2], *first[2:], *rows[2 * row:]]
+
+    def with_rows(new_rows: list[int]) -> dict[str, Any]:
+        return {**header, "files": [*files[:many], [*files[many][:8], new_rows], *files[many + 1:]]}
+
+    assert first[2] + first[3] <= second[2] and first[4] + first[5] <= second[4]  # in line order as compiled
+    yield "a file's hunks out of line order", with_rows(swapped), swapped_body
+    for side, column in (("old", 2), ("new", 4)):
+        onto = [*first, *second[:column], first[column], *second[column + 1:], *rows[2 * row:]]
+        yield f"a hunk overlapping the one before on the {side} side", with_rows(onto), body
 
 
 @pytest.fixture

@@ -17,7 +17,8 @@ post-image); the same diff with hunk excludes in either section, whose oracle is
 diff this file writes itself (headers placed by identity, filtered_diff), and `patchkit show` of that hunk set
 must make the same tree; and a file whose pre- and post-image sit at the same line (a block inserted next to a
 copy of itself: one more JSON list element, a duplicated test block) in a patch whose other files read one way
-only, on pristine, patched and partial trees (only that file patched, only the others).
+only, on pristine, patched and partial trees (only that file patched, only the others). Every diff with a file of
+several hunks is also tried with two of them swapped (out_of_order): refused at load, nothing written.
 
 Ported trees (issue #37, test_ported_trees_against_git): the diff made on C, judged on trees of an older or
 newer image of the same history (lines added and removed around the hunks: offsets of 1 to 200 lines, files
@@ -247,6 +248,34 @@ def subset_diff(sections: Sequence[Section], chosen: set[tuple[int, int]]) -> by
             for h in hunks:
                 out += h.text
     return b"".join(out)
+
+
+def out_of_order(tally: Tally, work: Path, sections: Sequence[Section], tree: dict[str, bytes], label: str,
+                 number: int) -> None:
+    """The diff with the first two hunks of its first file of several swapped (a hand edit; git still applies it,
+    each hunk searched around its own line): patchkit refuses it at load with the diff error, never a verdict,
+    and writes nothing. No draw from the example's generator: the examples stay the same."""
+    k = next((k for k, s in enumerate(sections) if len(s.hunks) > 1), None)
+    if k is None:
+        return
+    out: list[bytes] = []
+    for j, section in enumerate(sections):
+        hunks = list(section.hunks)
+        if j == k:
+            hunks[:2] = hunks[1], hunks[0]
+        out += section.head
+        for h in hunks:
+            out += h.text
+    registry_path = work / f"patches-{number}-out-of-order"
+    registry_path.mkdir()
+    Registry(registry_path).add("p", b"".join(out), strip=2)
+    code, after, said = run_patchkit(work, registry_path, "p", tree, "apply")
+    tally.cases += 1
+    if code == 2 and "in the order of their lines" in said and after == tree:
+        tally.refused_order += 1
+    else:
+        tally.crashes.append(f"{label}: a diff with its hunks out of line order was not refused at load "
+                             f"(exit {code}): {said[-200:]}")
 
 
 def make_diff(work: Path, before: dict[str, Lines], after: dict[str, Lines], context: int, algorithm: str) -> bytes:
@@ -561,6 +590,7 @@ class Tally:
     verdicts: Counter[str] = field(default_factory=Counter)
     cautious_examples: list[str] = field(default_factory=list)
     refused_u0: int = 0
+    refused_order: int = 0  # diffs with their hunks out of line order (out_of_order)
     examples: int = 0
     wrong_by: Counter[str] = field(default_factory=Counter)  # wrong trees by group
     # ported trees: those git applies cleanly (giving the construction's tree) with a certain truth, by group,
@@ -578,6 +608,7 @@ class Tally:
         self.verdicts.update(other.verdicts)
         self.cautious_examples += other.cautious_examples[: max(0, 50 - len(self.cautious_examples))]
         self.refused_u0 += other.refused_u0
+        self.refused_order += other.refused_order
         self.examples += other.examples
         self.wrong_by.update(other.wrong_by)
         self.eligible.update(other.eligible)
@@ -595,7 +626,8 @@ class Tally:
             f"ambiguous on clean trees {self.rate('clean')}, on trees without a planted copy "
             f"{self.rate('clean', 'look-alike')}, with one {self.rate('decoy')}, where git refuses too "
             f"{self.ambiguous['git refuses']}; "
-            f"verdicts {dict(self.verdicts)}; {self.refused_u0} -U0 diffs refused at load; by group (ambiguous, "
+            f"verdicts {dict(self.verdicts)}; {self.refused_u0} -U0 diffs and "
+            f"{self.refused_order} with hunks out of line order refused at load; by group (ambiguous, "
             f"wrong): " + ", ".join(f"{g} {self.rate(g)} {self.wrong_by[g]}" for g in sorted(self.trees))
         )
 
@@ -762,6 +794,7 @@ def one_example(tally: Tally, work: Path, rng: random.Random, number: int) -> No
         else:
             tally.crashes.append(f"{label}: a -U0 diff was not refused at load (exit {code}): {out[-200:]}")
         return
+    out_of_order(tally, work, sections, {p: b"".join(v) for p, v in before.items()}, label, number)
     index = {s.path: k for k, s in enumerate(sections)}
     every = frozenset((k, i) for k, s in enumerate(sections) for i in range(len(s.hunks)))
     variants = [Variant("base", frozenset()), Variant("target", every)]

@@ -237,3 +237,20 @@ def test_vendor_drops_base_applied_when_a_new_diff_changes_the_hunk_set(tmp_path
     assert done.code == 0, done.out + done.err
     manifest = (patches / PID / "manifest.toml").read_text()
     assert "[base]" in manifest and "[base_applied]" not in manifest
+
+
+def test_a_hunk_git_places_above_the_one_before_it_on_a_fingerprinted_image(tmp_path: Path,
+                                                                            registry: Registry) -> None:
+    # The diff's hunks are in line order (the parser refuses any other), but on the ported image the block hunk 2
+    # reads was moved to the top of the file: git searches each hunk outward from its own line with no lower
+    # bound, and puts hunk 2 above hunk 1. The fingerprint proves that image, and patchkit writes what git writes:
+    # the rewrite takes the hunks in the order of their places in the file, not in diff order.
+    base = _lines(0, 100)
+    after = [*base[:50], b"changed_50 = 50\n", *base[51:80], b"changed_80 = 80\n", *base[81:]]
+    diff = git_diff(tmp_path, {PATH: b"".join(base)}, {PATH: b"".join(after)})
+    assert diff.count(b"\n@@ ") == 2
+    ported = b"".join(base[77:84] + base[:77] + base[84:])
+    patched = _git_apply(tmp_path, ported, diff)
+    assert patched is not None and patched.startswith(b"".join(base[77:80]) + b"changed_80 = 80\n")
+    registry.add("p", diff, extra=_fingerprint(ported, patched))
+    _round_trip_registered(tmp_path, registry, ported, patched)

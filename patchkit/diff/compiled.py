@@ -13,10 +13,11 @@ None):
   writable by group or others (the one rule of patchkit.input.trust), or is larger than MAX_COMPILED_BYTES;
 - a binding, format or checksum mismatch (stale: the diff, the manifest or patchkit changed; or damaged);
 - any structural fault: a type, a bound (patchkit.input.limits), a count that does not fit the lines, a path the
-  parser would refuse. These checks keep a hostile file from crashing patchkit; they are not the parser's checks
-  again (the compile made those): a file that is well formed and correctly bound is believed, as the registry
-  folder it sits in is. `patchkit lint` compares every committed compiled file with a fresh compile (PK105), so
-  a lying one does not pass review.
+  parser would refuse, a file's hunks out of line order (diffs._check_order's rule, on the diff's own headers:
+  the judgement reads hunk after hunk down the file). These checks keep a hostile file from crashing or
+  misleading patchkit; the parser's other checks are not made again (the compile made those): a file that is
+  well formed and correctly bound is believed, as the registry folder it sits in is. `patchkit lint` compares
+  every committed compiled file with a fresh compile (PK105), so a lying one does not pass review.
 
 Format (no pickle, no marshal: nothing in it can run): MAGIC, the sha256 of the rest, a 4-byte big-endian
 length, a JSON header of that length, then the body: every hunk's old and new image lines, one after the other,
@@ -38,7 +39,7 @@ import re
 import stat
 import sys
 from importlib.util import find_spec
-from operator import le
+from operator import add, ge, gt, le
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -198,6 +199,9 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
         if not (all(map(le, leadings, old_lens)) and all(map(le, leadings, new_lens))
                 and all(map(le, trailings, old_lens)) and all(map(le, trailings, new_lens))):
             return None
+        if count > 1 and not (_in_line_order(columns[2], columns[9], old_lens)
+                              and _in_line_order(columns[4], columns[10], new_lens)):
+            return None
         hunks = []
         for row in zip(*columns, strict=True):
             index, line, old_start, old_len, new_start, new_len, leading, trailing, flags, moved_old, moved = row
@@ -217,6 +221,21 @@ def _decode(blob: bytes, binding: str, source: str) -> HunkSet | None:
     if at != len(lines):  # every line taken, none missing (a count too large leaves `at` past the end)
         return None
     return HunkSet(source, tuple(files), tuple(excluded))
+
+
+def _in_line_order(starts: list[int], moves: list[int], counts: list[int]) -> bool:
+    """The parser's rule (diffs._check_order) on one side of a file's hunks, on the diff's own headers (`starts`
+    plus what excludes moved them by, `moves`): each hunk past the end of the one before. Excludes only drop
+    hunks, so the hunks left keep the rule. Sides with lines (nearly all): a hunk starts at or past the line
+    after the one before it ends, in C over the columns; else in half lines, as the parser counts them (line L
+    is 2L, a side of no lines the gap 2N+1 after its line N)."""
+    if any(moves):
+        starts = list(map(add, starts, moves))
+    if 0 not in counts:
+        return all(map(ge, starts[1:], map(add, starts, counts)))
+    firsts = [2 * start + (not count) for start, count in zip(starts, counts, strict=True)]
+    lasts = [2 * (start + count) - 2 + 3 * (not count) for start, count in zip(starts, counts, strict=True)]
+    return all(map(gt, firsts[1:], lasts))
 
 
 def _number(value: Any) -> bool:

@@ -63,6 +63,7 @@ def parse_diff(data: bytes, strip: int, source: str) -> Diff:
         if collecting:
             gc.enable()
     _check_context(files, source)
+    _check_order(files, source)
     if not files:
         if _HTML.match(data[:1024]):
             raise NotADiffError(
@@ -99,6 +100,60 @@ def _check_context(files: tuple[FilePatch, ...], source: str) -> None:
                     hint="regenerate the diff with context: `git diff` / `git format-patch` without -U0 "
                     "(the default is 3 lines, -U3)",
                 )
+
+
+def _check_order(files: tuple[FilePatch, ...], source: str) -> None:
+    """Refuse a file section whose hunks are not in the order of their lines: each hunk must start past the end
+    of the one before it, on the old side and on the new one (a revert reads the new side).
+
+    git writes them so, and the judgement rests on it (matching.read_file reads hunk after hunk down the file,
+    each past the one before); `git apply` takes hunks in diff order and searches each around its own line, so
+    a diff with its hunks swapped is one it applies, and patchkit would judge it by a wrong order (a pristine
+    tree read as drifted). Each section on its own: a file touched twice has two sections, the second reading
+    the file the first makes.
+    """
+    for f in files:
+        for earlier, later in zip(f.hunks, f.hunks[1:], strict=False):  # each hunk with the next
+            if (earlier.old_len and later.old_len and later.old_start >= earlier.old_start + earlier.old_len
+                    and earlier.new_len and later.new_len and later.new_start >= earlier.new_start + earlier.new_len):
+                continue  # the common case, both sides with lines (_extent's rule for them, without the calls)
+            _check_pair(f, earlier, later, source)
+
+
+def _check_pair(f: FilePatch, earlier: Hunk, later: Hunk, source: str) -> None:
+    for side, start, count, was, was_count in (
+        ("old", later.old_start, later.old_len, earlier.old_start, earlier.old_len),
+        ("new", later.new_start, later.new_len, earlier.new_start, earlier.new_len),
+    ):
+        first, _ = _extent(start, count)
+        was_first, was_last = _extent(was, was_count)
+        if first > was_last:
+            continue
+        before = first < was_first
+        raise DiffError(
+            f"{f.path}: hunk {later.index} {later.header} {'comes before' if before else 'overlaps'} "
+            f"hunk {earlier.index} {earlier.header} ({side} side: {_span(start, count)}, hunk "
+            f"{earlier.index} {_span(was, was_count)}); patchkit needs the hunks of a file section in the "
+            "order of their lines, each past the end of the one before",
+            where=f"{source}:{later.diff_line or f.diff_line}",
+            hint="put the file's hunks in the order of their lines, or regenerate the diff with `git diff`"
+            if before else "regenerate the diff with `git diff` (a file's hunks never overlap in a diff "
+            "git makes)",
+        )
+
+
+def _extent(start: int, count: int) -> tuple[int, int]:
+    """The first and last place a hunk side takes, in half lines: line L is 2L, and a side of no lines (git writes
+    `-N,0`, N the line before it) the gap 2N+1 after line N; a side with lines covers them all."""
+    if count == 0:
+        return 2 * start + 1, 2 * start + 1
+    return 2 * start, 2 * (start + count - 1)
+
+
+def _span(start: int, count: int) -> str:
+    if count == 0:
+        return f"after line {start}" if start else "before line 1"
+    return f"line {start}" if count == 1 else f"lines {start}-{start + count - 1}"
 
 
 def _split_lines(data: bytes) -> list[bytes]:

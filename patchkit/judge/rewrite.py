@@ -24,7 +24,11 @@ def rewrite_lines(
     moving = HunkState.UNAPPLIED if forward else HunkState.APPLIED
     out: list[bytes] = []
     at = 0
-    # One pass over the lines in file order (the hunks of a reading do not overlap).
+    # One pass over the lines in file order (the hunks of a reading do not overlap). The parser keeps a section's
+    # hunks in the order of their lines, and a reading by position (read_file) finds each past the one before;
+    # but the places `git apply` picks (matching.simulate_git: a fingerprinted image, state._fingerprinted and
+    # git_applied) have no lower bound, and on a ported image git may put a hunk above the one before it
+    # (tests/test_ported.py): so the hunks are taken in the order of their places, not in diff order.
     for hunk, loc in sorted(zip(hunks, located, strict=True), key=lambda hl: hl[1].pos or 0):
         if loc.state is not moving or loc.pos is None:
             continue
