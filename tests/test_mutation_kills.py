@@ -10,11 +10,13 @@ import contextlib
 import errno
 import hashlib
 import io
+import itertools
 import json
 import os
 import stat
 import subprocess
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,8 +26,10 @@ from patchkit.cli.main import run
 from patchkit.input.trust import Flaw, Refusal, check_trusted_path
 from tests import test_fastpath as fast
 from tests.conftest import CliResult, Registry, cli, git_diff, needs_root, write_tree
+from tests.rooted import locked
 from tests.safety_helpers import (
     as_user,
+    build_case,
     chown_tree,
     fault_env,
     report_one_free_block,
@@ -33,6 +37,7 @@ from tests.safety_helpers import (
     run_here,
     shared_case,
     shared_workdir,
+    whole_state,
 )
 
 BEFORE = {
@@ -698,3 +703,154 @@ def test_an_empty_file_written_is_read_back_too(
     assert "did not land in the tree: its content is not what patchkit just wrote" in res.err, res.err
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
+
+class _Clock:
+    """time for workspace/lock.py on a clock that moves only when the lock's poll sleeps; `on_sleep(elapsed)`
+    runs after each sleep (it may release the lock). Everything else is the real time module."""
+
+    def __init__(self, on_sleep: Callable[[float], None]) -> None:
+        self.now, self.on_sleep = 1000.0, on_sleep
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(time, name)
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.on_sleep(self.now - 1000.0)
+
+
+def _held_lock(root: Path) -> int:
+    """A descriptor holding `root`'s patchkit lock (made by a first lock taken and released), as another
+    writer would: flock belongs to an open file description, so this process's own locked() waits for it."""
+    import fcntl
+
+    with locked(root, 1):
+        pass
+    fd = os.open(root / ".patchkit" / "lock", os.O_RDWR)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    return fd
+
+
+@pytest.mark.parametrize(("release_at", "told_times"), [(0.9, 0), (1.2, 1)])
+def test_a_waiter_is_told_who_holds_the_lock_after_one_second_of_waiting_not_before(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, release_at: float, told_times: int
+) -> None:
+    """The wait notice comes once the lock has been busy for one second (on a clock that moves with the poll's
+    sleeps): a holder that lets go at 0.9 s is never announced, one that lets go at 1.2 s is, once.
+
+    Kills patchkit/workspace/lock.py:56:core/NumberReplacer#2 and #3 (`WAIT_NOTICE_AFTER = 2.0` / `0.0`) and
+    :80:core/NumberReplacer#5 (`waited: float = -1.0`: a second of patience more before the notice)."""
+    import fcntl
+
+    from patchkit.workspace import lock as lock_module
+
+    fd = _held_lock(tmp_path)
+    try:
+        def release(elapsed: float) -> None:
+            if elapsed >= release_at:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+
+        clock = _Clock(release)
+        monkeypatch.setattr(lock_module, "time", clock)
+        told: list[object] = []
+        with locked(tmp_path, 10, on_wait=lambda holder, path: told.append(holder)):
+            took = clock.now - 1000.0
+    finally:
+        os.close(fd)
+    assert release_at <= took < release_at + 0.25, took
+    assert len(told) == told_times, (told, took)
+
+
+@pytest.mark.parametrize("timeout", [1, 0])
+def test_a_lock_timeout_is_the_time_waited_from_the_first_busy_look(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, timeout: int
+) -> None:
+    """`--lock-timeout 1` against a holder that never lets go gives up after one second of waiting (on a clock
+    that moves with the poll's sleeps), not later; `--lock-timeout 0` at the first busy look, without a sleep.
+
+    Kills patchkit/workspace/lock.py:80:core/NumberReplacer#5 (`waited: float = -1.0`: two seconds) and
+    :84:core/NumberReplacer#6 (`max(1.0, ...)` in `LockWait.left`: a second for `--lock-timeout 0`)."""
+    from patchkit.errors import LockTimeoutError
+    from patchkit.workspace import lock as lock_module
+
+    fd = _held_lock(tmp_path)
+    try:
+        clock = _Clock(lambda elapsed: None)
+        monkeypatch.setattr(lock_module, "time", clock)
+        with pytest.raises(LockTimeoutError, match=f"has held the lock for over {timeout}s"), \
+                locked(tmp_path, timeout):
+            pass
+    finally:
+        os.close(fd)
+    assert timeout <= clock.now - 1000.0 < timeout + 0.01, clock.now - 1000.0
+
+
+def test_the_lock_timeout_is_five_minutes_unless_given() -> None:
+    """`apply --help` says the default --lock-timeout, 300 seconds (README: "the root's lock").
+
+    Kills patchkit/workspace/lock.py:55:core/NumberReplacer#0 and #1 (`DEFAULT_LOCK_TIMEOUT = 301.0` / `299.0`)."""
+    res = cli("apply", "--help")
+    assert res.code == 0
+    assert "[default: 300.0; x>=0]" in " ".join(res.out.split()), res.out
+
+
+def test_a_deletion_three_folders_deep_not_made_yet_makes_the_recovery_roll_back(tmp_path: Path) -> None:
+    """An apply that deletes engine/sub/gone.py is killed once every file is written and the journal is still
+    there; the deleted file is then back (put back by hand, or never deleted). The recovery must look for it
+    where it stands, three folders deep, find it, and roll the whole apply back, not call it complete.
+
+    Kills patchkit/workspace/recovery.py:120:core/ReplaceUnaryOperator_Delete_USub#0 and _USub_UAdd#0
+    (`entry.parts[:1]`: the file looked for in engine/) and :124:core/ReplaceUnaryOperator_Delete_USub#1
+    (`entry.parts[1]`: engine/sub/sub looked for), each of which rolled forward and left the file."""
+    gone = (b"gone = 1\n", 0o644)
+    before = {"engine/sub/gone.py": gone, "engine/sub/keep.py": (b"keep = 1\n", 0o644),
+              "engine/top.py": (b"top = 1\n", 0o644)}
+    after = {"engine/sub/gone.py": None, "engine/sub/keep.py": (b"keep = 2\n", 0o644),
+             "engine/top.py": (b"top = 2\n", 0o644)}
+    case = build_case(tmp_path, before, after)
+    journal = Path(".patchkit/journal.json")
+    last = None  # the last kill point after which the journal waits and every file is already written
+    for n in itertools.count():
+        root = case.fresh("killed")
+        run = run_forked(case.args("apply", root), fault_env(n))
+        if not run.killed:
+            break
+        if (root / journal).exists() and whole_state(case, root) == "after":
+            last = n
+    assert last is not None, "no kill point leaves the journal behind a whole patched tree"
+    root = case.fresh("killed")
+    assert run_forked(case.args("apply", root), fault_env(last)).killed
+    (root / "engine/sub/gone.py").write_bytes(gone[0])
+    os.chmod(root / "engine/sub/gone.py", gone[1])
+    status = run_forked(case.args("status", root))
+    assert ": rolled back " in status.err and "completed" not in status.err, status.err
+    assert status.code == 3 and status.out == "safety-pr1: unapplied (3 hunks in 3 files)\n", status
+    assert not (root / journal).exists()
+    assert whole_state(case, root) == "before", status.err
+
+
+def test_a_deletion_that_empties_two_nested_folders_removes_both_as_git_apply_does(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Deleting engine/x/y/only.py empties engine/x/y and then engine/x: both go, as with `git apply` (the
+    oracle, run on a copy), and engine/ (which keeps a file) stays.
+
+    Kills patchkit/workspace/recovery.py:156:core/ReplaceComparisonOperator_Is_IsNot#8 (`... is not False:
+    break` in `finish`), which stopped after the first folder removed and left engine/x behind, empty."""
+    before = {"engine/x/y/only.py": b"only = 1\n", "engine/keep.py": b"keep = 1\n"}
+    diff = git_diff(tmp_path, before, {"engine/x/y/only.py": None})
+    registry.add("p", diff)
+    root, oracle = tmp_path / "engine-root", tmp_path / "oracle"
+    write_tree(root, before)
+    write_tree(oracle, before)
+    (tmp_path / "p.diff").write_bytes(diff)
+    subprocess.run(["git", "apply", str(tmp_path / "p.diff")], cwd=oracle, check=True)
+    assert not (oracle / "engine/x").exists() and (oracle / "engine/keep.py").exists(), "git's own answer"
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res.err
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if ".patchkit" not in p.parts) == \
+        sorted(p.relative_to(oracle).as_posix() for p in oracle.rglob("*")) == ["engine", "engine/keep.py"]
