@@ -32,6 +32,7 @@ from tests.safety_helpers import (
     build_case,
     chown_tree,
     fault_env,
+    image,
     report_one_free_block,
     run_forked,
     run_here,
@@ -854,3 +855,120 @@ def test_a_deletion_that_empties_two_nested_folders_removes_both_as_git_apply_do
     assert res.code == 0, res.err
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if ".patchkit" not in p.parts) == \
         sorted(p.relative_to(oracle).as_posix() for p in oracle.rglob("*")) == ["engine", "engine/keep.py"]
+
+
+def test_a_kill_at_any_point_of_an_apply_that_empties_three_nested_folders_ends_whole(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The apply deletes engine/d1/d2/d3/only.py, which empties d3, d2 and d1 (all three go, as with git apply).
+    Killed after each of its operations in turn, the next `status` recovers a tree that is whole: as before, or
+    as after, with no emptied folder left behind; a kill between two of the removals leaves d3 already gone, and
+    the roll forward goes on with d2 and d1.
+
+    Kills patchkit/workspace/recovery.py:156:core/ReplaceComparisonOperator_Is_NotEq#1 (`... != False: break` in
+    `finish`: it stopped at the folder already gone, and left d2 and d1 empty)."""
+    registry.add("nested", git_diff(tmp_path, NESTED_BEFORE, NESTED_AFTER))
+    args = ["--patches", str(registry.path)]
+    reference = tmp_path / "reference"
+    write_tree(reference, NESTED_BEFORE)
+    before = image(reference)
+    assert run_here(["apply", "nested", "--root", str(reference), *args]) == 0
+    after = image(reference)
+    assert sorted(after) == ["engine", "engine/a.py"], "the three emptied folders go"
+    between = 0  # kills that left d3 removed and d2 still there
+    for n in itertools.count():
+        root = tmp_path / f"killed-{n}"
+        write_tree(root, NESTED_BEFORE)
+        if not run_forked(["apply", "nested", "--root", str(root), *args], fault_env(n)).killed:
+            break
+        between += not (root / "engine/d1/d2/d3").exists() and (root / "engine/d1/d2").exists()
+        status = run_forked(["status", "nested", "--root", str(root), *args])
+        assert status.code in (0, 3), (n, status.err)
+        assert image(root) in (before, after), (n, status.err, sorted(image(root)))
+        assert image(root) == (after if status.code == 0 else before), (n, status.out)
+    assert between, "no kill fell between the removals of d3 and d2"
+
+
+def test_a_file_of_someone_else_in_a_folder_the_apply_made_is_kept_by_its_rollback(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The apply makes engine/new/sub/x.py (two new folders); while it runs, someone puts engine/new/theirs.py
+    into the folder it just made. An I/O error at any later operation rolls the apply back in the same run:
+    x.py and sub go, `new` stays with their file in it (its removal is refused, ENOTEMPTY, and that is not an
+    error), and the run ends as any failed write does (exit 7, every file put back).
+
+    Kills patchkit/workspace/recovery.py:182:core/ExceptionReplacer#3 (`except OSError` gone: the ENOTEMPTY
+    escaped the rollback) and :183:core/AddNot#20 (the rollback raised exactly on ENOTEMPTY, EEXIST, ENOENT)."""
+    before = {"engine/a.py": b"one\n"}
+    registry.add("made", git_diff(tmp_path, before, {"engine/a.py": b"two\n", "engine/new/sub/x.py": b"x = 1\n"}))
+
+    def theirs_after_sub() -> None:
+        from patchkit.workspace.disk import Disk
+
+        real = Disk.mkdir
+
+        def mkdir(self: Disk, dir_fd: int, name: str) -> None:
+            real(self, dir_fd, name)
+            if name == "sub":  # dir_fd: engine/new, made by this apply a moment ago
+                os.close(os.open("theirs.py", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644, dir_fd=dir_fd))
+
+        Disk.mkdir = mkdir  # type: ignore[method-assign]  # in the forked child only
+
+    rolled_back = 0
+    for n in itertools.count():
+        root = tmp_path / f"eio-{n}"
+        write_tree(root, before)
+        run = run_forked(["apply", "made", "--root", str(root), "--patches", str(registry.path)],
+                         fault_env(n, "EIO"), before=theirs_after_sub)
+        if run.code == 0:
+            break
+        assert run.code == 7, (n, run.err)
+        assert (root / "engine/a.py").read_bytes() == b"one\n", (n, run.err)
+        assert not (root / "engine/new/sub").exists(), (n, run.err)
+        assert not (root / ".patchkit/journal.json").exists(), (n, run.err)
+        rolled_back += (root / "engine/new/theirs.py").exists()
+    assert rolled_back >= 2, "no rollback met their file in the folder the apply made"
+
+
+@pytest.mark.parametrize("moved_before", ["keep.py", "x.py"])
+def test_a_folder_moved_out_mid_write_is_neither_made_again_nor_left_with_a_folder_of_ours(
+    tmp_path: Path, registry: Registry, moved_before: str
+) -> None:
+    """The apply edits engine/a/b/c/keep.py and makes engine/a/b/c/new/x.py. Right before the replace of one of
+    them, engine/a/b/c is moved out of the tree. Either way the run fails (exit 7, "did not land") and leaves:
+    in the moved folder, keep.py as it was and no folder `new` (made four folders down, below the folder held,
+    it is removed through that folder, wherever it is now); in the tree, engine/a/b and nothing below it.
+
+    Moved before keep.py's replace, x.py's folder was then walked to by name, and the c it found gone was made
+    again in the tree, with `new` in it, both left behind (a bug: patchkit now makes only the folders the plan
+    found absent). Moved before x.py's, it kills patchkit/workspace/recovery.py:192:
+    core/ReplaceBinaryOperator_Sub_RShift#0 (`range(len(parts) >> 1, ...)` in `_below_held`: the walk started
+    above the held folder, went by name from the root, found nothing, and left `new` in the moved folder)."""
+    before = {"engine/a/b/c/keep.py": b"keep = 1\n"}
+    after = {"engine/a/b/c/keep.py": b"keep = 2\n", "engine/a/b/c/new/x.py": b"x = 1\n"}
+    registry.add("deep", git_diff(tmp_path, before, after))
+    root, outside = tmp_path / "engine-root", tmp_path / "outside"
+    write_tree(root, before)
+    outside.mkdir()
+
+    def move_before_replace() -> None:
+        from patchkit.workspace.disk import Disk
+
+        real = Disk.replace
+
+        def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
+            if dst == moved_before and src.endswith(".tmp") and not (outside / "c").exists():
+                os.rename(root / "engine/a/b/c", outside / "c")
+            real(self, dir_fd, src, dst)
+
+        Disk.replace = replace  # type: ignore[method-assign]  # in the forked child only
+
+    run = run_forked(["apply", "deep", "--root", str(root), "--patches", str(registry.path)],
+                     before=move_before_replace)
+    assert (outside / "c").is_dir(), "the hook did not run"
+    assert run.code == 7 and "did not land in the tree" in run.err, (run.code, run.err)
+    assert sorted(p.relative_to(outside).as_posix() for p in outside.rglob("*")) == ["c", "c/keep.py"], run.err
+    assert (outside / "c/keep.py").read_bytes() == b"keep = 1\n"
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if ".patchkit" not in p.parts) == \
+        ["engine", "engine/a", "engine/a/b"], run.err
+    assert not (root / ".patchkit/journal.json").exists()
