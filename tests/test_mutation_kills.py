@@ -1010,3 +1010,78 @@ def test_created_files_get_exactly_the_diffs_modes_and_a_mode_change_gives_execu
         os.umask(old)
     assert res.code == 0, res.err
     assert {rel: stat.S_IMODE((root / rel).stat().st_mode) for rel in want} == want
+
+
+DEEP_BEFORE = {"engine/d1/d2/deep.py": b"".join(b"deep line %d\n" % i for i in range(1, 9)), "engine/top.py": b"top\n"}
+DEEP_AFTER = {"engine/d1/d2/deep.py": DEEP_BEFORE["engine/d1/d2/deep.py"].replace(b"line 4\n", b"line 4 new\n"),
+              "engine/top.py": b"top 2\n"}
+
+
+def _killed_with_a_kept_original(tmp_path: Path, registry: Registry, tag: str,
+                                 prepare: Callable[[Path], None] = lambda root: None) -> tuple[Path, Path]:
+    """A tree whose apply of DEEP_* was SIGKILLed once engine/d1/d2/deep.py was replaced and its kept original
+    (the `.orig` link beside it) was still there: the root and the kept link."""
+    registry.add("deep", git_diff(tmp_path, DEEP_BEFORE, DEEP_AFTER))
+    for n in itertools.count():
+        root = tmp_path / f"{tag}-{n}"
+        write_tree(root, DEEP_BEFORE)
+        prepare(root)
+        run = run_forked(["apply", "deep", "--root", str(root), "--patches", str(registry.path)], fault_env(n))
+        assert run.killed, "no kill point left the replaced file's kept original behind"
+        kept = sorted((root / "engine/d1/d2").glob(".patchkit-*.orig"))
+        if kept and (root / "engine/d1/d2/deep.py").read_bytes() == DEEP_AFTER["engine/d1/d2/deep.py"]:
+            return root, kept[0]
+    raise AssertionError("unreachable")
+
+
+def test_a_kept_original_changed_in_place_to_a_smaller_older_file_is_not_put_back(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """After the kill, the kept original (a link to the original inode, three folders down) is cut shorter and
+    its mtime set back a day: the same inode, but not the file the journal recorded. The recovery refuses to put
+    it back (exit 8, the journal kept) and names the kept link where it stands.
+
+    Kills patchkit/workspace/recovery.py:304:core/ReplaceComparisonOperator_NotEq_Gt#0 (`now > then`: a smaller
+    size and an older mtime went unseen, and the changed file was put back) and :264:
+    core/ReplaceUnaryOperator_Delete_USub#14 and _USub_UAdd#14 (`entry.parts[:1]`: the message named
+    engine/<kept link>, a path that does not exist)."""
+    root, kept = _killed_with_a_kept_original(tmp_path, registry, "changed")
+    st = kept.stat()
+    kept.write_bytes(b"deep line 1\n")
+    os.utime(kept, ns=(st.st_atime_ns, st.st_mtime_ns - 86_400 * 10**9))
+    status = run_forked(["status", "deep", "--root", str(root), "--patches", str(registry.path)])
+    assert status.code == 8, status.err
+    assert "the kept original of engine/d1/d2/deep.py is not the file the journal recorded (size 12, journaled" \
+        in status.err, status.err
+    assert f"mtime_ns {st.st_mtime_ns - 86_400 * 10**9}, journaled {st.st_mtime_ns}" in status.err, status.err
+    assert f"patchkit: error: {kept}:" in status.err, status.err
+    assert (root / ".patchkit/journal.json").exists() and kept.exists()
+
+
+@needs_root
+def test_a_file_written_back_from_the_journal_keeps_its_owner_and_is_counted(
+    tmp_path: Path, registry: Registry, user: tuple[int, int]
+) -> None:
+    """The engine's files belong to an unprivileged user; root's apply is killed once engine/d1/d2/deep.py was
+    replaced, and the kept original is then removed. The recovery writes the journal's copy back: the bytes as
+    they were, owned by that user as before (not by root), and it counts the file among those rolled back.
+
+    Kills patchkit/workspace/recovery.py:286:core/AddNot#35 and _Is_IsNot#15 (the owner taken when there is no
+    original: the copy written back owned by root) and :290:core/ReplaceTrueWithFalse#5 (`_write_back`
+    returning False: one file fewer in "rolled back N files")."""
+    root, kept = _killed_with_a_kept_original(tmp_path, registry, "gone", lambda r: chown_tree(r, *user))
+    control = tmp_path / "control"  # the same kill, the kept link left alone: renamed back, counted the same
+    write_tree(control, DEEP_BEFORE)
+    chown_tree(control, *user)
+    n = int(root.name.rsplit("-", 1)[1])
+    assert run_forked(["apply", "deep", "--root", str(control), "--patches", str(registry.path)], fault_env(n)).killed
+    kept.unlink()
+    said = []
+    for tree in (root, control):
+        status = run_forked(["status", "deep", "--root", str(tree), "--patches", str(registry.path)])
+        assert status.code == 3, status.err
+        said.append(status.err.split(": rolled back ", 1)[1])
+        deep = tree / "engine/d1/d2/deep.py"
+        assert deep.read_bytes() == DEEP_BEFORE["engine/d1/d2/deep.py"]
+        assert (deep.stat().st_uid, deep.stat().st_gid) == user, tree.name
+    assert said[0] == said[1] and said[0].startswith("1 file"), said
