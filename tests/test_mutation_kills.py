@@ -1085,3 +1085,41 @@ def test_a_file_written_back_from_the_journal_keeps_its_owner_and_is_counted(
         assert deep.read_bytes() == DEEP_BEFORE["engine/d1/d2/deep.py"]
         assert (deep.stat().st_uid, deep.stat().st_gid) == user, tree.name
     assert said[0] == said[1] and said[0].startswith("1 file"), said
+
+
+def test_a_roll_forward_past_a_deleted_files_folder_that_went_away_still_cleans_the_next_folder(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The apply deletes engine/x/old.py and engine/z/gone.py; it is killed once both are gone and before its
+    clean-up (each deleted file's kept original still beside where it was). Then engine/x goes away (its owner
+    moves it out). The next run finds every file as the apply left it and rolls forward: the first deletion's
+    folder is not there to clean, and the clean-up goes on to engine/z, where no link or temp file of
+    patchkit's is left.
+
+    Kills patchkit/workspace/recovery.py:147:core/ReplaceContinueWithBreak#0 (`break` in `finish`: the clean-up
+    stopped at the folder that was gone and left gone.py's kept original in engine/z)."""
+    before = {"engine/x/old.py": b"old\n", "engine/x/other.py": b"other\n", "engine/z/gone.py": b"gone\n",
+              "engine/z/stays.py": b"stays\n"}
+    registry.add("two", git_diff(tmp_path, before, {"engine/x/old.py": None, "engine/z/gone.py": None}))
+    args = ["--patches", str(registry.path)]
+
+    def killed_at(n: int) -> tuple[Path, bool]:
+        root = tmp_path / f"killed-{n}"
+        write_tree(root, before)
+        return root, run_forked(["apply", "two", "--root", str(root), *args], fault_env(n)).killed
+
+    last = None  # the last kill point with both files gone and their kept originals still there
+    for n in itertools.count():
+        root, killed = killed_at(n)
+        if not killed:
+            break
+        gone = not (root / "engine/x/old.py").exists() and not (root / "engine/z/gone.py").exists()
+        if gone and all(any((root / f"engine/{d}").glob(".patchkit-*.orig")) for d in "xz"):
+            last = n
+    assert last is not None, "no kill point leaves both kept originals behind both deletions"
+    root, _ = killed_at(last)
+    os.rename(root / "engine/x", tmp_path / "moved-x")
+    status = run_forked(["status", "two", "--root", str(root), *args])
+    assert ": completed it" in status.err and status.code == 0, status.err
+    assert sorted(p.name for p in (root / "engine/z").iterdir()) == ["stays.py"], status.err
+    assert not (root / ".patchkit/journal.json").exists()
