@@ -128,7 +128,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)
                                        "tests/test_bytecode.py::test_a_rollback_counts_only_the_files_it_put_back"),
     "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py",  # the lock against other users (6 s)
-                                   "tests/test_mutation_kills.py"),
+                                   "tests/test_mutation_kills.py",
+                                   # a status loads none of the write stage, which lock.py imports only to type it
+                                   "tests/test_startup.py::test_status_loads_only_what_it_uses"),
     # a file edited in place right before its replace, three folders deep: renamed back at its own name (1 s)
     "patchkit/workspace/commit.py": (*_WORKSPACE, "tests/test_write_mutations.py", "tests/test_mutation_kills.py"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),

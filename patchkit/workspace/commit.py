@@ -537,8 +537,16 @@ def _write_entry(
     parent = held.get(key)
     transient = parent is None
     if parent is None:
-        create = None if data is None else dict(entry.folders)
-        parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
+        # Only the folders the plan found absent are made: one it found there and that is gone now was moved or
+        # removed meanwhile (by the tree's owner), and making it again would leave new folders in the tree.
+        create = None if data is None else {folder: mode for folder, mode in entry.folders if mode is None}
+        try:
+            parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
+        except FileNotFoundError:
+            if create is None:
+                raise
+            raise _NotLanded(roots.path(entry.area) / entry.path,
+                             "its folder is no longer under the root (moved or removed while patchkit wrote)") from None
         if parent is None:  # a deletion whose folder is already gone
             return None
         if len(held) < HELD_FOLDERS_MAX:

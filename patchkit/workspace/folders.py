@@ -64,9 +64,9 @@ def open_parent(
 ) -> int | None:
     """Descriptor of the folder holding `rel`, walked without following links.
 
-    create=None: None if a folder is missing. Otherwise missing folders are made, each with the mode
-    `create` records for it (0755 in the tree, 0755 in the state folder, when it records none), set on the
-    descriptor so the umask plays no part.
+    create=None: None if a folder is missing. Otherwise the missing folders `create` lists are made, each with
+    the mode it records for it (0755 in the tree, 0755 in the state folder, when it records none), set on the
+    descriptor so the umask plays no part; a missing folder it does not list raises FileNotFoundError.
     """
     fd = os.dup(roots.fd(area))
     shown = roots.path(area)
@@ -78,6 +78,8 @@ def open_parent(
                 if create is None:
                     os.close(fd)
                     return None
+                if "/".join(folders[: i + 1]) not in create:
+                    raise FileNotFoundError(errno.ENOENT, "a folder that was there is gone", str(shown))
                 disk.mkdir(fd, part)
                 child = open_child_dir(fd, part, rel, str(shown))
                 if child is None:

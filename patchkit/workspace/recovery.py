@@ -35,7 +35,7 @@ from patchkit.workspace.folders import (
 from patchkit.workspace.interrupts import signals_held
 from patchkit.workspace.journal import Area, Entry, Original, matches, parse_journal
 from patchkit.workspace.names import JOURNAL_NAME, TEMP_NAME
-from patchkit.workspace.trust import check_trusted, read_state_at
+from patchkit.workspace.trust import read_state_at
 
 # A folder a transaction wrote through, by (area, folder parts): its descriptor as the writer held it.
 HeldFolders = Mapping[tuple[Area, tuple[str, ...]], int]
@@ -92,14 +92,11 @@ def recover(root: Root) -> Recovery | None:
 
 def _recover(roots: Roots, disk: Disk) -> Recovery | None:
     state_path = roots.path(Area.STATE)
-    journal_st = lstat_at(roots.state_fd, JOURNAL_NAME)
-    if journal_st is None:
+    if lstat_at(roots.state_fd, JOURNAL_NAME) is None:
         # Killed while writing the journal (or the .gitignore): the tree was never touched.
         _sweep_state_temps(roots, disk)
         return None
-    if stat.S_ISREG(journal_st.st_mode):
-        check_trusted(journal_st, str(state_path / JOURNAL_NAME), state_path)
-    raw = read_state_at(roots.state_fd, state_path, JOURNAL_NAME)
+    raw = read_state_at(roots.state_fd, state_path, JOURNAL_NAME)  # refused unless trusted: its owner, its mode
     assert raw.data is not None
     label, entries = parse_journal(raw.data, state_path / JOURNAL_NAME, roots.root, os.fstat(roots.tree_fd).st_ino)
     if all(_written(roots, e) for e in entries):
