@@ -1123,3 +1123,50 @@ def test_a_roll_forward_past_a_deleted_files_folder_that_went_away_still_cleans_
     assert ": completed it" in status.err and status.code == 0, status.err
     assert sorted(p.name for p in (root / "engine/z").iterdir()) == ["stays.py"], status.err
     assert not (root / ".patchkit/journal.json").exists()
+
+
+def test_an_io_error_in_the_rollback_through_a_moved_folder_names_what_it_was_undoing(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The apply edits engine/a/b/c/keep.py and makes engine/a/b/c/new/x.py; right before x.py's replace,
+    engine/a/b/c is moved out of the tree, so the run rolls back through the folders it held. An I/O error
+    injected at each operation in turn: those that strike the rollback end exit 8, the journal kept, naming what
+    the rollback was undoing; each of its steps is an operation and the fsync that makes it durable, named
+    alike: the removal of the folder `new` (four folders down, through the held c) and its fsync both name `new`.
+
+    Kills patchkit/workspace/recovery.py:181 `parts[-1]` into `parts[-2]`, `[-0]`, `[1]`, `[~1]`, `[not 1]`,
+    `[+1]` (core/NumberReplacer#20, #21, ReplaceUnaryOperator_Delete_USub#7, _USub_Invert#7, _USub_Not#7,
+    _USub_UAdd#7): the fsync after that removal named c, engine or a."""
+    before = {"engine/a/b/c/keep.py": b"keep = 1\n"}
+    after = {"engine/a/b/c/keep.py": b"keep = 2\n", "engine/a/b/c/new/x.py": b"x = 1\n"}
+    registry.add("deep", git_diff(tmp_path, before, after))
+    named: list[str] = []
+    for n in range(200):
+        root, outside = tmp_path / f"root-{n}", tmp_path / f"outside-{n}"
+        write_tree(root, before)
+        outside.mkdir()
+
+        def move_before_x(root: Path = root, outside: Path = outside) -> None:
+            from patchkit.workspace.disk import Disk
+
+            real = Disk.replace
+
+            def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
+                if dst == "x.py" and src.endswith(".tmp") and not (outside / "c").exists():
+                    os.rename(root / "engine/a/b/c", outside / "c")
+                real(self, dir_fd, src, dst)
+
+            Disk.replace = replace  # type: ignore[method-assign]  # in the forked child only
+
+        run = run_forked(["apply", "deep", "--root", str(root), "--patches", str(registry.path)],
+                         fault_env(n, "EIO"), before=move_before_x)
+        if run.code == 8:
+            said = run.err.split("and so did restoring the tree (", 1)[1].split(": Input/output error)", 1)[0]
+            named.append(said)
+        elif named:
+            break  # past the rollback's last operation
+        else:
+            assert run.code == 7, (n, run.err)
+    assert "new" in named, named
+    assert [named[i] for i in range(0, len(named), 2)] == [named[i] for i in range(1, len(named), 2)], named
+    assert not {"c", "b", "a", "engine"} & set(named), named
