@@ -96,7 +96,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/treestate.py": (*_JUDGE, "tests/test_untrusted_state.py", "tests/test_startup.py",
                                     "tests/test_mutation_kills.py"),
     "patchkit/judge/verdicts.py": (*_JUDGE, "tests/test_mutation_kills.py"),
-    "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_mutation_kills.py"),
+    # git's places for a ported image's hunks, out of their line order, rewritten in file order (1 s)
+    "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_mutation_kills.py",
+                                  "tests/test_ported.py::test_a_hunk_git_places_above_the_one_before_it_on_a_"
+                                  "fingerprinted_image"),
     "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py"),
     # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
     "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py",
