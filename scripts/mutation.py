@@ -851,7 +851,8 @@ def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float,
 
 # One mutant's run, as handed to a worker: (its cosmic-ray work item, the test command, the file selection's command
 # with --compare or "", the timeout); and what comes back: (outcome, seconds, diff, killer, with --compare the
-# file selection's outcome and seconds).
+# file selection's outcome and seconds). Both go through a pipe pickled: cosmic-ray's WorkItem (an attrs class of
+# MutationSpecs with a relative module path) comes back equal from pickle, and names the file in the worker's copy.
 Task = tuple[object, str, str, float]
 Done = tuple[str, float, str, str, str, float]
 
