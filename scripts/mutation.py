@@ -22,6 +22,12 @@ the original back. This script adds what patchkit needs around it:
 - `--sample N --seed S` runs a reproducible random subset of each module's mutants (what CI would run);
 - the equivalent mutants are listed in scripts/mutation_equivalent.toml, one line each with its reason, and
   left out of the score: score = killed / (mutants - equivalent), where a timeout counts as killed;
+- a kill-first order (`--order kill-first`, the default): a mutant's selected tests start with those that killed
+  earlier mutants of the same function (the first test pytest's summary names as failed), then the rest fastest
+  first; the same tests, another order (`--order fastest`: fastest first only);
+- `--jobs N`: N worker processes, each in its own scratch copy (cosmic-ray writes the mutant at its path relative
+  to the cwd), fed the mutants in order once the module's baseline and map are built; the results are listed in
+  the mutants' order whatever order they came back in;
 - progress with partial counts as it goes, a final table per module, and `--out FILE` for the result as JSON
   (every mutant's id, outcome and diff, so a survivor can be read without rerunning).
 
@@ -31,6 +37,7 @@ the same mutant shows up as a survivor again and is triaged anew (the safe direc
 
     python scripts/mutation.py                              # every module, every mutant (hours)
     python scripts/mutation.py --module patchkit/judge/treestate.py
+    python scripts/mutation.py --module patchkit/judge/treestate.py --jobs 2   # two workers (two cores)
     python scripts/mutation.py --sample 8 --seed 1 --out mutation.json   # the CI sample
     python scripts/mutation.py --list                       # the modules and their test selections
     python scripts/mutation.py --stale                      # equivalents whose ids moved (after a merge)
@@ -46,18 +53,23 @@ import argparse
 import ast
 import hashlib
 import json
+import multiprocessing
 import os
 import random
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from types import TracebackType
 
 if sys.version_info >= (3, 11):
     import tomllib
@@ -792,8 +804,34 @@ def choose_mutants(mutants: list[Mutant], module: str, sample: int | None, seed:
 _NOT_RUN = ("ERROR: not found:", "ERROR: file or directory not found:", "no tests ran")
 
 
-def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float, str]:
-    """Write one mutant, run `command` on it, put the original back: (outcome, seconds, diff or error output).
+# A line of pytest's short summary: FAILED or ERROR, the node id (its parameters in brackets may hold spaces), and
+# after " - " the message
+_SUMMARY_LINE = re.compile(r"(?:FAILED|ERROR) (\S+?(?:\[.*?\])?)(?: - .*)?$")
+
+
+def first_failure(output: str) -> str:
+    """The node id of the first test pytest's short summary names as failed (FAILED or ERROR), "" if none: the
+    test that killed a mutant (`-x`: the only one)."""
+    _, marker, summary = output.rpartition("short test summary info")
+    for line in summary.splitlines() if marker else ():
+        found = _SUMMARY_LINE.match(line)
+        if found:
+            return found.group(1)
+    return ""
+
+
+def kill_first(selected: Sequence[str], killers: dict[str, int]) -> list[str]:
+    """`selected` (fastest first) with the tests in `killers` (those that killed earlier mutants of the same
+    function: node id -> kills) moved to the front, most kills first: the same tests, in another order."""
+    chosen = set(selected)
+    first = sorted((node for node in killers if node in chosen),
+                   key=lambda node: (-killers[node], selected.index(node)))
+    return [*first, *(node for node in selected if node not in set(first))]
+
+
+def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float, str, str]:
+    """Write one mutant, run `command` on it, put the original back: (outcome, seconds, diff or error output,
+    the node id of the test that killed it or "").
 
     An outcome is KILLED, TIMEOUT, SURVIVED (the caller tells an equivalent apart) or ERROR: cosmic-ray failed,
     or pytest found none of the tests it was given (a selection that names a test that no longer exists must
@@ -808,10 +846,157 @@ def test_mutant(work: object, command: str, timeout: float) -> tuple[str, float,
     seconds = round(time.monotonic() - began, 1)
     output = done.output or ""
     if done.worker_outcome != WorkerOutcome.NORMAL or any(said in output for said in _NOT_RUN):
-        return ERROR, seconds, output[-2000:]
+        return ERROR, seconds, output[-2000:], ""
     if done.test_outcome == TestOutcome.SURVIVED:
-        return SURVIVED, seconds, done.diff or ""
-    return (TIMEOUT if output == "timeout" else KILLED), seconds, done.diff or ""
+        return SURVIVED, seconds, done.diff or "", ""
+    if output == "timeout":
+        return TIMEOUT, seconds, done.diff or "", ""
+    return KILLED, seconds, done.diff or "", first_failure(output)
+
+
+# One mutant's run, as handed to a worker: (its cosmic-ray work item, the test command, the file selection's command
+# with --compare or "", the timeout); and what comes back: (outcome, seconds, diff, killer, with --compare the
+# file selection's outcome and seconds). Both go through a pipe pickled: cosmic-ray's WorkItem (an attrs class of
+# MutationSpecs with a relative module path) comes back equal from pickle, and names the file in the worker's copy.
+Task = tuple[object, str, str, float]
+Done = tuple[str, float, str, str, str, float]
+
+
+def run_task(task: Task) -> Done:
+    """Run one mutant (and with --compare, again against the file selection) in the scratch copy that is the cwd."""
+    item, command, compare, timeout = task
+    try:
+        outcome, seconds, diff, killer = test_mutant(item, command, timeout)
+        file_outcome, file_seconds = "", 0.0
+        if compare:
+            file_outcome, file_seconds, _, _ = test_mutant(item, compare, timeout)
+    except BaseException:  # Ctrl-C, or the parent's SIGTERM to a worker: stop the pytest still running
+        stop_test_processes()
+        raise
+    return outcome, seconds, diff, killer, file_outcome, file_seconds
+
+
+def stop_test_processes() -> None:
+    """SIGKILL the process group of each child of this process that leads its own session (cosmic-ray starts each
+    test run so), and reap it: an interrupted mutant leaves no pytest running on a scratch copy being removed.
+    Read from /proc (Linux); elsewhere nothing is stopped."""
+    me = os.getpid()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text(encoding="utf-8", errors="replace").rpartition(")")[2].split()
+        except OSError:
+            continue  # gone meanwhile
+        pid = int(stat.parent.name)
+        if len(fields) > 3 and int(fields[1]) == me and int(fields[3]) == pid:  # ppid, session
+            try:
+                os.killpg(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError, PermissionError):
+                pass
+
+
+def _interrupted(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _worker(copy: str, pythonpath: str, link: Connection) -> None:
+    """A worker process: in its own scratch copy `copy`, run each task it is sent and send back the result, until
+    it is sent None, or stopped (SIGTERM from the parent)."""
+    os.setpgrp()  # a Ctrl-C at the terminal reaches the parent alone, which stops the workers (Workers.__exit__)
+    signal.signal(signal.SIGTERM, _interrupted)
+    os.chdir(copy)  # cosmic-ray writes the mutant at its path relative to the cwd, and runs pytest here
+    os.environ["PYTHONPATH"] = copy + os.pathsep + pythonpath
+    try:
+        while (task := link.recv()) is not None:
+            try:
+                result = run_task(task)
+            except Exception:
+                link.send(("error", traceback.format_exc()))
+                return
+            link.send(("done", result))
+    except (KeyboardInterrupt, EOFError):  # stopped by the parent, or the parent is gone
+        return
+
+
+class Workers:
+    """Where the mutants run: in this process (jobs 1: the scratch copy that is the cwd), or in `jobs` worker
+    processes, each with its own scratch copy of the worktree, made when the first mutants are handed out.
+
+    On leaving (normally, on Ctrl-C or on an error) the workers are stopped (SIGTERM: each stops its running
+    pytest) and their copies removed; the worktree itself is never written.
+    """
+
+    def __init__(self, jobs: int, pythonpath: str) -> None:
+        self.jobs, self.pythonpath = jobs, pythonpath
+        self.processes: list[multiprocessing.process.BaseProcess] = []
+        self.links: list[Connection] = []
+        self.copies: list[str] = []
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def _start(self) -> None:
+        context = multiprocessing.get_context("fork")  # the worker runs this module's code as loaded, not re-imported
+        for _ in range(self.jobs):
+            copy = tempfile.mkdtemp(prefix="patchkit-mutation-")
+            self.copies.append(copy)
+            scratch_copy(Path(copy))
+            ours, theirs = context.Pipe()
+            process = context.Process(target=_worker, args=(copy, self.pythonpath, theirs), daemon=True)
+            process.start()
+            theirs.close()
+            self.processes.append(process)
+            self.links.append(ours)
+
+    def run(self, count: int, task: Callable[[int], Task], done: Callable[[int, Done], None]) -> None:
+        """Run tasks 0 to count - 1, handed out in that order (`task(i)` is asked for when the i-th is handed out);
+        `done(i, result)` as each comes back, in the order they come back."""
+        if self.jobs == 1:
+            for index in range(count):
+                done(index, run_task(task(index)))
+            return
+        if not self.processes:
+            self._start()
+        waiting = iter(range(count))
+        busy: dict[Connection, int] = {}
+
+        def hand_out(link: Connection) -> None:
+            index = next(waiting, None)
+            if index is not None:
+                link.send(task(index))
+                busy[link] = index
+
+        for link in self.links:
+            hand_out(link)
+        while busy:
+            for ready in wait(list(busy)):
+                link = next(link for link in busy if link is ready)
+                index = busy.pop(link)
+                try:
+                    status, result = link.recv()
+                except EOFError:
+                    raise SystemExit("mutation.py: a worker process ended without its result") from None
+                if status != "done":
+                    raise SystemExit(f"mutation.py: a worker process failed:\n{result}")
+                done(index, result)  # first, so that the next task handed out knows its kill
+                hand_out(link)
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        try:
+            if kind is None:
+                for link in self.links:
+                    link.send(None)
+            for process in self.processes:
+                if kind is not None and process.is_alive():
+                    process.terminate()
+                process.join(10)
+                if process.is_alive():
+                    process.kill()
+                    process.join()
+        finally:
+            for copy in self.copies:
+                shutil.rmtree(copy, ignore_errors=True)
 
 
 def run_baseline(module: str, command: str) -> float:
@@ -828,9 +1013,11 @@ def run_baseline(module: str, command: str) -> float:
     return round(time.monotonic() - started, 1)
 
 
-def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, str]) -> ModuleResult:
-    """Run `module`'s chosen mutants, each against the tests of its line (or the file selection); with
-    `options.compare`, against the file selection too, to check that the line selection loses no kill."""
+def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, str],
+               workers: Workers) -> ModuleResult:
+    """Run `module`'s chosen mutants, each against the tests of its line (or the file selection), those that
+    killed earlier mutants of its function first (unless `options.order` is "fastest"); with `options.compare`,
+    against the file selection too, to check that the line selection loses no kill."""
     tests = [t for t in MODULES[module] if t.startswith("--") or Path(t.split("::")[0]).exists()]
     mutants, items = find_mutants(module)
     result = ModuleResult(module, tests, total=len(mutants))
@@ -846,20 +1033,34 @@ def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, 
         result.map_seconds = round(time.monotonic() - began, 1) if built else 0.0
     how = "file selection" if line_map is None else (
         f"line map built in {result.map_seconds}s" if result.map_seconds else "line map cached")
+    jobs = f", {workers.jobs} workers" if workers.jobs > 1 else ""
     print(f"== {module}: {len(chosen)} of {len(mutants)} mutants, tests: {' '.join(tests)} "
-          f"(baseline {result.baseline_seconds}s, timeout {timeout:.0f}s, {how})", flush=True)
-    for number, mutant in enumerate(chosen, 1):
+          f"(baseline {result.baseline_seconds}s, timeout {timeout:.0f}s, {how}{jobs})", flush=True)
+    killers: dict[range | None, dict[str, int]] = {}  # function body -> the tests that killed its mutants: kills
+
+    def task(index: int) -> Task:
+        mutant = chosen[index]
         selected = select_tests(mutant, line_map, shape) if line_map else None
+        function = shape.functions.get(mutant.line)
+        if selected is not None and function is not None and options.order == "kill-first":
+            selected = kill_first(selected, killers.get(function, {}))
         mutant.selection = len(selected) if selected is not None else 0
-        mutant.outcome, mutant.seconds, mutant.diff = test_mutant(
-            items[mutant.id], test_command(selected) if selected is not None else command, timeout)
-        if options.compare:
-            mutant.file_outcome, mutant.file_seconds, _ = test_mutant(items[mutant.id], command, timeout)
+        return (items[mutant.id], test_command(selected) if selected is not None else command,
+                command if options.compare else "", timeout)
+
+    def done(index: int, ran: Done) -> None:
+        mutant = chosen[index]
+        mutant.outcome, mutant.seconds, mutant.diff, killer, mutant.file_outcome, mutant.file_seconds = ran
+        if killer:
+            found = killers.setdefault(shape.functions.get(mutant.line), {})
+            found[killer] = found.get(killer, 0) + 1
         if mutant.outcome == SURVIVED and mutant.id in equivalents:
             mutant.outcome, mutant.reason = EQUIVALENT, equivalents[mutant.id]
         result.counts[mutant.outcome] = result.counts.get(mutant.outcome, 0) + 1
-        result.mutants.append(mutant)
-        report_mutant(mutant, number, result)
+        report_mutant(mutant, sum(result.counts.values()), result)  # numbered as they come back
+
+    workers.run(len(chosen), task, done)
+    result.mutants = list(chosen)  # in the mutants' order, whatever order they came back in
     return result
 
 
@@ -902,6 +1103,11 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              "or the module's whole file selection")
     parser.add_argument("--compare", action="store_true",
                         help="run each mutant with the file selection too, and report where the two disagree")
+    parser.add_argument("--order", choices=("kill-first", "fastest"), default="kill-first",
+                        help="the order of a mutant's selected tests: those that killed earlier mutants of its "
+                             "function first, then fastest first (default); or fastest first only")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run the mutants in N worker processes, each in its own scratch copy (default 1)")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the result as JSON to FILE")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, and exit")
     parser.add_argument("--stale", action="store_true",
@@ -909,6 +1115,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.sample is not None and args.sample < 1:
         parser.error("--sample must be at least 1")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
     return args
 
 
@@ -931,14 +1139,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if unknown:
             raise SystemExit(f"mutation.py: no such module in MODULES: {', '.join(unknown)} (from --mutant)")
     results: list[ModuleResult] = []
-    home = Path.cwd()
-    with tempfile.TemporaryDirectory(prefix="patchkit-mutation-") as scratch:
+    home, pythonpath = Path.cwd(), os.environ.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory(prefix="patchkit-mutation-") as scratch, Workers(args.jobs, pythonpath) as workers:
         scratch_copy(Path(scratch))
         os.chdir(scratch)  # cosmic-ray writes the mutant at its path relative to the cwd, and runs pytest here
-        os.environ["PYTHONPATH"] = scratch + os.pathsep + os.environ.get("PYTHONPATH", "")
+        os.environ["PYTHONPATH"] = scratch + os.pathsep + pythonpath
         try:
             for module in modules:
-                results.append(run_module(module, args, equivalents))
+                results.append(run_module(module, args, equivalents, workers))
         finally:
             os.chdir(home)
     print()
