@@ -1282,3 +1282,72 @@ def test_a_status_on_a_state_folder_whose_lock_file_is_gone_still_answers(
     assert res.code == 0, res.err
     assert res.out == "p: applied (2 hunks in 2 files)\n", res.out
     assert not (root / ".patchkit" / "lock").exists()
+
+
+def _inodes_asked(tmp_path: Path, name: str, created: str, monkeypatch: pytest.MonkeyPatch) -> int:
+    """How many inodes an apply that edits engine/a.py and creates `created` says it needs, on a filesystem
+    that reports none free (the refusal names the count; nothing is written)."""
+    real = os.fstatvfs
+
+    def no_inodes(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, max(v.f_files, 1000),
+                                  0, 0, v.f_flag, v.f_namemax))
+
+    registry = Registry(tmp_path / f"patches-{name}")
+    registry.path.mkdir()
+    registry.add("p", git_diff(tmp_path, BEFORE, {**AFTER, created: b"new = 1\n"}))
+    root = tmp_path / f"root-{name}"
+    write_tree(root, BEFORE)
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "fstatvfs", no_inodes)
+        res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 7 and "not enough room on the filesystem" in res.err, res.err
+    assert not (root / created).exists()
+    return int(res.err.split(" bytes and ", 1)[1].split(" inodes", 1)[0])
+
+
+def test_a_created_file_in_two_new_folders_needs_three_inodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The room check counts an inode for each file written and for each folder it must make: the same patch
+    with its new file two new folders down needs two inodes more than with it beside the others.
+
+    Kills patchkit/workspace/commit.py:303:core/ReplaceBinaryOperator_Add_RShift#4 (`1 >> missing`: a file in
+    new folders counted as no inode at all)."""
+    beside = _inodes_asked(tmp_path, "beside", "engine/c.py", monkeypatch)
+    deeper = _inodes_asked(tmp_path, "deeper", "engine/new/sub/c.py", monkeypatch)
+    assert deeper - beside == 2, (beside, deeper)
+
+
+def test_a_folder_replaced_by_a_file_mid_write_is_said_to_be_no_folder(tmp_path: Path, registry: Registry) -> None:
+    """Right before engine/sub/b.py's replace, engine/sub is moved out of the tree and a regular file put at its
+    name: the check after the write cannot walk through it ("Not a directory") and the run fails, exit 7, every
+    file put back through the folders it held.
+
+    Kills patchkit/workspace/commit.py:90:core/ReplaceBinaryOperator_BitOr_Mod#1 (`O_RDONLY % O_DIRECTORY`: the
+    walk's open lost O_DIRECTORY, opened the file, and said the folder was replaced instead)."""
+    before = {"engine/a.py": BEFORE["engine/a.py"], "engine/sub/b.py": BEFORE["engine/b.py"]}
+    after = {"engine/a.py": AFTER["engine/a.py"], "engine/sub/b.py": AFTER["engine/b.py"]}
+    registry.add("p", git_diff(tmp_path, before, after))
+    root, outside = tmp_path / "engine-root", tmp_path / "outside"
+    write_tree(root, before)
+    outside.mkdir()
+
+    def swap_before_b() -> None:
+        from patchkit.workspace.disk import Disk
+
+        real = Disk.replace
+
+        def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
+            if dst == "b.py" and src.endswith(".tmp") and not (outside / "sub").exists():
+                os.rename(root / "engine/sub", outside / "sub")
+                (root / "engine/sub").write_bytes(b"not a folder\n")
+            real(self, dir_fd, src, dst)
+
+        Disk.replace = replace  # type: ignore[method-assign]  # in the forked child only
+
+    run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path)], before=swap_before_b)
+    assert (outside / "sub").is_dir(), "the hook did not run"
+    assert run.code == 7, run.err
+    assert "its folder cannot be walked to from the root (Not a directory)" in run.err, run.err
+    assert (outside / "sub/b.py").read_bytes() == before["engine/sub/b.py"]
+    assert (root / "engine/a.py").read_bytes() == before["engine/a.py"]
