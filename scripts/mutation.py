@@ -145,9 +145,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py",  # the lock against other users (6 s)
                                    "tests/test_mutation_kills.py",
                                    # a status loads none of the write stage, which lock.py imports only to type it
-                                   "tests/test_startup.py::test_status_loads_only_what_it_uses"),
+                                   "tests/test_startup.py::test_status_loads_only_what_it_uses",
+                                   # a patchkit holder's own line, read back by the waiter (2 s)
+                                   "tests/test_hostile_fs.py::test_a_waiter_is_told_who_holds_the_lock"),
     # a file edited in place right before its replace, three folders deep: renamed back at its own name (1 s)
-    "patchkit/workspace/commit.py": (*_WORKSPACE, "tests/test_write_mutations.py", "tests/test_mutation_kills.py"),
+    "patchkit/workspace/commit.py": (*_WORKSPACE, "tests/test_write_mutations.py", "tests/test_mutation_kills.py",
+                                     # a hard-linked file refused before anything is written (1 s)
+                                     "tests/test_hostile_fs.py::test_a_hard_linked_target_is_refused"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",
