@@ -1219,3 +1219,29 @@ def test_the_line_git_would_use_instead_is_named_one_based(tmp_path: Path, regis
     assert "`git apply` would use the match at line 11;" in detail, detail
     table = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
     assert "hunk 1 @@ -15,6 +15,6 @@: ambiguous (expected line 15, matches at 21)" in table.out, table.out
+
+
+def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
+        tmp_path: Path, registry: Registry, engine: Path) -> None:
+    """A hand-edited hunk whose added block repeats its own last line, at the end of the file (one line of
+    trailing context, the section's other hunk three): applied, its pre- and post-image both start at line 19,
+    and only the post-image ends where the diff saw the file end. That reading is kept (_edges): the hunk is
+    ambiguous for the pre-image inside it, read as applied, not a tie of two readings.
+
+    Kills patchkit/judge/state.py:731:core/NumberReplacer#154 (`len(fitting) == 2`: the one fitting reading was
+    dropped, both readings kept, and the detail became the tie's "each reading of the whole file holds")."""
+    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
+    before = b"".join(lines) + b"\nx = 1\n"
+    after = before.replace(lines[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
+    diff = b"\n".join(line for line in diff.split(b"\n") if not line.startswith(b"index "))
+    diff = diff[:diff.index(b"@@ -20,3")] + (b"@@ -19,4 +19,6 @@\n value_18 = compute(18)\n value_19 = compute(19)\n"
+                                             b" \n+x = 1\n+\n x = 1\n")
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": after})
+    status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
+    assert status.code == 5, status.out
+    hunks = status.json()["files"][0]["hunks"]
+    assert hunks[0]["state"] == "applied" and hunks[1]["state"] == "ambiguous", hunks
+    assert hunks[1]["detail"].startswith("read as applied, its post-image is at line 19, but its pre-image is also "
+                                         "at line 19;"), hunks[1]["detail"]
