@@ -145,3 +145,31 @@ def test_a_crlf_diff_on_an_lf_file_is_explained_too() -> None:
     assert located.state is HunkState.CONFLICT
     assert located.detail == ("line endings differ: the file uses LF, the diff CRLF; regenerate the diff from a "
                               "tree with the same line endings"), located.detail
+
+
+def test_a_crlf_file_whose_hunk_is_below_its_first_line_is_explained_too() -> None:
+    """The LF diff's hunk sits at lines 4 to 6 of the CRLF file: the line endings are named all the same.
+
+    Kills patchkit/judge/matching.py:534:core/ReplaceFalseWithTrue#12 (`locate(normal, ..., True, False)`: the
+    image, line endings aside, was looked for at the first line only, so this hunk was reported as the line
+    that differs)."""
+    hunk = make_hunk([b"4\n", b"5\n", b"6\n"], [b"4\n", b"five\n", b"6\n"], old_start=4)
+    readings, _ = read_file(lines(*(b"%d\r\n" % i for i in range(1, 10))), [hunk])
+    located = readings[0].located[0]
+    assert located.state is HunkState.CONFLICT
+    assert located.detail == ("line endings differ: the file uses CRLF, the diff LF; regenerate the diff from a "
+                              "tree with the same line endings"), located.detail
+
+
+def test_a_post_image_header_at_line_0_pins_it_to_the_start_even_with_context() -> None:
+    """A hand-written `@@ -5,3 +0,3 @@` (git never writes +0 for lines): git pins a post-image whose side starts
+    at line 0 or 1 to the start of the file, so on the file with the change at lines 5 to 7 it is not found
+    there and the hunk is a conflict, as `git apply -R` fails on it.
+
+    Kills patchkit/judge/matching.py:203:core/ReplaceComparisonOperator_Gt_NotEq#1 (`new_start != 1`: a header
+    at 0 took the unpinned fast path, which read the hunk applied at line 5)."""
+    hunk = Hunk(1, 5, 5, 3, 0, 3, (b"l5\n", b"l6\n", b"l7\n"), (b"l5\n", b"six\n", b"l7\n"), 1, 1)
+    content = [b"l%d\n" % i for i in range(1, 13)]
+    content[5] = b"six\n"
+    readings, _ = read_file(lines(*content), [hunk])
+    assert [loc.state for loc in readings[0].located] == [HunkState.CONFLICT], readings

@@ -1351,3 +1351,78 @@ def test_a_folder_replaced_by_a_file_mid_write_is_said_to_be_no_folder(tmp_path:
     assert "its folder cannot be walked to from the root (Not a directory)" in run.err, run.err
     assert (outside / "sub/b.py").read_bytes() == before["engine/sub/b.py"]
     assert (root / "engine/a.py").read_bytes() == before["engine/a.py"]
+
+
+def test_a_copy_of_a_hunk_in_the_unchanged_lines_between_two_hunks_is_excluded_by_the_gaps(
+        tmp_path: Path, registry: Registry) -> None:
+    """Five hunks (-U1); hunk 4's pre-image also occurs among the unchanged lines between hunks 3 and 4, and the
+    file has one line added at its top (so the diff's blob ids prove nothing). Hunks 3 and 5 are certain and
+    the gaps between them are exactly the diff's, so the copy cannot be hunk 4: apply applies it.
+
+    Kills patchkit/judge/state.py:624:core/ReplaceBinaryOperator_Sub_RShift#7 (`hunks[i >> 1].old_len`: the gap
+    above hunk 4 was counted from the end of hunk 2's length, 3 lines, not hunk 3's, 4, so it read as not exact
+    and the copy made hunk 4 ambiguous: apply refused)."""
+    lines = [b"u%d\n" % i for i in range(40)]
+    lines[22:25] = lines[30:33] = [b"x\n", b"y\n", b"z\n"]
+    old = b"".join(lines)
+    new = lines.copy()
+    for i in (3, 8, 13, 14, 36):
+        new[i] = b"changed %d\n" % i
+    new[31] = b"Y\n"
+    before, after = {"engine/a.py": old}, {"engine/a.py": b"".join(new)}
+    diff = git_diff(tmp_path, before, after, context=1)
+    assert diff.count(b"\n@@ ") == 5 and b"@@ -13,4 +13,4 @@" in diff, diff
+    registry.add("gaps", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + old})
+    res = cli("apply", "gaps", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res
+    assert (root / "engine/a.py").read_bytes() == b"top\n" + after["engine/a.py"]
+
+
+def test_the_line_git_would_use_instead_is_named_one_based(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    """test_state.py's last line without a newline: git would patch the copy of the block that does end in one,
+    which starts at line 11 (ten lines above it); the hunk is ambiguous, naming that line, and `status -v` names
+    where patchkit read it (line 21, the hunk's own place: ten lines below where the diff expects it).
+
+    Kills patchkit/judge/state.py:745:core/NumberReplacer#159 (`theirs + 0`: the message named line 10, one
+    above the copy) and :782:core/ReplaceComparisonOperator_IsNot_Is#21 (`(loc.pos,) if loc.pos is None else
+    ()`: the doubted hunk kept no candidate, and the table lost its "matches at 21")."""
+    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
+    before = b"".join(lines[:19]) + b"value_19 = compute(19)"
+    after = before.replace(lines[17], b"changed = 17\n")
+    registry.add("p", git_diff(tmp_path, {"f.py": before}, {"f.py": after}))
+    tree = b"".join(lines[:10]) + b"".join(lines[14:20]) + b"".join(lines[10:19]) + b"value_19 = compute(19)"
+    write_tree(engine, {"f.py": tree})
+    status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
+    assert status.code == 5, status.out
+    detail = status.json()["files"][0]["hunks"][0]["detail"]
+    assert "`git apply` would use the match at line 11;" in detail, detail
+    table = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
+    assert "hunk 1 @@ -15,6 +15,6 @@: ambiguous (expected line 15, matches at 21)" in table.out, table.out
+
+
+def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
+        tmp_path: Path, registry: Registry, engine: Path) -> None:
+    """A hand-edited hunk whose added block repeats its own last line, at the end of the file (one line of
+    trailing context, the section's other hunk three): applied, its pre- and post-image both start at line 19,
+    and only the post-image ends where the diff saw the file end. That reading is kept (_edges): the hunk is
+    ambiguous for the pre-image inside it, read as applied, not a tie of two readings.
+
+    Kills patchkit/judge/state.py:731:core/NumberReplacer#154 (`len(fitting) == 2`: the one fitting reading was
+    dropped, both readings kept, and the detail became the tie's "each reading of the whole file holds")."""
+    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
+    before = b"".join(lines) + b"\nx = 1\n"
+    after = before.replace(lines[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
+    diff = b"\n".join(line for line in diff.split(b"\n") if not line.startswith(b"index "))
+    diff = diff[:diff.index(b"@@ -20,3")] + (b"@@ -19,4 +19,6 @@\n value_18 = compute(18)\n value_19 = compute(19)\n"
+                                             b" \n+x = 1\n+\n x = 1\n")
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": after})
+    status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
+    assert status.code == 5, status.out
+    hunks = status.json()["files"][0]["hunks"]
+    assert hunks[0]["state"] == "applied" and hunks[1]["state"] == "ambiguous", hunks
+    assert hunks[1]["detail"].startswith("read as applied, its post-image is at line 19, but its pre-image is also "
+                                         "at line 19;"), hunks[1]["detail"]
