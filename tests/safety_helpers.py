@@ -316,6 +316,26 @@ def wait_forked(child: Child) -> Run:
     return Run(os.WEXITSTATUS(status), None, out, err)
 
 
+def move_before_replace(name: str, move: Callable[[], None]) -> Callable[[], None]:
+    """In the forked child: run `move` once, right before the transaction replaces `name` with its new file."""
+
+    def install() -> None:
+        from patchkit.workspace.disk import Disk
+
+        real = Disk.replace
+        done: list[bool] = []
+
+        def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
+            if dst == name and src.endswith(".tmp") and not done:
+                done.append(True)
+                move()
+            real(self, dir_fd, src, dst)
+
+        Disk.replace = replace  # type: ignore[method-assign]
+
+    return install
+
+
 def run_subprocess(args: Sequence[str], env: Mapping[str, str] | None = None) -> Run:
     """Run `python -m patchkit` for real: a fresh interpreter, as a container entrypoint would."""
     done = subprocess.run(

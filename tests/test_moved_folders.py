@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,6 +30,7 @@ from tests.safety_helpers import (
     chown_tree,
     fault_env,
     image,
+    move_before_replace,
     run_forked,
     shared_case,
     whole_state,
@@ -66,26 +67,6 @@ def sub_image(whole: Image, folder: str) -> Image:
 
 def without(whole: Image, folder: str) -> Image:
     return {rel: v for rel, v in whole.items() if rel != folder and not rel.startswith(folder + "/")}
-
-
-def move_before_replace(name: str, move: Callable[[], None]) -> Callable[[], None]:
-    """In the forked child: run `move` once, right before the transaction replaces `name` with its new file."""
-
-    def install() -> None:
-        from patchkit.workspace.disk import Disk
-
-        real = Disk.replace
-        done: list[bool] = []
-
-        def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
-            if dst == name and src.endswith(".tmp") and not done:
-                done.append(True)
-                move()
-            real(self, dir_fd, src, dst)
-
-        Disk.replace = replace  # type: ignore[method-assign]
-
-    return install
 
 
 @pytest.mark.parametrize("action", ["apply", "revert"])

@@ -33,6 +33,7 @@ from tests.safety_helpers import (
     chown_tree,
     fault_env,
     image,
+    move_before_replace,
     report_one_free_block,
     run_forked,
     run_here,
@@ -954,20 +955,8 @@ def test_a_folder_moved_out_mid_write_is_neither_made_again_nor_left_with_a_fold
     write_tree(root, before)
     outside.mkdir()
 
-    def move_before_replace() -> None:
-        from patchkit.workspace.disk import Disk
-
-        real = Disk.replace
-
-        def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
-            if dst == moved_before and src.endswith(".tmp") and not (outside / "c").exists():
-                os.rename(root / "engine/a/b/c", outside / "c")
-            real(self, dir_fd, src, dst)
-
-        Disk.replace = replace  # type: ignore[method-assign]  # in the forked child only
-
     run = run_forked(["apply", "deep", "--root", str(root), "--patches", str(registry.path)],
-                     before=move_before_replace)
+                     before=move_before_replace(moved_before, lambda: os.rename(root / "engine/a/b/c", outside / "c")))
     assert (outside / "c").is_dir(), "the hook did not run"
     assert run.code == 7 and "did not land in the tree" in run.err, (run.code, run.err)
     assert sorted(p.relative_to(outside).as_posix() for p in outside.rglob("*")) == ["c", "c/keep.py"], run.err
@@ -1149,20 +1138,11 @@ def test_an_io_error_in_the_rollback_through_a_moved_folder_names_what_it_was_un
         write_tree(root, before)
         outside.mkdir()
 
-        def move_before_x(root: Path = root, outside: Path = outside) -> None:
-            from patchkit.workspace.disk import Disk
-
-            real = Disk.replace
-
-            def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
-                if dst == "x.py" and src.endswith(".tmp") and not (outside / "c").exists():
-                    os.rename(root / "engine/a/b/c", outside / "c")
-                real(self, dir_fd, src, dst)
-
-            Disk.replace = replace  # type: ignore[method-assign]  # in the forked child only
+        def move_c(root: Path = root, outside: Path = outside) -> None:
+            os.rename(root / "engine/a/b/c", outside / "c")
 
         run = run_forked(["apply", "deep", "--root", str(root), "--patches", str(registry.path)],
-                         fault_env(n, "EIO"), before=move_before_x)
+                         fault_env(n, "EIO"), before=move_before_replace("x.py", move_c))
         if run.code == 8:
             said = run.err.split("and so did restoring the tree (", 1)[1].split(": Input/output error)", 1)[0]
             named.append(said)
@@ -1332,20 +1312,12 @@ def test_a_folder_replaced_by_a_file_mid_write_is_said_to_be_no_folder(tmp_path:
     write_tree(root, before)
     outside.mkdir()
 
-    def swap_before_b() -> None:
-        from patchkit.workspace.disk import Disk
+    def swap() -> None:
+        os.rename(root / "engine/sub", outside / "sub")
+        (root / "engine/sub").write_bytes(b"not a folder\n")
 
-        real = Disk.replace
-
-        def replace(self: Disk, dir_fd: int, src: str, dst: str) -> None:
-            if dst == "b.py" and src.endswith(".tmp") and not (outside / "sub").exists():
-                os.rename(root / "engine/sub", outside / "sub")
-                (root / "engine/sub").write_bytes(b"not a folder\n")
-            real(self, dir_fd, src, dst)
-
-        Disk.replace = replace  # type: ignore[method-assign]  # in the forked child only
-
-    run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path)], before=swap_before_b)
+    run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path)],
+                     before=move_before_replace("b.py", swap))
     assert (outside / "sub").is_dir(), "the hook did not run"
     assert run.code == 7, run.err
     assert "its folder cannot be walked to from the root (Not a directory)" in run.err, run.err

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import FileSpec, Registry, cli, git_diff, write_tree
+from tests.test_restart_entry import answered, program  # the program run as a container runs it
 
 pytestmark = pytest.mark.version_sensitive  # the records' code fingerprint hashes sys.version
 
@@ -38,23 +39,6 @@ WITH_AB: dict[str, FileSpec] = {
 }
 FULL = ("--lock-timeout", "300")  # the status command's default: the same request, which the entry declines
 ANSI = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]")  # click's own pattern (click._compat._ansi_re), as bytes
-
-
-def program(cwd: Path, *args: str | Path, env: Mapping[str, str] | None = None,
-            importtime: bool = False) -> tuple[int, bytes, bytes]:
-    """Exit code, stdout and stderr of `python -m patchkit ARGS` run from `cwd`, in a clean environment."""
-    clean = {k: v for k, v in os.environ.items() if not k.startswith(("PATCHKIT_", "FORCE_COLOR", "CLICOLOR"))}
-    command = [sys.executable, *(["-X", "importtime"] if importtime else []), "-m", "patchkit", *map(str, args)]
-    done = subprocess.run(command, cwd=cwd, env={**clean, **(env or {})}, capture_output=True, check=False)
-    return done.returncode, done.stdout, done.stderr
-
-
-def answered(cwd: Path, *args: str | Path, env: Mapping[str, str] | None = None) -> bool:
-    """Whether the program answered without click (the first-status entry)."""
-    _, _, err = program(cwd, *args, env=env, importtime=True)
-    imported = {line.split("|")[-1].strip() for line in err.decode().splitlines() if line.startswith("import time:")}
-    assert "patchkit.cli.start" in imported, err.decode()[-2000:]
-    return "click" not in imported
 
 
 def same_bytes(cwd: Path, *args: str | Path, env: Mapping[str, str] | None = None) -> tuple[int, bytes, bytes]:
