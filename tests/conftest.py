@@ -183,6 +183,16 @@ def user() -> tuple[int, int]:
 
 
 @pytest.fixture
+def work(tmp_path: Path) -> Path:
+    """The folder a program run starts in (test_restart_entry, test_status_entry): no pyproject.toml in it or
+    above (the full path would read one)."""
+    folder = tmp_path / "work"
+    folder.mkdir()
+    assert not any((p / "pyproject.toml").exists() for p in (folder, *folder.parents))
+    return folder
+
+
+@pytest.fixture
 def registry(tmp_path: Path) -> Registry:
     path = tmp_path / "patches"
     path.mkdir()

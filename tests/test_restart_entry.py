@@ -69,15 +69,6 @@ def same_bytes(cwd: Path, *args: str | Path, env: Mapping[str, str] | None = Non
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """The folder every run starts in: no pyproject.toml in it or above (the full path would read one)."""
-    folder = tmp_path / "work"
-    folder.mkdir()
-    assert not any((p / "pyproject.toml").exists() for p in (folder, *folder.parents))
-    return folder
-
-
-@pytest.fixture
 def single(tmp_path: Path, registry: Registry, engine: Path) -> Path:
     """pa applied on its own (one exclude, one mode change)."""
     write_tree(engine, BASE)

@@ -50,15 +50,6 @@ def same_bytes(cwd: Path, *args: str | Path, env: Mapping[str, str] | None = Non
 
 
 @pytest.fixture
-def work(tmp_path: Path) -> Path:
-    """The folder every run starts in: no pyproject.toml in it or above."""
-    folder = tmp_path / "work"
-    folder.mkdir()
-    assert not any((p / "pyproject.toml").exists() for p in (folder, *folder.parents))
-    return folder
-
-
-@pytest.fixture
 def series(tmp_path: Path, registry: Registry, engine: Path) -> Path:
     """pa then pb (after = ["pa"]), nothing applied yet."""
     write_tree(engine, BASE)
