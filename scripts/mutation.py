@@ -141,7 +141,8 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/workspace/disk.py": (*_WORKSPACE, "tests/test_hostile_fs.py"),
     "patchkit/workspace/journal.py": _WORKSPACE,
     "patchkit/workspace/recovery.py": (*_WORKSPACE,  # what a rollback says it did, over the kill points (8 s)
-                                       "tests/test_bytecode.py::test_a_rollback_counts_only_the_files_it_put_back"),
+                                       "tests/test_bytecode.py::test_a_rollback_counts_only_the_files_it_put_back",
+                                       "tests/test_mutation_kills.py"),
     "patchkit/workspace/lock.py": (*_WORKSPACE, "tests/test_lock_others.py",  # the lock against other users (6 s)
                                    "tests/test_mutation_kills.py",
                                    # a status loads none of the write stage, which lock.py imports only to type it
