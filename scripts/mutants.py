@@ -244,7 +244,7 @@ MUTANTS: tuple[Mutant, ...] = (
       [f"{ORDER}::test_overlapping_hunks_are_refused"],
       "the order check's common case (off by one on both sides) lets a hunk that starts on the last line of the one "
       "before it through"),
-    m("hunk-order-insertion-takes-its-neighbours", "patchkit/diff/diffs.py",
+    m("hunk-order-insertion-takes-its-neighbours", "patchkit/diff/hunks.py",
       "        return 2 * start + 1, 2 * start + 1\n", "        return 2 * start - 1, 2 * start + 1\n",
       [f"{ORDER}::test_insertions_before_and_after_line_1_are_in_line_order"],
       "an insertion (-N,0) is taken to cover the lines on both sides of it: git's -U0 insertions before and "
@@ -254,7 +254,7 @@ MUTANTS: tuple[Mutant, ...] = (
       ["tests/test_compiled.py::test_a_hostile_compiled_file_is_ignored"],
       "a compiled hunk set whose hunks are out of line order is believed"),
     m("compiled-hunk-order-insertions-refused", "patchkit/diff/compiled.py",
-      "    return all(map(gt, firsts[1:], lasts))\n", "    return False\n",
+      "    return all(later[0] > earlier[1] for earlier, later in pairwise(places))\n", "    return False\n",
       [f"{ORDER}::test_insertions_before_and_after_line_1_are_in_line_order"],
       "the compiled load refuses a file of several hunks with a side of no lines (git's -U0 insertions): the "
       "compile writes nothing"),
@@ -617,6 +617,17 @@ MUTANTS: tuple[Mutant, ...] = (
       "    back = _deleted_but_back(roots, entries)\n", "    back = None\n",
       ["tests/test_write_mutations.py::test_a_deleted_file_created_again_while_patchkit_finishes_is_not_exit_0"],
       "a file the patch deletes, created again while the transaction finishes, ends in exit 0"),
+    m("write-remakes-a-gone-folder", "patchkit/workspace/commit.py",
+      "{folder: mode for folder, mode in entry.folders if mode is None}", "dict(entry.folders)",
+      ["tests/test_mutation_kills.py::test_a_folder_moved_out_mid_write_is_neither_made_again_nor_left_with_a_"
+       "folder_of_ours"],
+      "a folder the plan found and the tree's owner moved out mid-write is made again in the tree, and left there"),
+    m("write-undoes-an-unbegun-entry", "patchkit/workspace/commit.py",
+      "                             unbegun=True) from None", "                             unbegun=False) from None",
+      ["tests/test_mutation_kills.py::test_a_modified_files_folder_moved_out_before_its_write_is_not_made_again_by_"
+       "the_rollback"],
+      "the rollback writes back the original of a file whose folder was gone before its write began, making the "
+      "folder again in the tree"),
     m("write-empty-file-unread", "patchkit/workspace/commit.py",
       "found = os.pread(fd, len(data) + 1, 0)  #", "found = os.pread(fd, len(data) + 1, 0) if data else b\"\"  #",
       ["tests/test_mutation_kills.py::test_an_empty_file_written_is_read_back_too"],

@@ -1398,3 +1398,31 @@ def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_t
     assert hunks[0]["state"] == "applied" and hunks[1]["state"] == "ambiguous", hunks
     assert hunks[1]["detail"].startswith("read as applied, its post-image is at line 19, but its pre-image is also "
                                          "at line 19;"), hunks[1]["detail"]
+
+
+def test_a_modified_files_folder_moved_out_before_its_write_is_not_made_again_by_the_rollback(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The apply edits engine/a.py and then engine/d/other.py; right before a.py's replace, engine/d (not yet
+    opened by the write) is moved out of the tree. other.py's write finds its folder gone and the run fails (exit
+    7, "did not land"); the rollback puts a.py back and leaves other.py alone, where it went: it makes no
+    engine/d in the tree and writes no copy of other.py there.
+
+    The rollback used to write other.py's original back from the journal, making engine/d again in the tree
+    beside the moved one (the entry whose write never began was undone as if it had)."""
+    before = {"engine/a.py": BEFORE["engine/a.py"], "engine/d/other.py": BEFORE["engine/b.py"]}
+    after = {"engine/a.py": AFTER["engine/a.py"], "engine/d/other.py": AFTER["engine/b.py"]}
+    registry.add("p", git_diff(tmp_path, before, after))
+    root, outside = tmp_path / "engine-root", tmp_path / "outside"
+    write_tree(root, before)
+    outside.mkdir()
+    run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path)],
+                     before=move_before_replace("a.py", lambda: os.rename(root / "engine/d", outside / "d")))
+    assert (outside / "d").is_dir(), "the hook did not run"
+    assert run.code == 7 and "did not land in the tree" in run.err, (run.code, run.err)
+    assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*") if ".patchkit" not in p.parts) == \
+        ["engine", "engine/a.py"], run.err
+    assert (root / "engine/a.py").read_bytes() == before["engine/a.py"]
+    assert sorted(p.name for p in (outside / "d").iterdir()) == ["other.py"]
+    assert (outside / "d/other.py").read_bytes() == before["engine/d/other.py"]
+    assert not (root / ".patchkit/journal.json").exists()

@@ -14,6 +14,7 @@ import click
 import pytest
 import unidiff
 
+from patchkit.cli import boundary
 from patchkit.cli import main as cli_module
 from tests.conftest import Registry, cli, git_diff, write_tree
 
@@ -253,7 +254,7 @@ def test_the_program_collects_cycles_rarely_and_embedders_keep_their_settings() 
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     now, default = done.stdout.strip().splitlines()[-1].split(") (")
-    assert now.strip("()").split(", ")[0] == str(cli_module.GC_FIRST_GENERATION)
+    assert now.strip("()").split(", ")[0] == str(boundary.GC_FIRST_GENERATION)
     assert now.strip("()").split(", ")[1:] == default.strip("()").split(", ")[1:]
 
 

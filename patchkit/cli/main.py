@@ -19,13 +19,8 @@ import click
 
 from patchkit import __version__
 from patchkit.cli.boundary import (
-    GC_FIRST_GENERATION,
-    PIPE_CLOSED,
-    REPORT_HINT,
     collect_rarely,
-    emit_error,
     emit_internal,
-    emit_interrupt,
     error_code,
     leave,
     tell,
@@ -34,10 +29,6 @@ from patchkit.cli.flags import VERBOSE_HELP, output_params
 from patchkit.display import closest
 from patchkit.errors import ExitCode
 from patchkit.speak.console import Settings, reset_streams, settings, use_settings
-
-__all__ = [  # the boundary's names, as they were spelt here before cli/boundary.py held them
-    "GC_FIRST_GENERATION", "PIPE_CLOSED", "REPORT_HINT", "emit_error", "emit_internal", "emit_interrupt", "tell",
-]
 
 # The command modules under patchkit.cli.commands, each exposing `command`; add a new command here. A module is
 # imported only when its command runs (all of them for --help): `patchkit --version` then costs little more

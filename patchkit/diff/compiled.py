@@ -39,12 +39,13 @@ import re
 import stat
 import sys
 from importlib.util import find_spec
-from operator import add, ge, gt, le
+from itertools import pairwise
+from operator import add, ge, le
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from patchkit import __version__, source_archive
-from patchkit.diff.hunks import MODE_EXEC, MODE_FILE, FilePatch, Hunk
+from patchkit.diff.hunks import MODE_EXEC, MODE_FILE, FilePatch, Hunk, side_extent
 from patchkit.diff.hunkset import HunkSet
 from patchkit.errors import UnsafePathError
 from patchkit.input.limits import MAX_COMPILED_BYTES, MAX_DIFF_LINES, MAX_HEADER_DIGITS
@@ -227,15 +228,14 @@ def _in_line_order(starts: list[int], moves: list[int], counts: list[int]) -> bo
     """The parser's rule (diffs._check_order) on one side of a file's hunks, on the diff's own headers (`starts`
     plus what excludes moved them by, `moves`): each hunk past the end of the one before. Excludes only drop
     hunks, so the hunks left keep the rule. Sides with lines (nearly all): a hunk starts at or past the line
-    after the one before it ends, in C over the columns; else in half lines, as the parser counts them (line L
-    is 2L, a side of no lines the gap 2N+1 after its line N)."""
+    after the one before it ends, in C over the columns; else in hunks.side_extent's half lines, as the parser
+    counts them."""
     if any(moves):
         starts = list(map(add, starts, moves))
     if 0 not in counts:
         return all(map(ge, starts[1:], map(add, starts, counts)))
-    firsts = [2 * start + (not count) for start, count in zip(starts, counts, strict=True)]
-    lasts = [2 * (start + count) - 2 + 3 * (not count) for start, count in zip(starts, counts, strict=True)]
-    return all(map(gt, firsts[1:], lasts))
+    places = list(map(side_extent, starts, counts))
+    return all(later[0] > earlier[1] for earlier, later in pairwise(places))
 
 
 def _number(value: Any) -> bool:

@@ -16,7 +16,17 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from patchkit.diff.hunks import DEV_NULL, MODE_EXEC, MODE_FILE, MODE_GITLINK, MODE_SYMLINK, Diff, FilePatch, Hunk
+from patchkit.diff.hunks import (
+    DEV_NULL,
+    MODE_EXEC,
+    MODE_FILE,
+    MODE_GITLINK,
+    MODE_SYMLINK,
+    Diff,
+    FilePatch,
+    Hunk,
+    side_extent,
+)
 from patchkit.display import escape_controls
 from patchkit.errors import DiffError, NotADiffError, UnsafePathError
 from patchkit.input.limits import MAX_DIFF_LINES, MAX_HEADER_DIGITS, check_diff_size
@@ -116,7 +126,7 @@ def _check_order(files: tuple[FilePatch, ...], source: str) -> None:
         for earlier, later in zip(f.hunks, f.hunks[1:], strict=False):  # each hunk with the next
             if (earlier.old_len and later.old_len and later.old_start >= earlier.old_start + earlier.old_len
                     and earlier.new_len and later.new_len and later.new_start >= earlier.new_start + earlier.new_len):
-                continue  # the common case, both sides with lines (_extent's rule for them, without the calls)
+                continue  # the common case, both sides with lines (side_extent's rule for them, without the calls)
             _check_pair(f, earlier, later, source)
 
 
@@ -125,8 +135,8 @@ def _check_pair(f: FilePatch, earlier: Hunk, later: Hunk, source: str) -> None:
         ("old", later.old_start, later.old_len, earlier.old_start, earlier.old_len),
         ("new", later.new_start, later.new_len, earlier.new_start, earlier.new_len),
     ):
-        first, _ = _extent(start, count)
-        was_first, was_last = _extent(was, was_count)
+        first, _ = side_extent(start, count)
+        was_first, was_last = side_extent(was, was_count)
         if first > was_last:
             continue
         before = first < was_first
@@ -140,14 +150,6 @@ def _check_pair(f: FilePatch, earlier: Hunk, later: Hunk, source: str) -> None:
             if before else "regenerate the diff with `git diff` (a file's hunks never overlap in a diff "
             "git makes)",
         )
-
-
-def _extent(start: int, count: int) -> tuple[int, int]:
-    """The first and last place a hunk side takes, in half lines: line L is 2L, and a side of no lines (git writes
-    `-N,0`, N the line before it) the gap 2N+1 after line N; a side with lines covers them all."""
-    if count == 0:
-        return 2 * start + 1, 2 * start + 1
-    return 2 * start, 2 * (start + count - 1)
 
 
 def _span(start: int, count: int) -> str:

@@ -141,3 +141,13 @@ class Diff(NamedTuple):
 
 def paths_of(files: Iterable[FilePatch]) -> list[str]:
     return list(dict.fromkeys(p for f in files for p in f.paths))
+
+
+def side_extent(start: int, count: int) -> tuple[int, int]:
+    """The first and last place one side of a hunk (its header's start and count) takes, in half lines: line L is
+    2L, and a side of no lines (git writes `-N,0`, N the line before it) the gap 2N+1 after line N; a side with
+    lines covers them all. A file's hunks are in line order when each side of each starts past the last place of
+    the one before (diffs._check_order, and compiled's load of the same rule)."""
+    if count == 0:
+        return 2 * start + 1, 2 * start + 1
+    return 2 * start, 2 * (start + count - 1)

@@ -53,6 +53,7 @@ from patchkit.input.tree import (
 )
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, random_name
 from patchkit.workspace.folders import (
+    FolderGone,
     Roots,
     describe,
     drop_journal,
@@ -121,12 +122,15 @@ class _Changed(_WriteFault):
 
 
 class _NotLanded(_WriteFault):
-    """After the last replace, a written path is not (or no longer) the file written there, seen from the root."""
+    """After the last replace, a written path is not (or no longer) the file written there, seen from the root; or
+    (`unbegun`) the last entry's folder was gone before its write began: nothing of it to undo, and undoing it
+    would write its original back into folders made again in the tree."""
 
-    def __init__(self, path: Path, why: str) -> None:
+    def __init__(self, path: Path, why: str, *, unbegun: bool = False) -> None:
         super().__init__(f"{path}: {why}")
         self.path = path
         self.why = why
+        self.restored = unbegun
 
     def reported(self, failed: Path) -> WriteFailedError:
         return WriteFailedError(
@@ -542,11 +546,10 @@ def _write_entry(
         create = None if data is None else {folder: mode for folder, mode in entry.folders if mode is None}
         try:
             parent = open_parent(roots, entry.area, parts[:-1], entry.path, disk, create=create)
-        except FileNotFoundError:
-            if create is None:
-                raise
+        except FolderGone:
             raise _NotLanded(roots.path(entry.area) / entry.path,
-                             "its folder is no longer under the root (moved or removed while patchkit wrote)") from None
+                             "its folder is no longer under the root (moved or removed while patchkit wrote)",
+                             unbegun=True) from None
         if parent is None:  # a deletion whose folder is already gone
             return None
         if len(held) < HELD_FOLDERS_MAX:

@@ -53,6 +53,10 @@ def read(roots: Roots, area: Area, rel: str) -> Snapshot:
     return read_at(roots.fd(area), roots.path(area), rel)
 
 
+class FolderGone(FileNotFoundError):
+    """open_parent met a missing folder it was not asked to make (one that was there and is gone)."""
+
+
 def open_parent(
     roots: Roots,
     area: Area,
@@ -66,7 +70,8 @@ def open_parent(
 
     create=None: None if a folder is missing. Otherwise the missing folders `create` lists are made, each with
     the mode it records for it (0755 in the tree, 0755 in the state folder, when it records none), set on the
-    descriptor so the umask plays no part; a missing folder it does not list raises FileNotFoundError.
+    descriptor so the umask plays no part; a missing folder it does not list raises FolderGone, before any
+    folder is made.
     """
     fd = os.dup(roots.fd(area))
     shown = roots.path(area)
@@ -79,7 +84,7 @@ def open_parent(
                     os.close(fd)
                     return None
                 if "/".join(folders[: i + 1]) not in create:
-                    raise FileNotFoundError(errno.ENOENT, "a folder that was there is gone", str(shown))
+                    raise FolderGone(errno.ENOENT, "a folder that was there is gone", str(shown))
                 disk.mkdir(fd, part)
                 child = open_child_dir(fd, part, rel, str(shown))
                 if child is None:
