@@ -276,6 +276,18 @@ NEVER_FOR_RESTART_ENTRY = (
 REPO = Path(__file__).resolve().parents[1]
 
 
+def run_without_site(cwd: Path, *args: str | Path) -> tuple[int, set[str], str]:
+    """`python -S -X importtime -m patchkit ARGS` from `cwd`: its exit code, the modules it loaded (read from
+    -X importtime: the program ends with os._exit) and the end of its stderr. -S: site runs no .pth; the packages are found on PYTHONPATH
+    (unidiff's folder: the code fingerprint's)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
+    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(Path(unidiff.__file__).parents[1])))
+    done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "patchkit", *map(str, args)],
+                          capture_output=True, text=True, check=False, cwd=cwd, env=env)
+    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    return done.returncode, loaded, done.stderr[-2000:]
+
+
 @pytest.mark.parametrize("flag", [[], ["--json"]], ids=["text", "--json"])
 @pytest.mark.parametrize("which", [["small-pr1"], ["--all"]], ids=["one patch", "--all"])
 def test_the_program_answers_a_restart_without_click(
@@ -285,15 +297,8 @@ def test_the_program_answers_a_restart_without_click(
     (read from -X importtime: the program ends with os._exit), and nothing of NEVER_FOR_RESTART_ENTRY does."""
     engine, patches = small_patch
     assert cli("apply", *which, "--root", engine, "--patches", patches).code == 0
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
-    # -S: site runs no .pth; the packages are found on PYTHONPATH (unidiff's folder: the code fingerprint's).
-    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(Path(unidiff.__file__).parents[1])))
-    done = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", "-m", "patchkit", "apply", *which, *flag, "--root", str(engine),
-         "--patches", str(patches)], capture_output=True, text=True, check=False, cwd=tmp_path, env=env,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
-    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    code, loaded, err = run_without_site(tmp_path, "apply", *which, *flag, "--root", engine, "--patches", patches)
+    assert code == 0, err
     assert not loaded & set(NEVER_FOR_RESTART_ENTRY)
     assert sorted(m for m in loaded if m.split(".")[0] in ("patchkit", "unidiff")) == with_packages(
         RESTART_ENTRY_MODULES
@@ -318,14 +323,8 @@ def test_the_program_answers_a_first_status_without_click(
     """`python -S -m patchkit status` (the first-status entry, patchkit.cli.patch_run): the whole status runs and
     speaks without click (~20 ms of a first status, issue #36 item 2), and loads nothing of NEVER_FOR_STATUS."""
     engine, patches = small_patch
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
-    env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(Path(unidiff.__file__).parents[1])))
-    done = subprocess.run(
-        [sys.executable, "-S", "-X", "importtime", "-m", "patchkit", "status", *which, *flag, "--root", str(engine),
-         "--patches", str(patches)], capture_output=True, text=True, check=False, cwd=tmp_path, env=env,
-    )
-    assert done.returncode == 3, done.stderr[-2000:]
-    loaded = {line.split("|")[-1].strip() for line in done.stderr.splitlines() if line.startswith("import time:")}
+    code, loaded, err = run_without_site(tmp_path, "status", *which, *flag, "--root", engine, "--patches", patches)
+    assert code == 3, err
     assert {"patchkit.cli.patch_run", "patchkit.judge.state", "patchkit.speak.report"} <= loaded  # judged, spoke
     assert not {m for m in loaded if m.split(".")[0] == "click"}
     allowed = {"patchkit.run.series"} if which == ["--all"] else set()
