@@ -1298,6 +1298,17 @@ def test_a_created_file_in_two_new_folders_needs_three_inodes(tmp_path: Path, mo
     assert deeper - beside == 2, (beside, deeper)
 
 
+def _two_files(tmp_path: Path, registry: Registry, second: str) -> tuple[dict[str, bytes], Path, Path]:
+    """Patch "p" edits engine/a.py and `second` (BEFORE's two files); the tree written, an empty folder outside
+    it made: (the tree's files, the root, the outside folder)."""
+    before = {"engine/a.py": BEFORE["engine/a.py"], second: BEFORE["engine/b.py"]}
+    registry.add("p", git_diff(tmp_path, before, {"engine/a.py": AFTER["engine/a.py"], second: AFTER["engine/b.py"]}))
+    root, outside = tmp_path / "engine-root", tmp_path / "outside"
+    write_tree(root, before)
+    outside.mkdir()
+    return before, root, outside
+
+
 def test_a_folder_replaced_by_a_file_mid_write_is_said_to_be_no_folder(tmp_path: Path, registry: Registry) -> None:
     """Right before engine/sub/b.py's replace, engine/sub is moved out of the tree and a regular file put at its
     name: the check after the write cannot walk through it ("Not a directory") and the run fails, exit 7, every
@@ -1305,12 +1316,7 @@ def test_a_folder_replaced_by_a_file_mid_write_is_said_to_be_no_folder(tmp_path:
 
     Kills patchkit/workspace/commit.py:90:core/ReplaceBinaryOperator_BitOr_Mod#1 (`O_RDONLY % O_DIRECTORY`: the
     walk's open lost O_DIRECTORY, opened the file, and said the folder was replaced instead)."""
-    before = {"engine/a.py": BEFORE["engine/a.py"], "engine/sub/b.py": BEFORE["engine/b.py"]}
-    after = {"engine/a.py": AFTER["engine/a.py"], "engine/sub/b.py": AFTER["engine/b.py"]}
-    registry.add("p", git_diff(tmp_path, before, after))
-    root, outside = tmp_path / "engine-root", tmp_path / "outside"
-    write_tree(root, before)
-    outside.mkdir()
+    before, root, outside = _two_files(tmp_path, registry, "engine/sub/b.py")
 
     def swap() -> None:
         os.rename(root / "engine/sub", outside / "sub")
@@ -1410,12 +1416,7 @@ def test_a_modified_files_folder_moved_out_before_its_write_is_not_made_again_by
 
     The rollback used to write other.py's original back from the journal, making engine/d again in the tree
     beside the moved one (the entry whose write never began was undone as if it had)."""
-    before = {"engine/a.py": BEFORE["engine/a.py"], "engine/d/other.py": BEFORE["engine/b.py"]}
-    after = {"engine/a.py": AFTER["engine/a.py"], "engine/d/other.py": AFTER["engine/b.py"]}
-    registry.add("p", git_diff(tmp_path, before, after))
-    root, outside = tmp_path / "engine-root", tmp_path / "outside"
-    write_tree(root, before)
-    outside.mkdir()
+    before, root, outside = _two_files(tmp_path, registry, "engine/d/other.py")
     run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path)],
                      before=move_before_replace("a.py", lambda: os.rename(root / "engine/d", outside / "d")))
     assert (outside / "d").is_dir(), "the hook did not run"

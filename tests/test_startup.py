@@ -278,8 +278,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 def run_without_site(cwd: Path, *args: str | Path) -> tuple[int, set[str], str]:
     """`python -S -X importtime -m patchkit ARGS` from `cwd`: its exit code, the modules it loaded (read from
-    -X importtime: the program ends with os._exit) and the end of its stderr. -S: site runs no .pth; the packages are found on PYTHONPATH
-    (unidiff's folder: the code fingerprint's)."""
+    -X importtime: the program ends with os._exit) and the end of its stderr. -S: site runs no .pth; the
+    packages are found on PYTHONPATH (unidiff's folder: the code fingerprint's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PATCHKIT_")}
     env["PYTHONPATH"] = os.pathsep.join((str(REPO), str(Path(unidiff.__file__).parents[1])))
     done = subprocess.run([sys.executable, "-S", "-X", "importtime", "-m", "patchkit", *map(str, args)],
