@@ -30,6 +30,9 @@ the original back. This script adds what patchkit needs around it:
   the mutants' order whatever order they came back in;
 - progress with partial counts as it goes, a final table per module, and `--out FILE` for the result as JSON
   (every mutant's id, outcome and diff, so a survivor can be read without rerunning).
+- `--record FILE`: each result appended to FILE as it comes (a JSON line); a run given the same FILE takes the
+  results it holds for the same module source and runs the others, so a run of hours stopped midway (a session
+  that ends, a Ctrl-C, a reboot) picks up where it was.
 
 A mutant's id is `path:line:operator#occurrence` (the occurrence counts that operator's places in the module),
 stable while the module's code does not change; when it changes, an equivalent entry whose line no longer holds
@@ -42,6 +45,7 @@ the same mutant shows up as a survivor again and is triaged anew (the safe direc
     python scripts/mutation.py --list                       # the modules and their test selections
     python scripts/mutation.py --stale                      # equivalents whose ids moved (after a merge)
     python scripts/mutation.py --module M --sample 16 --seed 35 --compare   # lines vs file selection
+    python scripts/mutation.py --module M --record M.jsonl   # stopped? the same command goes on from there
 
 Exit status: 0 when no mutant survived that is not listed as equivalent, 1 when some did, 2 on a bad argument
 or when the unmutated tests already fail (the baseline).
@@ -230,6 +234,55 @@ def stale_equivalents(equivalents: dict[str, str]) -> list[str]:
         found = {m.id for m in find_mutants(module)[0]} if Path(module).exists() else set()
         stale += [ident for ident in equivalents if ident.split(":")[0] == module and ident not in found]
     return stale
+
+
+class Record:
+    """A --record file: one JSON object a line, a mutant's result each, appended as the results come; a run given
+    the same file takes from it the results of the same module at the same source (sha256), and runs the rest.
+
+    A result stands for the module's code it ran on, not for the tests: a test added since may kill a recorded
+    survivor, which `--mutant ID` then shows. An error is not recorded (it is run again), and a line cut short (the
+    run killed while writing it) is passed over.
+    """
+
+    def __init__(self, path: Path, module: str) -> None:
+        self.path, self.module = path, module
+        self.code = hashlib.sha256(Path(module).read_bytes()).hexdigest()[:16]
+        self.results: dict[str, dict[str, object]] = {}
+        self.other = 0  # lines of another version of the module, passed over
+        held = path.read_text(encoding="utf-8") if path.exists() else ""
+        self.cut = held != "" and not held.endswith("\n")  # a last line cut short: the next result starts a new one
+        for line in held.splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if not isinstance(entry, dict) or entry.get("module") != module:
+                continue
+            if entry.get("code") == self.code:
+                self.results[str(entry["id"])] = entry
+            else:
+                self.other += 1
+
+    def take(self, mutant: Mutant) -> str | None:
+        """Fill `mutant` from its recorded result and return the test that killed it ("" if none); None when the
+        record has no result for it."""
+        entry = self.results.get(mutant.id)
+        if entry is None:
+            return None
+        mutant.outcome, mutant.diff = str(entry["outcome"]), str(entry.get("diff", ""))
+        mutant.seconds, mutant.selection = float(str(entry["seconds"])), int(str(entry.get("selection", 0)))
+        return str(entry.get("killer", ""))
+
+    def add(self, mutant: Mutant, killer: str) -> None:
+        """Append `mutant`'s result (before the equivalents file is applied: a survivor is recorded as one)."""
+        if mutant.outcome == ERROR:
+            return
+        entry = {"module": self.module, "code": self.code, "id": mutant.id, "outcome": mutant.outcome,
+                 "seconds": mutant.seconds, "selection": mutant.selection, "killer": killer, "diff": mutant.diff}
+        with self.path.open("a", encoding="utf-8") as handle:
+            handle.write("\n" * self.cut + json.dumps(entry) + "\n")
+        self.cut = False
 
 
 def scratch_copy(dest: Path) -> None:
@@ -1028,10 +1081,37 @@ def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, 
     result = ModuleResult(module, tests, total=len(mutants))
     chosen = choose_mutants(mutants, module, options.sample, options.seed, options.mutant)
     result.run = len(chosen)
+    shape = code_shape(module)
+    killers: dict[range | None, dict[str, int]] = {}  # function body -> the tests that killed its mutants: kills
+
+    def count(mutant: Mutant, killer: str) -> None:
+        if killer:
+            found = killers.setdefault(shape.functions.get(mutant.line), {})
+            found[killer] = found.get(killer, 0) + 1
+        if mutant.outcome == SURVIVED and mutant.id in equivalents:
+            mutant.outcome, mutant.reason = EQUIVALENT, equivalents[mutant.id]
+        result.counts[mutant.outcome] = result.counts.get(mutant.outcome, 0) + 1
+
+    to_run = chosen
+    record = Record(options.record, module) if options.record else None
+    if record is not None:
+        to_run = []
+        for mutant in chosen:
+            killer = record.take(mutant)
+            if killer is None:
+                to_run.append(mutant)
+            else:
+                count(mutant, killer)
+        passed = f"; {record.other} of another version of the module passed over" if record.other else ""
+        print(f"== {module}: {len(chosen) - len(to_run)} of its {len(chosen)} mutants taken from {record.path}, "
+              f"{len(to_run)} to run{passed}", flush=True)
+        if not to_run:
+            result.mutants = list(chosen)
+            return result
     command = test_command(tests)
     result.baseline_seconds = run_baseline(module, command)
     timeout = max(30.0, 3 * result.baseline_seconds + 10)
-    line_map, shape = None, code_shape(module)
+    line_map = None
     if options.selection == "lines":
         began = time.monotonic()
         line_map, built = load_map(module, tests)
@@ -1039,12 +1119,11 @@ def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, 
     how = "file selection" if line_map is None else (
         f"line map built in {result.map_seconds}s" if result.map_seconds else "line map cached")
     jobs = f", {workers.jobs} workers" if workers.jobs > 1 else ""
-    print(f"== {module}: {len(chosen)} of {len(mutants)} mutants, tests: {' '.join(tests)} "
+    print(f"== {module}: {len(to_run)} of {len(mutants)} mutants, tests: {' '.join(tests)} "
           f"(baseline {result.baseline_seconds}s, timeout {timeout:.0f}s, {how}{jobs})", flush=True)
-    killers: dict[range | None, dict[str, int]] = {}  # function body -> the tests that killed its mutants: kills
 
     def task(index: int) -> Task:
-        mutant = chosen[index]
+        mutant = to_run[index]
         selected = select_tests(mutant, line_map, shape) if line_map else None
         function = shape.functions.get(mutant.line)
         if selected is not None and function is not None and options.order == "kill-first":
@@ -1054,17 +1133,14 @@ def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, 
                 command if options.compare else "", timeout)
 
     def done(index: int, ran: Done) -> None:
-        mutant = chosen[index]
+        mutant = to_run[index]
         mutant.outcome, mutant.seconds, mutant.diff, killer, mutant.file_outcome, mutant.file_seconds = ran
-        if killer:
-            found = killers.setdefault(shape.functions.get(mutant.line), {})
-            found[killer] = found.get(killer, 0) + 1
-        if mutant.outcome == SURVIVED and mutant.id in equivalents:
-            mutant.outcome, mutant.reason = EQUIVALENT, equivalents[mutant.id]
-        result.counts[mutant.outcome] = result.counts.get(mutant.outcome, 0) + 1
+        if record is not None:
+            record.add(mutant, killer)
+        count(mutant, killer)
         report_mutant(mutant, sum(result.counts.values()), result)  # numbered as they come back
 
-    workers.run(len(chosen), task, done)
+    workers.run(len(to_run), task, done)
     result.mutants = list(chosen)  # in the mutants' order, whatever order they came back in
     return result
 
@@ -1114,6 +1190,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="run the mutants in N worker processes, each in its own scratch copy (default 1)")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the result as JSON to FILE")
+    parser.add_argument("--record", type=Path, metavar="FILE",
+                        help="append each mutant's result to FILE as it comes (one JSON line), and take the mutants "
+                             "FILE already holds for this version of a module from it instead of running them: a "
+                             "stopped run picks up where it was")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, and exit")
     parser.add_argument("--stale", action="store_true",
                         help="print the equivalents file's ids that name no mutant of today's code (exit 1 if any)")
@@ -1122,6 +1202,8 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         parser.error("--sample must be at least 1")
     if args.jobs < 1:
         parser.error("--jobs must be at least 1")
+    if args.record is not None:
+        args.record = args.record.resolve()  # the run works in its scratch copy
     return args
 
 

@@ -260,3 +260,38 @@ def test_the_killing_test_is_read_from_the_summary_and_kill_first_keeps_the_sele
     selected = ["t::a", "t::b", "t::c", "t::d"]
     assert script.kill_first(selected, {"t::c": 1, "t::d": 2, "t::gone": 5}) == ["t::d", "t::c", "t::a", "t::b"]
     assert script.kill_first(selected, {}) == selected
+
+
+def test_a_recorded_run_is_taken_up_where_it_stopped_and_only_for_the_same_code(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    record = tmp_path / "record.jsonl"
+    whole, _, _ = run(tmp_path, "--record", str(record))
+    lines = record.read_text(encoding="utf-8").splitlines()
+    assert [json.loads(line)["id"] for line in lines] == [m["id"] for m in whole["modules"][0]["mutants"]]
+    # every result recorded: the rerun runs no test (not even the baseline) and reports the same result
+    again, again_log, output = run(tmp_path, "--record", str(record))
+    assert again_log == []
+    assert f"5 of its 5 mutants taken from {record}, 0 to run" in output
+    assert without_times(again) == without_times(whole)
+    assert [m["seconds"] for m in again["modules"][0]["mutants"]] == [m["seconds"] for m in whole["modules"][0][
+        "mutants"]]
+    # a run stopped after three results, the last line cut short by the kill: the two others run, nothing else
+    record.write_text("\n".join(lines[:3]) + "\n" + lines[3][:20], encoding="utf-8")
+    resumed, resumed_log, output = run(tmp_path, "--record", str(record))
+    assert "3 of its 5 mutants taken" in output
+    ran = [line.split()[2] for line in output.splitlines() if line.startswith("  [")]
+    assert ran == [json.loads(line)["id"] for line in lines[3:]]
+    assert resumed_log[:3] == ["fast", "pick", "check"]  # the baseline, then check's two mutants' tests only
+    assert set(resumed_log[3:]) <= {"fast", "pick", "check"} and "check" in resumed_log[3:]
+    assert without_times(resumed) == without_times(whole)
+    # the module changed: its recorded results stand for other code, and every mutant runs again
+    module = tmp_path / "project" / MODULE
+    module.write_text(TREESTATE + "\n", encoding="utf-8")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qam", "edit"],
+                   cwd=tmp_path / "project", check=True)
+    changed, _, output = run(tmp_path, "--record", str(record))
+    assert "0 of its 5 mutants taken" in output and "passed over" in output
+    # three whole lines, the cut one left as it was (the next result starts a line of its own), two resumed, five
+    # of the new code
+    assert len(record.read_text(encoding="utf-8").splitlines()) == 3 + 1 + 2 + 5
+    assert without_times(changed) == without_times(whole)
