@@ -303,6 +303,36 @@ def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, mon
     assert image(tmp_path) != start
 
 
+def test_the_inode_check_keeps_a_margin_of_16_inodes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commit needs N inodes (its refusal on a filesystem with none free says how many): with N + 15 free it
+    is refused, naming the margin of 16; with N + 16 free it lands.
+
+    Kills patchkit/workspace/commit.py:85 `INODE_MARGIN = 16` -> 17 and -> 15 (cosmic-ray core/NumberReplacer#4
+    and #5, the full run of 2026-12-06): no test had counted the margin."""
+    start = make_tree(tmp_path)
+    changes = changes_for(tmp_path)
+    real = os.fstatvfs
+    free_inodes = [0]
+
+    def counted(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, 1 << 20,
+                                  free_inodes[0], free_inodes[0], v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", counted)
+    with pytest.raises(WriteFailedError) as refused:
+        commit_changes(tmp_path, changes)
+    needed = int(str(refused.value).split(" bytes and ", 1)[1].split(" inodes", 1)[0])
+    assert needed >= 4  # the journal, two new folders, a new file
+    free_inodes[0] = needed + 15
+    with pytest.raises(WriteFailedError, match=f"a margin of 1048576 bytes and 16 inodes; .* and {needed + 15} inodes"):
+        commit_changes(tmp_path, changes)
+    assert image(tmp_path) == start
+    free_inodes[0] = needed + 16
+    commit_changes(tmp_path, changes)
+    assert image(tmp_path) != start
+
+
 def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the landed file's lstat and its read-back, another user swaps a FIFO in at its name: the read-back
     opens it without blocking, sees it is not the file written, and the commit fails (rolled back) at once.
