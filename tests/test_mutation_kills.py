@@ -1427,3 +1427,26 @@ def test_a_modified_files_folder_moved_out_before_its_write_is_not_made_again_by
     assert sorted(p.name for p in (outside / "d").iterdir()) == ["other.py"]
     assert (outside / "d/other.py").read_bytes() == before["engine/d/other.py"]
     assert not (root / ".patchkit/journal.json").exists()
+
+
+def test_a_status_refuses_a_lock_that_is_a_link_and_does_not_fall_back_to_the_folders_lock(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The tree's lock file is swapped for a link (to a file of the same owner, so nothing else refuses it first):
+    a status, which only opens the lock (it never creates it), fails on the link (exit 7, naming the lock and what
+    the open said) instead of taking the root folder's lock as a reader without any lock file does.
+
+    Kills patchkit/workspace/lock.py:112:core/ReplaceAndWithOr#1 (`if not (shared or exc.errno in ...)`, the full
+    run of 2026-12-06), under which a reader passed over any failure to open the lock and read on."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    lock = root / ".patchkit" / "lock"
+    (root / ".patchkit" / "elsewhere").write_bytes(b"")
+    lock.unlink()
+    lock.symlink_to("elsewhere")
+    res = cli("status", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert f"{lock}: cannot create the lock file: Too many levels of symbolic links" in res.err, res.err
+    assert res.out == ""

@@ -333,6 +333,37 @@ def test_the_inode_check_keeps_a_margin_of_16_inodes(tmp_path: Path, monkeypatch
     assert image(tmp_path) != start
 
 
+def test_a_transaction_in_300_folders_holds_256_folder_descriptors_and_walks_to_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that writes one file in each of 300 folders holds a descriptor for the first 256 folders it writes
+    in to its end (HELD_FOLDERS_MAX: a rollback goes through them), no more, and walks to the other 44 by name;
+    every file lands.
+
+    Kills patchkit/workspace/commit.py:94 `HELD_FOLDERS_MAX = 256` -> 257 (cosmic-ray core/NumberReplacer#8, the
+    full run of 2026-12-06): no transaction of a test had written in more than 256 folders."""
+    from patchkit.workspace import commit as commit_module
+
+    for index in range(300):
+        (tmp_path / f"d{index:03}").mkdir()
+        (tmp_path / f"d{index:03}" / "f.py").write_bytes(b"x = 1\n")
+    changes = [FileChange(f"d{index:03}/f.py", read_snapshot(tmp_path, f"d{index:03}/f.py"),
+                          Snapshot(f"d{index:03}/f.py", b"x = 2\n", 0o644)) for index in range(300)]
+    seen: list[int] = []
+    real = commit_module._complete_or_keep_journal
+
+    def counting(*args: object) -> None:
+        held = args[-1]
+        assert isinstance(held, dict)
+        seen.append(len(held))
+        real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(commit_module, "_complete_or_keep_journal", counting)
+    commit_changes(tmp_path, changes)
+    assert seen == [256]
+    assert {(tmp_path / f"d{index:03}" / "f.py").read_bytes() for index in range(300)} == {b"x = 2\n"}
+
+
 def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the landed file's lstat and its read-back, another user swaps a FIFO in at its name: the read-back
     opens it without blocking, sees it is not the file written, and the commit fails (rolled back) at once.
