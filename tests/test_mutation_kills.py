@@ -1450,3 +1450,28 @@ def test_a_status_refuses_a_lock_that_is_a_link_and_does_not_fall_back_to_the_fo
     assert res.code == 7, (res.code, res.out, res.err)
     assert f"{lock}: cannot create the lock file: Too many levels of symbolic links" in res.err, res.err
     assert res.out == ""
+
+
+def test_a_status_waits_for_a_first_apply_that_holds_the_root_folder_before_any_lock_file_exists(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """No lock file yet (the first apply ever is creating it): the writer holds the root folder's lock, and a
+    status, which finds no lock file to open, waits for the folder's lock (here past --lock-timeout: exit 6)
+    rather than read a tree half way through its first apply.
+
+    Kills patchkit/workspace/lock.py:124:core/ReplaceComparisonOperator_IsNot_Is#0 (`fd is None and root_fd is
+    None`, the full run of 2026-12-06), under which such a reader took no lock at all."""
+    import fcntl
+
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
+        res = cli("status", "p", "--root", root, "--patches", registry.path, "--lock-timeout", "0.5")
+    finally:
+        os.close(folder)
+    assert res.code == 6, (res.code, res.out, res.err)
+    assert "has held the lock for over 0.5s" in res.err, res.err
+    assert cli("status", "p", "--root", root, "--patches", registry.path).code == 3  # unapplied, once released
