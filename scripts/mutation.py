@@ -156,7 +156,13 @@ MODULES: dict[str, tuple[str, ...]] = {
     # a file edited in place right before its replace, three folders deep: renamed back at its own name (1 s)
     "patchkit/workspace/commit.py": (*_WORKSPACE, "tests/test_write_mutations.py", "tests/test_mutation_kills.py",
                                      # a hard-linked file refused before anything is written (1 s)
-                                     "tests/test_hostile_fs.py::test_a_hard_linked_target_is_refused"),
+                                     "tests/test_hostile_fs.py::test_a_hard_linked_target_is_refused",
+                                     # SIGTERM / SIGINT mid-write: what commit_changes says of the write (2 s)
+                                     "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_and_"
+                                     "say_so",
+                                     # ensure_gitignore's failure, before the transaction (1 s)
+                                     "tests/test_hostile_fs.py::test_a_state_gitignore_that_cannot_be_written_is_"
+                                     "a_clear_error_before_any_change"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",

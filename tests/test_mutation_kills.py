@@ -33,6 +33,7 @@ from tests.safety_helpers import (
     chown_tree,
     fault_env,
     image,
+    interrupted_tree,
     move_before_replace,
     report_one_free_block,
     run_forked,
@@ -1475,3 +1476,86 @@ def test_a_status_waits_for_a_first_apply_that_holds_the_root_folder_before_any_
     assert res.code == 6, (res.code, res.out, res.err)
     assert "has held the lock for over 0.5s" in res.err, res.err
     assert cli("status", "p", "--root", root, "--patches", registry.path).code == 3  # unapplied, once released
+
+
+def _held_folder(root: Path, how: int) -> int:
+    """The root folder opened and flocked `how` (another patchkit's reader or first writer): its descriptor."""
+    import fcntl
+
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    fcntl.flock(folder, how)
+    return folder
+
+
+def test_readers_of_a_tree_without_a_lock_file_share_the_root_folder(tmp_path: Path, registry: Registry) -> None:
+    """No lock file yet, and another reader holds the root folder's lock shared: a status takes it shared too and
+    answers at once.
+
+    Kills patchkit/workspace/lock.py:125:core/ReplaceTrueWithFalse#0 (the reader's folder lock taken exclusive,
+    the full run of 2026-12-06): two readers of a fresh tree then waited for each other."""
+    import fcntl
+
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    folder = _held_folder(root, fcntl.LOCK_SH)
+    try:
+        res = cli("status", "p", "--root", root, "--patches", registry.path, "--lock-timeout", "0.5")
+    finally:
+        os.close(folder)
+    assert res.code == 3, (res.code, res.out, res.err)
+    assert not (root / ".patchkit").exists()  # a reader creates nothing
+
+
+def test_a_first_apply_waits_for_a_reader_that_holds_the_root_folder(tmp_path: Path, registry: Registry) -> None:
+    """No lock file yet, and a reader holds the root folder's lock (shared): the first apply, which creates the
+    lock file, takes the folder's lock exclusive too, so it waits for that reader (here past --lock-timeout:
+    exit 6, the tree as it was); once the reader is gone it applies.
+
+    Kills patchkit/workspace/lock.py:139:core/ReplaceFalseWithTrue#6 (the writer's folder lock taken shared, the
+    full run of 2026-12-06), under which a reader that found no lock file read a tree half way through its first
+    apply."""
+    import fcntl
+
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    folder = _held_folder(root, fcntl.LOCK_SH)
+    try:
+        res = cli("apply", "p", "--root", root, "--patches", registry.path, "--lock-timeout", "0.5")
+    finally:
+        os.close(folder)
+    assert res.code == 6, (res.code, res.out, res.err)
+    assert {name: (root / name).read_bytes() for name in BEFORE} == BEFORE
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert {name: (root / name).read_bytes() for name in AFTER} == AFTER
+
+
+def test_a_shared_lock_that_finds_a_journal_waits_for_the_other_readers_before_it_recovers(tmp_path: Path) -> None:
+    """An apply was killed mid-write and its journal waits (it came after this command's own look for one, which
+    recovers under the exclusive lock), and another reader holds the lock file shared: a shared lock that finds
+    the journal turns exclusive before it recovers, so it waits for that reader (here past its timeout:
+    LockTimeoutError, the journal and the half-written tree left as they were); alone, it recovers.
+
+    Kills patchkit/workspace/lock.py:130:core/AddNot#9 and :131:core/ReplaceFalseWithTrue#5 (the shared lock kept
+    for the recovery, the full run of 2026-12-06), under which a reader rolled the tree back while other readers
+    read it."""
+    import fcntl
+
+    from patchkit.errors import LockTimeoutError
+
+    case = build_case(tmp_path)
+    root = interrupted_tree(case, "interrupted")
+    journal = root / ".patchkit" / "journal.json"
+    half = image(root)
+    lock = os.open(root / ".patchkit" / "lock", os.O_RDONLY)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_SH)
+        with pytest.raises(LockTimeoutError), locked(root, 0.5, shared=True):
+            pass
+    finally:
+        os.close(lock)
+    assert journal.exists() and image(root) == half
+    with locked(root, 0.5, shared=True) as recovered:
+        assert recovered is not None
+    assert not journal.exists() and image(root) == case.original

@@ -158,10 +158,19 @@ def test_a_filesystem_that_returns_short_reads_still_gets_each_write_checked_and
     assert not journal(tmp_path).exists()
 
 
-def test_commit_refuses_a_tree_that_changed_since_the_plan(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("data", "mode"), [(b"someone else\n", 0o640), (b"0\n", 0o640),
+                                           (b"a = 1\r\n\xff\xfe\n", 0o600), (b"a = 1\r\n\xff\xfe\n", 0o644)],
+                         ids=["bytes-after", "bytes-before", "mode-below", "mode-above"])
+def test_commit_refuses_a_tree_that_changed_since_the_plan(tmp_path: Path, data: bytes, mode: int) -> None:
+    """Whatever the change (bytes or mode, sorting before or after the planned ones), the commit refuses it.
+
+    The bytes sorting before and the lower mode kill patchkit/workspace/commit.py:189:core/
+    ReplaceComparisonOperator_NotEq_Gt#0 (`now > change.before`, the full run of 2026-12-06: snapshots are tuples,
+    so only a change that sorted after the plan was seen)."""
     make_tree(tmp_path)
     changes = changes_for(tmp_path)
-    (tmp_path / "pkg" / "a.py").write_bytes(b"someone else\n")
+    (tmp_path / "pkg" / "a.py").write_bytes(data)
+    (tmp_path / "pkg" / "a.py").chmod(mode)
     before = image(tmp_path)
     with pytest.raises(WriteFailedError, match="changed while the plan was being made"):
         commit_changes(tmp_path, changes)
@@ -259,6 +268,20 @@ def test_a_state_file_that_would_not_change_is_left_alone(tmp_path: Path) -> Non
     assert (tmp_path / "pkg" / "a.py").read_bytes() == b"a = 3\n"
     after = record.stat()
     assert (after.st_ino, after.st_mtime_ns) == (before.st_ino, before.st_mtime_ns)
+
+
+def test_a_state_file_left_alone_does_not_stop_the_ones_after_it(tmp_path: Path) -> None:
+    """Two state files, the first with the bytes it has already (left alone), the second new: the second is
+    written all the same.
+
+    Kills patchkit/workspace/commit.py:204:core/ReplaceContinueWithBreak#0 (the full run of 2026-12-06), under which
+    the first unchanged state file ended the loop and the records after it were never written."""
+    make_tree(tmp_path)
+    commit_changes(tmp_path, changes_for(tmp_path), state_files={"applied/a.json": b"{}"})
+    change = FileChange("pkg/a.py", read_snapshot(tmp_path, "pkg/a.py"), Snapshot("pkg/a.py", b"a = 3\n", 0o640))
+    commit_changes(tmp_path, [change], state_files={"applied/a.json": b"{}", "applied/b.json": b'{"b": 1}'})
+    assert (tmp_path / STATE / "applied" / "b.json").read_bytes() == b'{"b": 1}'
+    assert (tmp_path / STATE / "applied" / "a.json").read_bytes() == b"{}"
 
 
 def test_a_filesystem_without_room_is_refused_before_anything_is_written(
