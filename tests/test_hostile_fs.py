@@ -145,6 +145,20 @@ def test_a_temp_file_linked_or_unlinked_by_another_process_before_its_check_is_n
         assert stolen.read_bytes() == b"", "bytes were written into a file another process holds a link to"
 
 
+@pytest.mark.parametrize("action", ["status", "apply", "revert"])
+def test_a_state_folder_that_is_a_file_is_named_as_such(case: Case, action: str) -> None:
+    """The tree's `.patchkit` is a file (someone's, not patchkit's folder): every command stops (exit 2) naming it
+    as not a directory, nothing written, the file kept."""
+    root = case.fresh(f"state-file-{action}")
+    (root / ".patchkit").write_bytes(b"not a folder\n")
+    start = image(root)
+    run = run_forked(case.args(action, root))
+    assert run.code == 2, run
+    assert f"patchkit: error: {root}/.patchkit: '.patchkit' is not a directory" in run.err, run.err
+    assert f"hint: remove {root}/.patchkit" in run.err and "a parent of" not in run.err, run.err
+    assert image(root) == start
+
+
 def test_a_state_gitignore_that_cannot_be_written_is_a_clear_error_before_any_change(case: Case) -> None:
     """`.patchkit/.gitignore` is written before the transaction, outside the journal: when its temp file is not
     a fresh one of ours (or the disk is full), the run says so (exit 7, the file named), writes nothing to the

@@ -1559,3 +1559,29 @@ def test_a_shared_lock_that_finds_a_journal_waits_for_the_other_readers_before_i
     with locked(root, 0.5, shared=True) as recovered:
         assert recovered is not None
     assert not journal.exists() and image(root) == case.original
+
+
+@needs_root
+def test_a_user_who_may_not_write_the_tree_is_told_so_not_that_it_is_read_only(user: tuple[int, int]) -> None:
+    """An unprivileged user runs apply on a tree root owns: the lock file cannot be created (EACCES), exit 2, and
+    the hint says this user may not write it (run as root or the owner), not that the filesystem is read-only.
+
+    Kills patchkit/workspace/lock.py:156:core/ReplaceComparisonOperator_Eq_LtE#0 (`exc.errno <= errno.EROFS`, the
+    full run of 2026-12-06), under which EACCES (13 <= 30) got the read-only filesystem's hint."""
+    with shared_case() as case:
+        root = case.fresh("root-owned")
+        assert run_here(case.args("status", root)) == 3  # what the forked user needs, imported here first
+
+        def apply() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700 (a run reads ./pyproject.toml)
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                code = run(case.args("apply", root))
+            said = err.getvalue()
+            if code != 2 or "Permission denied" not in said or f"this user may not write {root}/.patchkit" not in said:
+                raise AssertionError(f"apply as the user: exit {code}: {said}")
+            if "read-only filesystem" in said:
+                raise AssertionError(said)
+
+        as_user(*user, apply)
+        assert image(root) == case.original

@@ -104,6 +104,8 @@ def open_child_dir(parent_fd: int, name: str, rel: str, shown: str) -> int | Non
             raise BadInputError(f"cannot open the folder: {exc.strerror}", where=shown) from None
         if stat.S_ISLNK(os.stat(name, dir_fd=parent_fd, follow_symlinks=False).st_mode):
             raise _link_error(rel, shown, os.readlink(name, dir_fd=parent_fd)) from None
+        if rel == name:  # the folder asked for itself (the state folder), not one on the way to a file
+            raise UnsafePathError(f"{rel!r} is not a directory", where=shown, hint=f"remove {shown}") from None
         raise UnsafePathError(f"a parent of {rel!r} is not a directory", where=shown) from None
 
 
