@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -1585,3 +1586,27 @@ def test_a_user_who_may_not_write_the_tree_is_told_so_not_that_it_is_read_only(u
 
         as_user(*user, apply)
         assert image(root) == case.original
+
+
+def test_a_state_folder_that_cannot_be_listed_leaves_the_recovery_to_the_lock(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Listing `.patchkit` fails (an I/O error of the filesystem) where the lock looks for a journal: nothing is
+    taken to be pending, and the status goes on to its answer through the lock file (which it opens by name).
+
+    Kills patchkit/workspace/lock.py:178:core/ExceptionReplacer#2 (the full run of 2026-12-06), under which the
+    OSError escaped and the status ended as an internal error."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    real = os.listdir
+
+    def failing(path: Any = ".") -> list[str]:
+        if isinstance(path, int):
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(path)
+
+    monkeypatch.setattr(os, "listdir", failing)
+    res = cli("status", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 0, (res.code, res.out, res.err)
