@@ -17,7 +17,7 @@ import stat
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -1610,3 +1610,182 @@ def test_a_state_folder_that_cannot_be_listed_leaves_the_recovery_to_the_lock(
     monkeypatch.setattr(os, "listdir", failing)
     res = cli("status", "p", "--root", root, "--patches", registry.path)
     assert res.code == 0, (res.code, res.out, res.err)
+
+
+@pytest.mark.parametrize("journal", ["not-json", "a-list", "a-folder", "a-fifo", "a-link", "others-may-write"])
+def test_a_journal_whose_label_cannot_be_read_is_an_interrupted_transaction(
+    tmp_path: Path, registry: Registry, journal: str
+) -> None:
+    """doctor names what an interrupted transaction was doing from its journal's first line; when that cannot be
+    read (not JSON, not an object, not a regular file, a file others could have written) it says "transaction",
+    with the warning and exit 0 as for any journal.
+
+    Kills patchkit/workspace/lock.py:199:core/ExceptionReplacer#3 to #6 (each of OSError, ValueError,
+    AttributeError and PatchkitError taken out of pending_label's except, the full run of 2026-12-06): doctor then
+    ended as an internal error."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    path = root / ".patchkit" / "journal.json"
+    if journal == "a-folder":
+        path.mkdir()
+    elif journal == "a-fifo":
+        os.mkfifo(path, 0o600)
+    elif journal == "a-link":
+        path.symlink_to("lock")
+    else:
+        path.write_bytes({"not-json": b"not json\n", "a-list": b"[1]\n"}.get(journal, b'{"label": "apply of p"}\n'))
+        path.chmod(0o666 if journal == "others-may-write" else 0o600)
+    res = cli("doctor", "--root", root, "--patches", registry.path)
+    assert res.code == 0, (res.code, res.out, res.err)
+    state = next(line for line in res.out.splitlines() if line.startswith("state"))
+    assert state.endswith("; an interrupted transaction left a journal"), state
+
+
+@needs_root
+def test_a_journal_another_user_may_not_reach_is_an_interrupted_transaction(user: tuple[int, int]) -> None:
+    """root's `.patchkit` is listable by others but not searchable (mode 0744): an unprivileged user's doctor sees a
+    journal there but cannot stat it (EACCES), and says "an interrupted transaction left a journal".
+
+    Kills patchkit/workspace/lock.py:199:core/ExceptionReplacer#3 (OSError taken out of pending_label's except,
+    the full run of 2026-12-06), which no run as root can reach."""
+    with shared_case() as case:
+        root = case.fresh("unsearchable-state", patched=True)
+        (root / ".patchkit" / "journal.json").write_bytes(b'{"label": "apply of p"}\n')
+        (root / ".patchkit" / "journal.json").chmod(0o600)
+        (root / ".patchkit").chmod(0o744)
+        assert run_here(["doctor", "--root", str(root), "--patches", str(case.patches)]) == 0  # imports, as root
+
+        def doctor() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(io.StringIO()):
+                code = run(["doctor", "--root", str(root), "--patches", str(case.patches)])
+            state = next((line for line in out.getvalue().splitlines() if line.startswith("state")), "")
+            if not state.endswith("; an interrupted transaction left a journal"):
+                raise AssertionError(f"doctor as the user: exit {code}: {out.getvalue()}")
+
+        as_user(*user, doctor)
+
+
+@contextlib.contextmanager
+def _lock_holders(lock: Path, how: str, count: int = 1) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """`count` processes (root's) that each open `lock` and flock it `how` ("LOCK_EX", "LOCK_SH") until the block
+    ends."""
+    holders = [subprocess.Popen(
+        ["/usr/bin/python3", "-c", f"import fcntl, os, sys; fd = os.open(sys.argv[1], os.O_RDWR); "
+         f"fcntl.flock(fd, fcntl.{how}); print('held', flush=True); sys.stdin.read()", str(lock)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, cwd="/") for _ in range(count)]
+    try:
+        for holder in holders:
+            assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        yield holders
+    finally:
+        for holder in holders:
+            assert holder.stdin is not None
+            holder.stdin.close()
+            holder.wait()
+
+
+def _applied_and_reverted(tmp_path: Path, registry: Registry) -> Path:
+    """A tree that has had an apply and a revert: its lock file exists, nobody holds it."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert cli("revert", "p", "--root", root, "--patches", registry.path).code == 0
+    return root
+
+
+def test_a_waiter_only_asks_whether_the_named_writer_is_alive(tmp_path: Path, registry: Registry) -> None:
+    """The lock file names a live process that does not hold the lock (a bystander): a waiting apply asks whether
+    it is alive (signal 0) and sends it nothing: the bystander is still running after the apply timed out.
+
+    Kills patchkit/workspace/lock.py:214:core/NumberReplacer#18 (`os.kill(pid, 1)`, the full run of 2026-12-06):
+    a waiter sent SIGHUP to whatever pid the lock file named."""
+    root = _applied_and_reverted(tmp_path, registry)
+    lock = root / ".patchkit" / "lock"
+    bystander = subprocess.Popen(["sleep", "60"])
+    try:
+        with _lock_holders(lock, "LOCK_EX"):
+            lock.write_bytes(b"pid=%d since=2026-01-01T00:00:00Z\n" % bystander.pid)
+            run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path),
+                              "--lock-timeout", "1.5"])
+        assert run.code == 6, (run.code, run.err)
+        assert bystander.poll() is None, "the waiter signalled the process the lock file named"
+    finally:
+        bystander.kill()
+        bystander.wait()
+
+
+def test_a_lock_shared_by_two_holders_is_said_to_be_held_by_the_first(tmp_path: Path, registry: Registry) -> None:
+    """Two processes hold the lock shared: a waiting apply's one line names the first pid the kernel's lock table
+    gives (the lower), then it times out naming both.
+
+    Kills patchkit/workspace/lock.py:230:core/NumberReplacer#23 (`pids[-1]`, the full run of 2026-12-06)."""
+    root = _applied_and_reverted(tmp_path, registry)
+    lock = root / ".patchkit" / "lock"
+    with _lock_holders(lock, "LOCK_SH", count=2) as holders:
+        run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path), "--lock-timeout", "1.5"])
+    first, second = sorted(holder.pid for holder in holders)
+    assert run.code == 6, (run.code, run.err)
+    assert run.err.splitlines()[0] == f"patchkit: waiting for the lock on {lock} held by pid {first} (user root) ...", \
+        run.err
+    assert f"a process (pid {first}, {second}) has held the lock" in run.err, run.err
+
+
+def test_a_lock_holder_gone_from_proc_is_named_without_a_user(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The holder's /proc entry cannot be read when the waiter looks for its user (it exited that instant, or
+    /proc hides it): the waiting line names the pid alone.
+
+    Kills patchkit/workspace/lock.py:238:core/ExceptionReplacer#10 (the OSError of that stat escaped, the full run
+    of 2026-12-06): the waiting apply crashed."""
+    root = _applied_and_reverted(tmp_path, registry)
+    lock = root / ".patchkit" / "lock"
+    real = os.stat
+
+    def no_proc(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        if isinstance(path, str) and path.startswith("/proc/"):
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return real(path, *args, **kwargs)
+
+    with _lock_holders(lock, "LOCK_EX") as (holder,):
+        monkeypatch.setattr(os, "stat", no_proc)  # in the forked run too
+        run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path), "--lock-timeout", "1.5"])
+        monkeypatch.undo()
+    assert run.code == 6, (run.code, run.err)
+    assert run.err.splitlines()[0] == f"patchkit: waiting for the lock on {lock} held by pid {holder.pid} ...", run.err
+
+
+@needs_root
+def test_a_user_waiting_for_roots_writer_names_it_without_signalling_it(user: tuple[int, int]) -> None:
+    """The tree's lock file is the user's, and a root process holds it, named in it as a patchkit writer: the
+    user's status, which may not signal root's processes (EPERM), takes it to be alive and names it when it
+    times out (exit 6).
+
+    Kills patchkit/workspace/lock.py:217:core/ExceptionReplacer#9 (the PermissionError of `os.kill(pid, 0)`
+    escaped, the full run of 2026-12-06), which no run as root can reach."""
+    with shared_workdir() as folder:
+        registry = Registry(folder / "patches")
+        root = _applied_and_reverted(folder, registry)
+        lock = root / ".patchkit" / "lock"
+        assert cli("status", "p", "--root", root, "--patches", registry.path).code == 3  # imports, as root
+        import encodings.ascii  # noqa: F401  lock_pids reads /proc/locks as ascii: the codec, imported as root too
+        os.chown(lock, *user)  # root trusts it no more; the user does (its own)
+        with _lock_holders(lock, "LOCK_EX") as (holder,):
+            lock.write_bytes(b"pid=%d since=2026-01-01T00:00:00Z\n" % holder.pid)
+
+            def status() -> None:
+                os.chdir(folder)  # not the checkout, which may be 0700
+                err = io.StringIO()
+                with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                    code = run(["status", "p", "--root", str(root), "--patches", str(registry.path),
+                                "--lock-timeout", "0.5"])
+                said = f"another patchkit process (pid {holder.pid}, since 2026-01-01T00:00:00Z) has held the lock"
+                if code != 6 or said not in err.getvalue():
+                    raise AssertionError(f"status as the user: exit {code}: {err.getvalue()}")
+
+            as_user(*user, status)
