@@ -1700,20 +1700,26 @@ def _applied_and_reverted(tmp_path: Path, registry: Registry) -> Path:
 
 def test_a_waiter_only_asks_whether_the_named_writer_is_alive(tmp_path: Path, registry: Registry) -> None:
     """The lock file names a live process that does not hold the lock (a bystander): a waiting apply asks whether
-    it is alive (signal 0) and sends it nothing: the bystander is still running after the apply timed out.
+    it is alive (signal 0) and sends it nothing (the bystander is still running after the apply timed out), and,
+    since the kernel names another holder, it names that one, never the bystander.
 
-    Kills patchkit/workspace/lock.py:214:core/NumberReplacer#18 (`os.kill(pid, 1)`, the full run of 2026-12-06):
-    a waiter sent SIGHUP to whatever pid the lock file named."""
+    Kills patchkit/workspace/lock.py:214:core/NumberReplacer#18 (`os.kill(pid, 1)`: a waiter sent SIGHUP to
+    whatever pid the lock file named) and :260/:261's mutants of verified_holder (AddNot#24, IsNot_Is#6,
+    ReplaceAndWithOr#4, Is_IsNot#5: the named writer taken without the kernel's word), the full run of
+    2026-12-06."""
     root = _applied_and_reverted(tmp_path, registry)
     lock = root / ".patchkit" / "lock"
     bystander = subprocess.Popen(["sleep", "60"])
     try:
-        with _lock_holders(lock, "LOCK_EX"):
+        with _lock_holders(lock, "LOCK_EX") as (holder,):
             lock.write_bytes(b"pid=%d since=2026-01-01T00:00:00Z\n" % bystander.pid)
             run = run_forked(["apply", "p", "--root", str(root), "--patches", str(registry.path),
                               "--lock-timeout", "1.5"])
         assert run.code == 6, (run.code, run.err)
         assert bystander.poll() is None, "the waiter signalled the process the lock file named"
+        assert run.err.splitlines()[0] == (f"patchkit: waiting for the lock on {lock} held by pid {holder.pid} "
+                                           "(user root) ..."), run.err
+        assert f"{lock}: a process (pid {holder.pid}) has held the lock for over 1.5s" in run.err, run.err
     finally:
         bystander.kill()
         bystander.wait()

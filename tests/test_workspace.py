@@ -284,6 +284,30 @@ def test_a_state_file_left_alone_does_not_stop_the_ones_after_it(tmp_path: Path)
     assert (tmp_path / STATE / "applied" / "a.json").read_bytes() == b"{}"
 
 
+@pytest.mark.parametrize("gone", ["the-file", "its-folder"])
+def test_a_stale_cache_that_vanished_since_the_plan_is_named(tmp_path: Path, gone: str) -> None:
+    """A stale bytecode cache the plan removes unread (its bytes never read) is gone by the commit, or its whole
+    __pycache__ folder is: the commit stops before anything is written, naming the cache's full path.
+
+    The folder case kills patchkit/workspace/commit.py:254's mutants of `shown / parts[-1]` (NumberReplacer#16,
+    #17: another part; `/` into `+`, `&`, ...: a TypeError, the full run of 2026-12-06), a line no test ran."""
+    make_tree(tmp_path)
+    rel = "pkg/__pycache__/a.cpython-311.pyc"
+    cache = tmp_path / rel
+    cache.parent.mkdir()
+    cache.write_bytes(b"stale")
+    change = FileChange(rel, Snapshot(rel, None, 0o644), Snapshot(rel, None, None))  # removed unread
+    start = image(tmp_path)
+    cache.unlink()
+    if gone == "its-folder":
+        cache.parent.rmdir()
+    before = image(tmp_path)
+    with pytest.raises(WriteFailedError, match="pkg/__pycache__/a.cpython-311.pyc vanished while the plan") as refused:
+        commit_changes(tmp_path, [change, *changes_for(tmp_path)])
+    assert refused.value.where == str(cache)
+    assert image(tmp_path) == before != start
+
+
 def test_a_filesystem_without_room_is_refused_before_anything_is_written(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
