@@ -1795,3 +1795,192 @@ def test_a_user_waiting_for_roots_writer_names_it_without_signalling_it(user: tu
                     raise AssertionError(f"status as the user: exit {code}: {err.getvalue()}")
 
             as_user(*user, status)
+
+
+def test_the_kernels_lock_table_is_read_for_this_file_s_holders_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lock_pids on a lock table as /proc/locks gives it (fed here): the holders of this file's key, once each,
+    in order; not a waiter ("->"), not an open file description lock (pid -1), not a holder in another pid
+    namespace (pid 0), not this process, not another file's; a line cut short before the key is passed over.
+
+    Kills patchkit/workspace/lock.py:277's mutants of the pid filter (`p != 0`, `p > -1`, `p >= 0`, `p > 1`,
+    `... or p != os.getpid()`) and :273's of the line's length (`> 6`, `> 4`, `>= 5`, `!= 5`), the full run of
+    2026-12-06."""
+    import builtins
+
+    from patchkit.workspace.lock import lock_pids
+
+    path = tmp_path / "lock"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDONLY)
+    st = os.fstat(fd)
+    key = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    table = "".join(f"{line}\n" for line in (
+        f"1: FLOCK  ADVISORY  WRITE 4321 {key} 0 EOF",
+        f"1: -> FLOCK  ADVISORY  WRITE 777 {key} 0 EOF",
+        f"2: OFDLCK ADVISORY  WRITE -1 {key} 0 EOF",
+        f"3: FLOCK  ADVISORY  READ 0 {key} 0 EOF",
+        f"4: FLOCK  ADVISORY  READ {os.getpid()} {key} 0 EOF",
+        f"5: FLOCK  ADVISORY  READ 1 {key} 0 EOF",
+        f"6: FLOCK  ADVISORY  READ 4321 {key} 0 EOF",
+        "7: FLOCK  ADVISORY  WRITE 999 00:00:1 0 EOF",
+        "8: FLOCK  ADVISORY  WRITE",  # lines cut short: four and five fields are passed over, six are read
+        "8: FLOCK  ADVISORY  WRITE 555",
+        f"8: FLOCK  ADVISORY  WRITE 555 {key}",
+        f"9: POSIX  ADVISORY  WRITE 1234 {key} 0 EOF",
+    ))
+    real_open = builtins.open
+
+    def fed(file: object, *args: object, **kwargs: object) -> object:
+        if file == "/proc/locks":
+            return io.StringIO(table)
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(builtins, "open", fed)
+    try:
+        assert lock_pids(fd) == (1, 555, 1234, 4321)
+    finally:
+        os.close(fd)
+
+
+def _lockf_range_in_a_child(path: Path, start: int) -> tuple[int, int]:
+    """A child process holding a POSIX write lock on one byte of `path`, at `start`, until its pipe closes."""
+    import fcntl
+
+    ready_r, ready_w = os.pipe()
+    hold_r, hold_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # pragma: no cover - child
+        fd = os.open(path, os.O_RDWR)
+        fcntl.lockf(fd, fcntl.LOCK_EX, 1, start)
+        os.write(ready_w, b"x")
+        os.close(hold_w)
+        os.read(hold_r, 1)
+        os._exit(0)
+    os.close(hold_r)
+    os.read(ready_r, 1)
+    return pid, hold_w
+
+
+def test_f_getlk_asks_about_the_whole_file_and_names_only_a_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where /proc/locks cannot be read, lock_pids asks F_GETLK about the whole file: a POSIX lock on its first
+    byte only, or on a later byte only, is found and its holder named; an open file description lock (which
+    F_GETLK reports with pid -1) names nobody; an F_GETLK the filesystem refuses (ENOLCK) names nobody.
+
+    Kills patchkit/workspace/lock.py:279's mutants of the query's start and length (NumberReplacer#36, #38),
+    :283's of the answer's pid test (`!= 0`, `> -1`, `>= 0`, `... or answer[4] > 0`) and :281's
+    ExceptionReplacer#13 (the OSError escaped), the full run of 2026-12-06."""
+    import builtins
+    import fcntl
+    import struct
+
+    from patchkit.workspace import lock as lock_module
+
+    path = tmp_path / "lock"
+    path.write_bytes(b"0123456789")
+    fd = os.open(path, os.O_RDONLY)
+    real_open = builtins.open
+
+    def no_proc_locks(file: object, *args: object, **kwargs: object) -> object:
+        if file == "/proc/locks":
+            raise PermissionError(errno.EACCES, "denied", file)
+        return real_open(file, *args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(builtins, "open", no_proc_locks)
+    try:
+        for start in (0, 5):
+            child = _lockf_range_in_a_child(path, start)
+            try:
+                assert lock_module.lock_pids(fd) == (child[0],), start
+            finally:
+                _release(child)
+        other = os.open(path, os.O_RDWR)
+        try:
+            fcntl.fcntl(other, fcntl.F_OFD_SETLK, struct.pack("hhqqi4x", fcntl.F_WRLCK, os.SEEK_SET, 0, 0, 0))
+            assert lock_module.lock_pids(fd) is None
+        finally:
+            os.close(other)
+
+        def refused(*args: object) -> bytes:
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+        monkeypatch.setattr(fcntl, "fcntl", refused)
+        assert lock_module.lock_pids(fd) is None
+    finally:
+        os.close(fd)
+
+
+_IN_A_NAMESPACE = """
+import builtins, errno, fcntl, os, sys
+from patchkit.workspace.lock import lock_pids
+
+def ask(fd):  # /proc/locks, then F_GETLK alone
+    table = lock_pids(fd)
+    real = builtins.open
+    def no_table(file, *args, **kwargs):
+        if file == '/proc/locks':
+            raise PermissionError(errno.EACCES, 'denied', file)
+        return real(file, *args, **kwargs)
+    builtins.open = no_table
+    try:
+        return f"{table} {lock_pids(fd)}"
+    finally:
+        builtins.open = real
+
+path, how = sys.argv[1], sys.argv[2]
+if how == "pid 1":  # this process (pid 1 here, as a container's entrypoint) holds the lock; its child asks
+    holder = os.open(path, os.O_RDWR)
+    fcntl.lockf(holder, fcntl.LOCK_EX)
+    child = os.fork()
+    if child == 0:
+        print(os.getpid(), ask(os.open(path, os.O_RDONLY)), flush=True)
+        os._exit(0)
+    os.waitpid(child, 0)
+elif how == "pid 2":  # its first child (pid 2: the entrypoint's patchkit) holds the lock; pid 1 asks
+    ready, hold = os.pipe(), os.pipe()
+    child = os.fork()
+    if child == 0:
+        fcntl.lockf(os.open(path, os.O_RDWR), fcntl.LOCK_EX)
+        os.write(ready[1], b"x")
+        os.close(hold[1])
+        os.read(hold[0], 1)
+        os._exit(0)
+    os.read(ready[0], 1)
+    print(os.getpid(), ask(os.open(path, os.O_RDONLY)), flush=True)
+    os.close(hold[1])
+    os.waitpid(child, 0)
+else:
+    print(os.getpid(), ask(os.open(path, os.O_RDONLY)))
+"""
+
+
+@needs_root
+def test_a_holder_is_named_as_the_waiters_pid_namespace_sees_it(tmp_path: Path) -> None:
+    """The waiter runs in a pid namespace of its own (as in a container). A holder outside it has pid 0 there, in
+    /proc/locks and in F_GETLK's answer: nobody is named rather than "pid 0". The namespace's pid 1 (a container's
+    entrypoint that runs patchkit itself) holding it is named pid 1, both ways, and its pid 2 pid 2 (F_UNLCK is 2).
+
+    Kills patchkit/workspace/lock.py:283's `answer[4] > -1`, `>= 0`, `> 1` and `answer[-1] != F_UNLCK` (the pid
+    for the lock's type) (the full run of 2026-12-06)."""
+    if subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", "true"], capture_output=True).returncode:
+        pytest.skip("unshare --pid cannot make a pid namespace here")
+    path = tmp_path / "lock"
+    path.write_bytes(b"")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)}
+
+    def in_a_namespace(how: str) -> str:
+        done = subprocess.run(["unshare", "--pid", "--fork", "--mount-proc", sys.executable, "-c", _IN_A_NAMESPACE,
+                               str(path), how], capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    child = _lockf_range_in_a_child(path, 0)
+    try:
+        assert in_a_namespace("outside") == "1 () None\n"
+    finally:
+        _release(child)
+    assert in_a_namespace("pid 1") == "2 (1,) (1,)\n"
+    assert in_a_namespace("pid 2") == "1 (2,) (2,)\n"
