@@ -36,6 +36,13 @@ def escape_controls(text: str) -> str:
     return "".join(_escape(c, quoting=False) for c in text)
 
 
+def shown_label(text: str, limit: int = 200) -> str:
+    """A short name read back from patchkit's own state (a journal's label), as printed in one message line: its
+    unprintable characters escaped, and cut to `limit` characters with "..." (a damaged file may hold megabytes)."""
+    text = escape_controls(text)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def _escape(c: str, *, quoting: bool) -> str:
     if c.isprintable():
         return "\\" + c if quoting and c in '"\\' else c

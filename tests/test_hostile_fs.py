@@ -4,6 +4,7 @@ hard links, xattrs, a writer without the lock, and who holds the lock. Real CLI,
 from __future__ import annotations
 
 import errno
+import json
 import os
 import signal
 import stat
@@ -31,6 +32,7 @@ from tests.safety_helpers import (
     chown_tree,
     fault_env,
     image,
+    interrupted_tree,
     mount_works,
     mounted,
     read_only_folder,
@@ -157,6 +159,23 @@ def test_a_state_folder_that_is_a_file_is_named_as_such(case: Case, action: str)
     assert f"patchkit: error: {root}/.patchkit: '.patchkit' is not a directory" in run.err, run.err
     assert f"hint: remove {root}/.patchkit" in run.err and "a parent of" not in run.err, run.err
     assert image(root) == start
+
+
+def test_a_journal_label_is_printed_escaped_and_cut_short(case: Case) -> None:
+    """The label of an interrupted transaction comes back from its journal (a file that may be damaged): the
+    recovery's note prints it on one line, its control characters escaped, and cut at 200 characters."""
+    root = interrupted_tree(case, "long-label")
+    journal = root / ".patchkit" / "journal.json"
+    header, _, body = journal.read_bytes().partition(b"\n")
+    doc = json.loads(header)
+    doc["label"] = "apply of p\x1b[31m\n" + "x" * 5000
+    journal.write_bytes(json.dumps(doc).encode() + b"\n" + body)
+    run = run_forked(case.args("status", root))
+    assert run.code == 3, run
+    note = run.err.splitlines()[0]
+    escaped = "apply of p\\033[31m\\n"  # as printed: the escape and the newline spelled out
+    shown = escaped + "x" * (200 - len(escaped)) + "..."
+    assert note.startswith(f"patchkit: recovered an interrupted {shown} on {root}: rolled back "), run.err
 
 
 def test_a_state_gitignore_that_cannot_be_written_is_a_clear_error_before_any_change(case: Case) -> None:

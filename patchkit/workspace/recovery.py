@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from patchkit.display import shown_label
 from patchkit.errors import PatchkitError, RecoveryFailedError, UntrustedStateError
 from patchkit.input.tree import Root, Snapshot, open_folder, read_entry, split_relative
 from patchkit.workspace.disk import PERMISSION_BITS, Disk, lstat_at, put_file, unlink_present
@@ -63,7 +64,7 @@ class Recovery:
             detail = "rolled back (no file had been changed yet)"
         else:
             detail = f"rolled back {self.files} file{'' if self.files == 1 else 's'}"
-        return f"recovered an interrupted {self.label} on {self.root}: {detail}"
+        return f"recovered an interrupted {shown_label(self.label)} on {self.root}: {detail}"
 
 
 def recover(root: Root) -> Recovery | None:
