@@ -325,6 +325,23 @@ def test_a_filesystem_without_room_is_refused_before_anything_is_written(
     assert not journal(tmp_path).exists()
 
 
+@pytest.mark.parametrize(("original", "needed"), [(3584, 12288), (3585, 16384)])
+def test_the_journals_room_is_its_originals_4_kib_and_512_bytes_a_file_in_whole_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, original: int, needed: int
+) -> None:
+    """The room a commit asks for its journal: the originals' bytes, 4 KiB and 512 bytes a file, in whole 4 KiB
+    blocks; here one file of `original` bytes rewritten to 10 (one block): 3584 + 4096 + 512 is exactly two
+    blocks, a byte more is three. The refusal on a filesystem with one free block says the total.
+
+    Kills patchkit/workspace/commit.py:287's NumberReplacer#24 to #27 (4097, 4095, 513, 511; the full run of
+    2026-12-06): each moves one of these two totals by a block."""
+    (tmp_path / "f.py").write_bytes(b"x" * original)
+    change = FileChange("f.py", read_snapshot(tmp_path, "f.py"), Snapshot("f.py", b"y = 1\n...\n", 0o644))
+    report_one_free_block(monkeypatch)
+    with pytest.raises(WriteFailedError, match=f"this write needs {needed} bytes and 2 inodes"):
+        commit_changes(tmp_path, [change])
+
+
 def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A small commit on a filesystem with exactly 1 MiB free is refused (the margin is not room to write in),
     naming the margin; with 2 MiB free the same commit lands.
