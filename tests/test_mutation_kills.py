@@ -1984,3 +1984,34 @@ def test_a_holder_is_named_as_the_waiters_pid_namespace_sees_it(tmp_path: Path) 
         _release(child)
     assert in_a_namespace("pid 1") == "2 (1,) (1,)\n"
     assert in_a_namespace("pid 2") == "1 (2,) (2,)\n"
+
+
+def test_a_readers_read_only_fallback_open_of_the_lock_does_not_follow_a_link(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader that may not open the lock for writing (another user's reader: EACCES, made here) opens it read-only
+    instead, and not through a link either: the lock swapped for a link to a regular file is refused there (exit 7,
+    the open's own words) rather than the link's target taken for the lock.
+
+    Kills patchkit/workspace/lock.py:329's mutants that drop O_NOFOLLOW from that open (`BitOr_FloorDiv#20`,
+    `BitOr_Mod#20`, held out with seed 81 and left; the full run of 2026-12-06)."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    lock = root / ".patchkit" / "lock"
+    (root / ".patchkit" / "elsewhere").write_bytes(b"")
+    (root / ".patchkit" / "elsewhere").chmod(0o600)
+    lock.unlink()
+    lock.symlink_to("elsewhere")
+    real_open = os.open
+
+    def writing_refused(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if path == "lock" and flags & os.O_RDWR:
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), path)
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", writing_refused)
+    res = cli("status", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert f"{lock}: cannot create the lock file: Too many levels of symbolic links" in res.err, res.err
