@@ -30,6 +30,9 @@ the original back. This script adds what patchkit needs around it:
   the mutants' order whatever order they came back in;
 - progress with partial counts as it goes, a final table per module, and `--out FILE` for the result as JSON
   (every mutant's id, outcome and diff, so a survivor can be read without rerunning).
+- a listed equivalent that survived a run is not run again while nothing it rests on has changed (its id, its
+  place on the line, the source of the function around it: `.mutation-cache/equivalents.json`); it is counted as
+  equivalent, as before (`--recheck-equivalents`, or `--mutant ID`, runs it);
 - `--record FILE`: each result appended to FILE as it comes (a JSON line); a run given the same FILE takes the
   results it holds for the same module source and runs the others, so a run of hours stopped midway (a session
   that ends, a Ctrl-C, a reboot) picks up where it was.
@@ -289,6 +292,34 @@ class Record:
         with self.path.open("a", encoding="utf-8") as handle:
             handle.write("\n" * self.cut + json.dumps(entry) + "\n")
         self.cut = False
+
+
+class SurvivedBefore:
+    """The listed equivalents that survived a run, each with the digest of what its equivalence rests on: its id,
+    its place on the line, and the source of the function around it (the whole module's, for a mutant outside
+    every function). A listed equivalent whose digest is unchanged is not run again (`--recheck-equivalents` runs
+    it): nothing it is made of has changed since it last survived its whole selection, so it would survive it
+    again, unless a test kills it now, which would mean its listing was wrong (--recheck-equivalents shows that).
+    Kept in MAP_CACHE (not in git): a fresh checkout runs every equivalent once."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.digests: dict[str, str] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+
+    @staticmethod
+    def digest(mutant: Mutant, item: object, shape: CodeShape, lines: Sequence[str]) -> str:
+        (spec,) = item.mutations  # type: ignore[attr-defined]
+        body = shape.functions.get(mutant.line, range(1, len(lines) + 1))
+        text = "\n".join(lines[line - 1] for line in body)
+        where = f"{mutant.id}\0{tuple(spec.start_pos)}\0{tuple(spec.end_pos)}"
+        return hashlib.sha256(f"{where}\0{text}".encode()).hexdigest()
+
+    def add(self, ident: str, digest: str) -> None:
+        self.digests[ident] = digest
+        self.path.parent.mkdir(exist_ok=True)
+        temporary = self.path.with_suffix(".tmp")
+        temporary.write_text(json.dumps(self.digests, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        os.replace(temporary, self.path)
 
 
 def scratch_copy(dest: Path) -> None:
@@ -1095,25 +1126,37 @@ def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, 
             found = killers.setdefault(shape.functions.get(mutant.line), {})
             found[killer] = found.get(killer, 0) + 1
         if mutant.outcome == SURVIVED and mutant.id in equivalents:
-            mutant.outcome, mutant.reason = EQUIVALENT, equivalents[mutant.id]
+            mutant.outcome, mutant.reason = EQUIVALENT, mutant.reason or equivalents[mutant.id]
         result.counts[mutant.outcome] = result.counts.get(mutant.outcome, 0) + 1
 
+    lines = Path(module).read_text(encoding="utf-8").splitlines()
+    survived_before = SurvivedBefore(MAP_CACHE / "equivalents.json")
+    digests = {m.id: SurvivedBefore.digest(m, items[m.id], shape, lines) for m in chosen if m.id in equivalents}
     to_run = chosen
+    if not options.recheck_equivalents and not options.mutant:  # an id asked for by name always runs
+        unchanged = [m for m in chosen if m.id in digests and survived_before.digests.get(m.id) == digests[m.id]]
+        for mutant in unchanged:
+            mutant.outcome, mutant.reason = SURVIVED, "not run: listed, and unchanged since it last survived"
+            count(mutant, "")
+        if unchanged:
+            print(f"== {module}: {len(unchanged)} listed equivalents not run (unchanged since they last survived; "
+                  f"--recheck-equivalents runs them)", flush=True)
+        to_run = [m for m in chosen if m not in unchanged]
     record = Record(options.record, module) if options.record else None
     if record is not None:
-        to_run = []
-        for mutant in chosen:
+        waiting, to_run = to_run, []
+        for mutant in waiting:
             killer = record.take(mutant)
             if killer is None:
                 to_run.append(mutant)
             else:
                 count(mutant, killer)
         passed = f"; {record.other} of another version of the module passed over" if record.other else ""
-        print(f"== {module}: {len(chosen) - len(to_run)} of its {len(chosen)} mutants taken from {record.path}, "
+        print(f"== {module}: {len(waiting) - len(to_run)} of its {len(chosen)} mutants taken from {record.path}, "
               f"{len(to_run)} to run{passed}", flush=True)
-        if not to_run:
-            result.mutants = list(chosen)
-            return result
+    if not to_run:
+        result.mutants = list(chosen)
+        return result
     command = test_command(tests)
     result.baseline_seconds = run_baseline(module, command)
     timeout = max(30.0, 3 * result.baseline_seconds + 10)
@@ -1143,6 +1186,8 @@ def run_module(module: str, options: argparse.Namespace, equivalents: dict[str, 
         mutant.outcome, mutant.seconds, mutant.diff, killer, mutant.file_outcome, mutant.file_seconds = ran
         if record is not None:
             record.add(mutant, killer)
+        if mutant.outcome == SURVIVED and mutant.id in digests:
+            survived_before.add(mutant.id, digests[mutant.id])
         count(mutant, killer)
         report_mutant(mutant, sum(result.counts.values()), result)  # numbered as they come back
 
@@ -1195,6 +1240,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              "function first, then fastest first (default); or fastest first only")
     parser.add_argument("--jobs", type=int, default=1, metavar="N",
                         help="run the mutants in N worker processes, each in its own scratch copy (default 1)")
+    parser.add_argument("--recheck-equivalents", action="store_true",
+                        help="run every listed equivalent, also those whose code has not changed since they last "
+                             "survived (by default those are counted as equivalent without running)")
     parser.add_argument("--out", type=Path, metavar="FILE", help="write the result as JSON to FILE")
     parser.add_argument("--record", type=Path, metavar="FILE",
                         help="append each mutant's result to FILE as it comes (one JSON line), and take the mutants "

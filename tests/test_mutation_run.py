@@ -295,3 +295,51 @@ def test_a_recorded_run_is_taken_up_where_it_stopped_and_only_for_the_same_code(
     # of the new code
     assert len(record.read_text(encoding="utf-8").splitlines()) == 3 + 1 + 2 + 5
     assert without_times(changed) == without_times(whole)
+
+
+# A module with one equivalent mutant: `if flag:` into `if not flag:` in spare() (both branches return None).
+SPARE = TREESTATE + '''
+
+def spare(flag):
+    if flag:
+        return None
+    return None
+'''
+
+
+def test_a_listed_equivalent_is_run_again_only_when_its_code_changed(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    project = tmp_path / "project"
+    (project / MODULE).write_text(SPARE, encoding="utf-8")
+    (project / "tests/test_state.py").write_text(TESTS + "\n\ndef test_spare():\n    note('spare')\n"
+                                                 "    assert treestate.spare(True) is None\n", encoding="utf-8")
+    spare = f"{MODULE}:20:core/AddNot#5"
+    (project / "scripts/mutation_equivalent.toml").write_text(
+        f'[equivalent]\n"{spare}" = "both branches return None"\n', encoding="utf-8")
+    subprocess.run(["git", "add", "-A"], cwd=project, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "spare"],
+                   cwd=project, check=True)
+
+    def outcome(data: dict[str, Any]) -> tuple[str, str]:
+        found = next(m for m in data["modules"][0]["mutants"] if m["id"] == spare)
+        return found["outcome"], found["reason"]
+
+    first, first_log, _ = run(tmp_path)
+    assert outcome(first) == ("equivalent", "both branches return None")
+    assert first_log.count("spare") > 2  # the baseline, the map and the mutant's own run
+    # nothing it rests on changed: counted as equivalent, not run (the baseline runs test_spare once)
+    again, again_log, output = run(tmp_path)
+    assert outcome(again) == ("equivalent", "not run: listed, and unchanged since it last survived")
+    assert "1 listed equivalents not run" in output and again_log.count("spare") == 1
+    outcomes = [m["outcome"] for m in first["modules"][0]["mutants"]]
+    assert [m["outcome"] for m in again["modules"][0]["mutants"]] == outcomes
+    # asked to recheck, or asked for by its id, it runs
+    for options in (("--recheck-equivalents",), ("--mutant", spare)):
+        rechecked, rechecked_log, _ = run(tmp_path, *options)
+        assert outcome(rechecked) == ("equivalent", "both branches return None")
+        assert rechecked_log.count("spare") >= 2
+    # its function changed (a line of its body): it runs again
+    (project / MODULE).write_text(SPARE.replace("    return None\n", "    return None  # none\n", 1), encoding="utf-8")
+    changed, changed_log, _ = run(tmp_path)
+    assert outcome(changed) == ("equivalent", "both branches return None")
+    assert changed_log.count("spare") >= 2
