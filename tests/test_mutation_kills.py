@@ -1298,6 +1298,9 @@ def test_a_created_file_in_two_new_folders_needs_three_inodes(tmp_path: Path, mo
     beside = _inodes_asked(tmp_path, "beside", "engine/c.py", monkeypatch)
     deeper = _inodes_asked(tmp_path, "deeper", "engine/new/sub/c.py", monkeypatch)
     assert deeper - beside == 2, (beside, deeper)
+    # one new folder: one inode more (kills `1 | missing`, commit.py:307 Add_BitOr#4, the full run of 2026-12-06:
+    # the same for an even number of folders)
+    assert _inodes_asked(tmp_path, "one-down", "engine/new/c.py", monkeypatch) - beside == 1
 
 
 def _two_files(tmp_path: Path, registry: Registry, second: str) -> tuple[dict[str, bytes], Path, Path]:

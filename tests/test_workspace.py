@@ -342,6 +342,36 @@ def test_the_journals_room_is_its_originals_4_kib_and_512_bytes_a_file_in_whole_
         commit_changes(tmp_path, [change])
 
 
+def test_the_room_of_a_state_file_after_a_deletion_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A commit that deletes a file (no room needed for it) and writes a record: the record's block and inode
+    are counted all the same, after the deletion: the journal (100 + 4096 + 2 x 512 bytes: two blocks, an inode),
+    the record (a block, an inode) and its new folder `applied` (a block, an inode): 16384 bytes and 3 inodes.
+
+    Kills patchkit/workspace/commit.py:304:core/ReplaceContinueWithBreak#1 (the full run of 2026-12-06), under which
+    the first deletion ended the count and the state files after it needed no room."""
+    (tmp_path / "gone.py").write_bytes(b"x" * 100)
+    change = FileChange("gone.py", read_snapshot(tmp_path, "gone.py"), Snapshot("gone.py", None, None))
+    report_one_free_block(monkeypatch)
+    with pytest.raises(WriteFailedError, match="this write needs 16384 bytes and 3 inodes"):
+        commit_changes(tmp_path, [change], state_files={"applied/x.json": b'{"x": 1}'})
+
+
+@pytest.mark.parametrize(("folders", "needed"), [(0, 12288), (1, 16384)])
+def test_a_new_folder_is_counted_a_block_and_an_inode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, folders: int, needed: int
+) -> None:
+    """A created file of one block: with its folder there it needs the journal's two blocks (4096 + 512 bytes) and
+    its own, and 2 inodes; one new folder down, a block and an inode more.
+
+    Kills patchkit/workspace/commit.py:307:core/ReplaceBinaryOperator_Add_BitOr#3 (`blocks | missing * 4096`, the
+    full run of 2026-12-06): the same total for no folder, a block less for one."""
+    rel = "/".join(["new"] * folders + ["c.py"])
+    change = FileChange(rel, Snapshot(rel, None, None), Snapshot(rel, b"c = 1\n", 0o644))
+    report_one_free_block(monkeypatch)
+    with pytest.raises(WriteFailedError, match=f"this write needs {needed} bytes and {2 + folders} inodes"):
+        commit_changes(tmp_path, [change])
+
+
 def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A small commit on a filesystem with exactly 1 MiB free is refused (the margin is not room to write in),
     naming the margin; with 2 MiB free the same commit lands.
