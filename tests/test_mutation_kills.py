@@ -2018,3 +2018,43 @@ def test_a_readers_read_only_fallback_open_of_the_lock_does_not_follow_a_link(
     res = cli("status", "p", "--root", root, "--patches", registry.path)
     assert res.code == 7, (res.code, res.out, res.err)
     assert f"{lock}: cannot create the lock file: Too many levels of symbolic links" in res.err, res.err
+
+
+def test_an_older_patchkits_0644_lock_is_made_private_by_a_writer_not_by_a_reader(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A lock file of mode 0644 (an older patchkit made it so: anyone could open and hold it): a status leaves it
+    as it is, an apply (the writer, whose lock it is) makes it 0600.
+
+    Kills patchkit/workspace/lock.py:336's AddNot#34 and ReplaceAndWithOr#10/#11 (the reader's fchmod, the
+    writer's left out; the full run of 2026-12-06)."""
+    root = _applied_and_reverted(tmp_path, registry)
+    lock = root / ".patchkit" / "lock"
+    lock.chmod(0o644)
+    assert cli("status", "p", "--root", root, "--patches", registry.path).code == 3
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o644
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+
+
+@needs_root
+def test_a_users_own_0644_lock_is_made_private_by_its_apply(user: tuple[int, int]) -> None:
+    """The same, run by the unprivileged user on a tree and state it owns: its apply makes its 0644 lock 0600.
+
+    Kills patchkit/workspace/lock.py:336:core/ReplaceComparisonOperator_Eq_Is#3 (`st.st_uid is os.geteuid()`,
+    the full run of 2026-12-06): true for root's uid 0 (a cached int), false for the user's."""
+    with shared_case() as case:
+        root = case.fresh("users-lock", patched=True)
+        assert run_here(case.args("revert", root)) == 0
+        chown_tree(root, *user)
+        lock = root / ".patchkit" / "lock"
+        lock.chmod(0o644)
+
+        def apply() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+                code = run(case.args("apply", root))
+            if code != 0 or stat.S_IMODE(lock.stat().st_mode) != 0o600:
+                raise AssertionError(f"apply as the user: exit {code}, lock mode {lock.stat().st_mode:o}")
+
+        as_user(*user, apply)

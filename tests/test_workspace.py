@@ -372,6 +372,28 @@ def test_a_new_folder_is_counted_a_block_and_an_inode(
         commit_changes(tmp_path, [change])
 
 
+def test_root_may_use_the_blocks_and_inodes_kept_for_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As root the room check counts the filesystem's free blocks and inodes, those kept for root included
+    (f_bfree, f_ffree), not only those any user may take (f_bavail, f_favail): with plenty of the first and none
+    of the second, root's commit lands.
+
+    Kills patchkit/workspace/commit.py:310's `os.geteuid() == 1`, `== -1` and `> 0` (the full run of 2026-12-06),
+    under which root was held to a user's share."""
+    if os.geteuid() != 0:
+        pytest.skip("as root only: a user's share is f_bavail and f_favail, which every other test gives room in")
+    start = make_tree(tmp_path)
+    real = os.fstatvfs
+
+    def kept_for_root(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1 << 20, 0, 1 << 20, 1 << 20, 0, v.f_flag,
+                                  v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", kept_for_root)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    assert image(tmp_path) != start
+
+
 def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A small commit on a filesystem with exactly 1 MiB free is refused (the margin is not room to write in),
     naming the margin; with 2 MiB free the same commit lands.
