@@ -2035,6 +2035,10 @@ def test_an_older_patchkits_0644_lock_is_made_private_by_a_writer_not_by_a_reade
     assert stat.S_IMODE(lock.stat().st_mode) == 0o644
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
     assert stat.S_IMODE(lock.stat().st_mode) == 0o600
+    # any other mode too, one below 0600 as well (kills :336 NotEq_Gt#3, `mode > 0o600`)
+    lock.chmod(0o400)
+    assert cli("revert", "p", "--root", root, "--patches", registry.path).code == 0
+    assert stat.S_IMODE(lock.stat().st_mode) == 0o600
 
 
 @needs_root
