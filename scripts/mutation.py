@@ -114,17 +114,17 @@ _DIFF = ("tests/test_diffs.py", "tests/test_manifest.py", "tests/test_globs.py",
 # test file here (or a test to one of these files).
 MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/treestate.py": (*_JUDGE, "tests/test_untrusted_state.py", "tests/test_startup.py",
-                                    "tests/test_mutation_kills.py"),
-    "patchkit/judge/verdicts.py": (*_JUDGE, "tests/test_mutation_kills.py"),
+                                    "tests/test_judge_kills.py"),
+    "patchkit/judge/verdicts.py": (*_JUDGE, "tests/test_judge_kills.py"),
     # git's places for a ported image's hunks, out of their line order, rewritten in file order (1 s)
-    "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_mutation_kills.py",
+    "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_judge_kills.py",
                                   "tests/test_ported.py::test_a_hunk_git_places_above_the_one_before_it_on_a_"
                                   "fingerprinted_image"),
     "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py"),
     # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
     "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py",
                                 "tests/test_lookalikes.py", "tests/test_matching_reference.py",
-                                "tests/test_mutation_kills.py"),
+                                "tests/test_judge_kills.py"),
     "patchkit/workspace/trust.py": ("tests/test_state_trust.py", "tests/test_untrusted_state.py",
                                     "tests/test_workspace.py", "tests/test_mutation_kills.py"),
     # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment
