@@ -480,6 +480,38 @@ def test_a_transaction_in_300_folders_holds_256_folder_descriptors_and_walks_to_
     assert {(tmp_path / f"d{index:03}" / "f.py").read_bytes() for index in range(300)} == {b"x = 2\n"}
 
 
+def test_the_space_margin_is_added_to_a_write_of_over_a_mebibyte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that needs more than 1 MiB (here a file of 1 MiB and a byte: 257 blocks, the 2**20 bit of the
+    total set) and a filesystem with that plus the 1 MiB margin, less a byte, free: refused; with exactly that
+    free: it lands.
+
+    Kills patchkit/workspace/commit.py:315's `size | SPACE_MARGIN`, `size ^ SPACE_MARGIN` (the same as + below
+    1 MiB, where every other test stays) and `>= free` (the full run of 2026-12-06)."""
+    (tmp_path / "big.bin").write_bytes(b"")
+    change = FileChange("big.bin", read_snapshot(tmp_path, "big.bin"), Snapshot("big.bin", b"x" * (1 << 20 | 1), 0o644))
+    real = os.fstatvfs
+    free = [4096]
+
+    def counted(fd: int) -> os.statvfs_result:
+        v = real(fd)  # 1-byte fragments, so the free bytes are exactly the free blocks
+        return os.statvfs_result((v.f_bsize, 1, v.f_blocks, free[0], free[0], v.f_files, v.f_ffree, v.f_favail,
+                                  v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", counted)
+    with pytest.raises(WriteFailedError) as refused:
+        commit_changes(tmp_path, [change])
+    needed = int(str(refused.value).split("this write needs ", 1)[1].split(" bytes", 1)[0])
+    assert needed & (1 << 20), needed
+    free[0] = needed + (1 << 20) - 1
+    with pytest.raises(WriteFailedError, match="not enough room"):
+        commit_changes(tmp_path, [change])
+    free[0] = needed + (1 << 20)
+    commit_changes(tmp_path, [change])
+    assert (tmp_path / "big.bin").stat().st_size == 1 << 20 | 1
+
+
 def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Between the landed file's lstat and its read-back, another user swaps a FIFO in at its name: the read-back
     opens it without blocking, sees it is not the file written, and the commit fails (rolled back) at once.
