@@ -449,6 +449,54 @@ def test_the_inode_check_keeps_a_margin_of_16_inodes(tmp_path: Path, monkeypatch
     assert image(tmp_path) != start
 
 
+def test_the_inode_margin_is_added_to_a_write_of_16_to_31_inodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 files created beside each other need 21 inodes (the journal's too), a count with the 16 bit set: with
+    21 + 15 free the commit is refused, with 21 + 16 it lands.
+
+    Kills patchkit/workspace/commit.py:316's `inodes | INODE_MARGIN` and `inodes ^ INODE_MARGIN` (the same as +
+    below 16 inodes, where the other tests stay; the full run of 2026-12-06)."""
+    (tmp_path / "pkg").mkdir()
+    changes = [FileChange(f"pkg/f{n}.py", Snapshot(f"pkg/f{n}.py", None, None), Snapshot(f"pkg/f{n}.py", b"x\n", 0o644))
+               for n in range(20)]
+    real = os.fstatvfs
+    free = [0]
+
+    def counted(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, 1 << 20, free[0],
+                                  free[0], v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", counted)
+    free[0] = 21 + 15
+    with pytest.raises(WriteFailedError, match=r"this write needs [0-9]+ bytes and 21 inodes"):
+        commit_changes(tmp_path, changes)
+    free[0] = 21 + 16
+    commit_changes(tmp_path, changes)
+    assert len(list((tmp_path / "pkg").iterdir())) == 20
+
+
+def test_a_filesystem_without_an_inode_limit_is_not_held_to_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem that counts no inodes (btrfs: f_files 0, f_ffree 0) has no inode limit: the commit lands.
+
+    Kills patchkit/workspace/commit.py:316's `vfs.f_files > -1` and `>= 0` (NumberReplacer#45, Gt_GtE#2, the full
+    run of 2026-12-06), under which every commit on such a filesystem was refused for want of inodes."""
+    start = make_tree(tmp_path)
+    real = os.fstatvfs
+
+    def btrfs(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, 0, 0, 0, v.f_flag,
+                                  v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", btrfs)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    assert image(tmp_path) != start
+
+
 def test_a_transaction_in_300_folders_holds_256_folder_descriptors_and_walks_to_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
