@@ -166,7 +166,9 @@ MODULES: dict[str, tuple[str, ...]] = {
                                      "say_so",
                                      # ensure_gitignore's failure, before the transaction (1 s)
                                      "tests/test_hostile_fs.py::test_a_state_gitignore_that_cannot_be_written_is_"
-                                     "a_clear_error_before_any_change"),
+                                     "a_clear_error_before_any_change",
+                                     # stale bytecode caches removed unread, and put back (2 s)
+                                     "tests/test_bytecode.py"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",

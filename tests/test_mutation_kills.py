@@ -1917,3 +1917,44 @@ def test_a_users_own_0644_lock_is_made_private_by_its_apply(user: tuple[int, int
                 raise AssertionError(f"apply as the user: exit {code}, lock mode {lock.stat().st_mode:o}")
 
         as_user(*user, apply)
+
+
+def test_a_reader_still_waits_for_a_writer_through_the_root_folder_when_the_lock_file_is_gone(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A writer holds the root's lock (its lock file was there before it: it also takes the root folder's lock,
+    exclusive, without waiting), and the lock file is removed meanwhile (by hand, by a clean-up): a status, which
+    finds no lock file, takes the root folder's lock shared, and so waits for the writer (here past
+    --lock-timeout: exit 6).
+
+    Kills patchkit/workspace/lock.py:378's mutants of the writer's non-blocking folder lock that take it shared
+    or not at all (AddNot#38; `| LOCK_NB` into &, //, <<, >>, **, * or -: an invalid operation, or LOCK_UN), the
+    full run of 2026-12-06."""
+    root = _applied_and_reverted(tmp_path, registry)
+    with locked(root, 5):
+        (root / ".patchkit" / "lock").unlink()
+        res = run_forked(["status", "p", "--root", str(root), "--patches", str(registry.path), "--lock-timeout", "0.5"])
+    assert res.code == 6, (res.code, res.out, res.err)
+
+
+def test_a_writer_that_did_not_make_the_lock_file_does_not_wait_for_a_reader_of_the_root_folder(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A reader (that found no lock file) holds the root folder's lock, shared, and the lock file is there: a
+    writer that did not create it takes the folder's lock only if it is free at once, and goes on without it
+    (anyone who may open the root folder can flock it; a writer must not wait for them): the apply lands.
+
+    Kills patchkit/workspace/lock.py:378's `| LOCK_NB` into `% LOCK_NB` (LOCK_EX alone: a blocking flock, which no
+    --lock-timeout bounds), the full run of 2026-12-06."""
+    import fcntl
+
+    root = _applied_and_reverted(tmp_path, registry)
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_SH)
+        done = subprocess.run([sys.executable, "-m", "patchkit", "apply", "p", "--root", str(root), "--patches",
+                               str(registry.path), "--lock-timeout", "1"], capture_output=True, text=True, timeout=20)
+    finally:
+        os.close(folder)
+    assert done.returncode == 0, done.stderr
+    assert (root / "engine/a.py").read_bytes() == AFTER["engine/a.py"]

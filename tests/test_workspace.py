@@ -597,6 +597,59 @@ def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, mon
     assert swapped
 
 
+@pytest.mark.parametrize("swapped_in", ["fifo", "link"])
+def test_what_is_swapped_in_before_the_original_is_opened_for_its_attributes_is_never_followed_or_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped_in: str
+) -> None:
+    """Right after the judged-bytes check, before the write opens the original to copy its attributes to the new
+    file, another process puts a FIFO, or a link to a file elsewhere, at its name: the open neither blocks on the
+    FIFO nor follows the link (it refuses it: "Too many levels of symbolic links"); the commit fails, the tree
+    restored, the link's target untouched.
+
+    Kills patchkit/workspace/commit.py:579's mutants of that open's flags that drop O_NONBLOCK (the commit hung on
+    the FIFO) or O_NOFOLLOW (the link followed) (BitAnd#17, #18, the full run of 2026-12-06)."""
+    from patchkit.workspace import commit as commit_module
+
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.write_bytes(b"not in the tree\n")
+    real = commit_module._judged_bytes
+    swapped: list[bool] = []
+
+    def judged_then_swap(parent: int, entry: object) -> int | None:
+        ctime = real(parent, entry)  # type: ignore[arg-type]
+        if not swapped and getattr(entry, "path", "") == "pkg/a.py":
+            swapped.append(True)
+            if swapped_in == "fifo":
+                os.mkfifo(tmp_path / "fifo", 0o640)
+                os.rename(tmp_path / "fifo", target)
+            else:
+                target.unlink()
+                target.symlink_to(elsewhere)
+        return ctime
+
+    class Hung(BaseException):  # not an OSError (TimeoutError is one), which the commit turns into a failed write
+        pass
+
+    def hung(signum: int, frame: object) -> None:
+        raise Hung("the open blocked on the FIFO")
+
+    monkeypatch.setattr(commit_module, "_judged_bytes", judged_then_swap)
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(WriteFailedError) as refused:
+            commit_changes(tmp_path, changes_for(tmp_path))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert swapped
+    if swapped_in == "link":
+        assert "Too many levels of symbolic links" in str(refused.value), refused.value
+    assert elsewhere.read_bytes() == b"not in the tree\n"
+
+
 def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
