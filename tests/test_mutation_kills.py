@@ -1958,3 +1958,29 @@ def test_a_writer_that_did_not_make_the_lock_file_does_not_wait_for_a_reader_of_
         os.close(folder)
     assert done.returncode == 0, done.stderr
     assert (root / "engine/a.py").read_bytes() == AFTER["engine/a.py"]
+
+
+def test_a_root_folder_that_refuses_flock_is_passed_over_by_a_writer(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The root folder's flock is refused with ENOLCK (a filesystem whose folders take no locks, e.g. NFS): the
+    lock on the folder is best effort, so a writer that did not make the lock file goes on without it (the lock
+    file's own flock works): the apply lands.
+
+    Kills patchkit/workspace/lock.py:382:core/ReplaceAndWithOr#12 (`errno != EBADF or errno not in _NO_LOCKS`, the
+    full run of 2026-12-06), under which ENOLCK there ended the apply."""
+    import fcntl
+
+    root = _applied_and_reverted(tmp_path, registry)
+    folder_ino = root.stat().st_ino
+    real = fcntl.flock
+
+    def no_folder_locks(fd: int, operation: int) -> None:
+        if os.fstat(fd).st_ino == folder_ino:
+            raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+        real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", no_folder_locks)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 0, (res.code, res.out, res.err)
+    assert (root / "engine/a.py").read_bytes() == AFTER["engine/a.py"]
