@@ -265,3 +265,78 @@ def test_a_folder_moved_out_and_replaced_by_a_link_to_it_is_reported_not_followe
     assert image(target) == sub_image(start, "engine/tools")
     assert strays(root, outside) == []
     assert not (root / STATE / "journal.json").exists()
+
+
+def _folders_around(workdir: Path, inode: int, name: str) -> tuple[Path, Path]:
+    """Two folders of the same filesystem, one whose inode number is below `inode`, one above (comparisons of
+    identities as tuples must not pass either way)."""
+    made = []
+    for n in range(40):
+        folder = workdir / f"{name}-{n}"
+        folder.mkdir(exist_ok=True)
+        made.append(folder)
+    below = [f for f in [workdir, *made] if f.stat().st_ino < inode]
+    above = [f for f in made if f.stat().st_ino > inode]
+    if not below or not above:
+        pytest.skip(f"no folder with an inode number on each side of {inode} here")
+    return below[0], above[0]
+
+
+@pytest.mark.parametrize("what", ["moved away", "a link to a folder below it", "a link to a folder above it"])
+def test_a_root_moved_or_replaced_during_the_write_is_reported_and_restored_where_it_went(
+    case: Case, what: str
+) -> None:
+    """Right before the last replace, the root's path stops naming the folder being written: it is moved away
+    (nothing at the path), or a link to another folder (of a lower, or a higher, inode number) is put there. The
+    write is reported as not landed ("the root's path no longer names the folder patchkit wrote in"), exit 7, and
+    every file is put back in the moved root, through the descriptors the transaction holds.
+
+    Kills patchkit/workspace/commit.py:614's comparisons of the root's identity (`>=`, `<=`, `is not`) and
+    :615/:616's (the OSError of a root that is gone escaping; `same_root = True` there), the full run of
+    2026-12-06: no test had moved the root itself."""
+    slug = what.replace(" ", "-")
+    root = case.fresh(f"root-{slug}")
+    start = image(root)
+    moved = case.workdir / f"root-{slug}-moved"
+    shutil.rmtree(moved, ignore_errors=True)
+    below, above = _folders_around(case.workdir, root.stat().st_ino, f"around-{slug}")
+
+    def move_the_root() -> None:
+        os.rename(root, moved)
+        if what != "moved away":
+            root.symlink_to(below if "below" in what else above)
+
+    run = run_forked(case.args("apply", root), before=move_before_replace(Path(HOOKED).name, move_the_root))
+    assert moved.is_dir(), "the hook did not run"
+    assert run.code == 7, (run.code, run.out, run.err)
+    assert "the root's path no longer names the folder patchkit wrote in" in run.err, run.err
+    assert image(moved) == start
+    assert strays(moved) == [] and not (moved / STATE / "journal.json").exists()
+
+
+def test_a_folder_swapped_for_an_older_one_during_the_write_is_named_moved_or_replaced(case: Case) -> None:
+    """Right before the last replace, the folder being written in is moved out and an older folder (a lower
+    inode number) is moved in at its name: the check after the write says the folder was moved or replaced
+    (exit 7, everything put back), not merely that the file is not the one written.
+
+    Kills patchkit/workspace/commit.py:648:core/ReplaceComparisonOperator_NotEq_Gt#1 (`identity > land.folder`,
+    the full run of 2026-12-06): a folder of a higher inode was caught either way."""
+    older = case.workdir / "swapped-older-in"  # made before the tree: on tmpfs, ext4 and most, a lower inode
+    shutil.rmtree(older, ignore_errors=True)
+    older.mkdir()
+    root = case.fresh("swapped-older")
+    folder = root / Path(HOOKED).parent
+    if older.stat().st_ino > folder.stat().st_ino:
+        pytest.skip("this filesystem gave the folder made first the higher inode number")
+    outside = case.workdir / "swapped-older-out"
+    shutil.rmtree(outside, ignore_errors=True)
+    outside.mkdir()
+
+    def swap() -> None:
+        os.rename(folder, outside / "tools")
+        os.rename(older, folder)
+
+    run = run_forked(case.args("apply", root), before=move_before_replace(Path(HOOKED).name, swap))
+    assert (outside / "tools").is_dir(), "the hook did not run"
+    assert run.code == 7, (run.code, run.out, run.err)
+    assert "its folder was moved or replaced while patchkit wrote in it" in run.err, run.err
