@@ -678,7 +678,7 @@ class _Clock:
     runs after each sleep (it may release the lock). Everything else is the real time module."""
 
     def __init__(self, on_sleep: Callable[[float], None]) -> None:
-        self.now, self.on_sleep = 1000.0, on_sleep
+        self.now, self.on_sleep, self.sleeps = 1000.0, on_sleep, 0
 
     def __getattr__(self, name: str) -> object:
         return getattr(time, name)
@@ -688,6 +688,7 @@ class _Clock:
 
     def sleep(self, seconds: float) -> None:
         self.now += seconds
+        self.sleeps += 1
         self.on_sleep(self.now - 1000.0)
 
 
@@ -731,9 +732,11 @@ def test_a_waiter_is_told_who_holds_the_lock_after_one_second_of_waiting_not_bef
             took = clock.now - 1000.0
     finally:
         os.close(fd)
-    # The poll's sleeps double from 10 ms up to 200 ms: a lock let go is taken within the time waited so far.
+    # The poll's sleeps double from 10 ms up to 200 ms: a lock let go is taken within the time waited so far, and
+    # a wait of a second is a dozen polls, not a hundred (kills :419 `delay * 1`, the full run of 2026-12-06)
     assert release_at <= took <= min(2 * release_at + 0.01, release_at + 0.2) + 1e-9, took
     assert len(told) == told_times, (told, took)
+    assert clock.sleeps <= 6 + (took - 0.31) / 0.2 + 1, (clock.sleeps, took)
 
 
 @pytest.mark.parametrize("timeout", [1, 0])

@@ -650,6 +650,47 @@ def test_what_is_swapped_in_before_the_original_is_opened_for_its_attributes_is_
     assert elsewhere.read_bytes() == b"not in the tree\n"
 
 
+@pytest.mark.parametrize("inode", ["lower", "higher"])
+def test_another_file_swapped_in_after_the_write_is_named_not_the_one_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inode: str
+) -> None:
+    """Between the write and its check, another file (of a lower, or a higher, inode number than the file written;
+    another size) is renamed in at a written file's name: the check says the file at its name is not the one
+    patchkit just wrote (not that its size is wrong), the commit fails.
+
+    Kills patchkit/workspace/commit.py:653's comparisons of the file's identity (`>`, `<`, `is`, `and`), the full
+    run of 2026-12-06: the later read-back caught a swapped file of the same size only."""
+    from patchkit.workspace import commit as commit_module
+
+    pool = tmp_path.parent / f"{tmp_path.name}-theirs"
+    pool.mkdir()
+    early = [pool / f"early-{n}" for n in range(20)]
+    for path in early:
+        path.write_bytes(b"theirs, a size of its own\n")
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    real = commit_module.lstat_at
+    swapped: list[bool] = []
+
+    def lstat_after_a_swap(folder: int, name: str) -> os.stat_result | None:
+        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not swapped:
+            written = target.stat().st_ino
+            late = [pool / f"late-{n}" for n in range(20)]
+            for path in late:
+                path.write_bytes(b"theirs, a size of its own\n")
+            side = [p for p in early + late if (p.stat().st_ino < written) == (inode == "lower")]
+            if not side:
+                pytest.skip(f"no file of a {inode} inode number than the written one here")
+            swapped.append(True)
+            os.rename(side[0], target)
+        return real(folder, name)
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_after_a_swap)
+    with pytest.raises(WriteFailedError, match="the file at its name is not the one patchkit just wrote"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert swapped
+
+
 def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
