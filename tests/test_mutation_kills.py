@@ -2010,3 +2010,36 @@ def test_a_holder_line_that_cannot_be_written_does_not_stop_the_apply(
     res = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert res.code == 0, (res.code, res.out, res.err)
     assert (root / "engine/a.py").read_bytes() == AFTER["engine/a.py"]
+
+
+@needs_root
+def test_a_user_is_held_to_the_blocks_any_user_may_take(user: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run by the unprivileged user on a tree it owns, the room check counts only the blocks and inodes any user
+    may take (f_bavail, f_favail), not those kept for root: with plenty kept for root and none for users, the
+    apply is refused (exit 7, not enough room), nothing written.
+
+    Kills patchkit/workspace/commit.py:310:core/ReplaceComparisonOperator_Eq_GtE#1 (`os.geteuid() >= 0`: every
+    user counted as root; the full run of 2026-12-06), which no run as root can tell."""
+    real = os.fstatvfs
+
+    def kept_for_root(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, 1 << 20, 0, 1 << 20, 1 << 20, 0, v.f_flag,
+                                  v.f_namemax))
+
+    with shared_case() as case:
+        root = case.fresh("users-share")
+        chown_tree(root, *user)
+        assert run_here(case.args("status", root)) == 3  # imports, as root
+        monkeypatch.setattr(os, "fstatvfs", kept_for_root)  # in the forked child too
+
+        def apply() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                code = run(case.args("apply", root))
+            if code != 7 or "not enough room on the filesystem" not in err.getvalue():
+                raise AssertionError(f"apply as the user: exit {code}: {err.getvalue()}")
+
+        as_user(*user, apply)
+        assert image(root) == case.original

@@ -394,6 +394,24 @@ def test_root_may_use_the_blocks_and_inodes_kept_for_it(tmp_path: Path, monkeypa
     assert image(tmp_path) != start
 
 
+def test_the_journals_512_bytes_are_counted_for_each_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files rewritten, their originals 3,500 bytes in all: the journal's room is 3500 + 4096 + 2 x 512 =
+    8,620 bytes, three blocks (with 512 bytes for the two files together, two), and each new file one: 20,480
+    bytes and 3 inodes.
+
+    Kills patchkit/workspace/commit.py:287:core/ReplaceBinaryOperator_Mul_FloorDiv#3 (`512 // len(entries)`, the
+    same as 512 * 1 for the one-file commits of the other tests; the full run of 2026-12-06)."""
+    (tmp_path / "a.py").write_bytes(b"a" * 1750)
+    (tmp_path / "b.py").write_bytes(b"b" * 1750)
+    changes = [FileChange(name, read_snapshot(tmp_path, name), Snapshot(name, b"new\n", 0o644))
+               for name in ("a.py", "b.py")]
+    report_one_free_block(monkeypatch)
+    with pytest.raises(WriteFailedError, match="this write needs 20480 bytes and 3 inodes"):
+        commit_changes(tmp_path, changes)
+
+
 def test_the_free_space_check_keeps_a_margin_of_one_mebibyte(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A small commit on a filesystem with exactly 1 MiB free is refused (the margin is not room to write in),
     naming the margin; with 2 MiB free the same commit lands.
@@ -687,6 +705,76 @@ def test_another_file_swapped_in_after_the_write_is_named_not_the_one_written(
 
     monkeypatch.setattr(commit_module, "lstat_at", lstat_after_a_swap)
     with pytest.raises(WriteFailedError, match="the file at its name is not the one patchkit just wrote"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert swapped
+
+
+@pytest.mark.parametrize("change", ["mode-below", "mode-above", "shorter", "longer"])
+def test_a_written_file_changed_in_place_before_its_check_is_named_by_its_size_or_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """Between the write and its check, the very file written (the same inode) gets another mode (below or above
+    the one written) or size (shorter or longer): the check says its size or mode is not what patchkit wrote, and
+    the commit fails.
+
+    Kills patchkit/workspace/commit.py:656's comparisons of the mode and the size (`<`, `>`, `and`; the full run
+    of 2026-12-06): a mode changed one way, or alone, was let through; a size changed one way was caught by the
+    read-back only, named by its content."""
+    from patchkit.workspace import commit as commit_module
+
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"  # written 0o640, 10 bytes
+    real = commit_module.lstat_at
+    changed: list[bool] = []
+
+    def lstat_after_a_change(folder: int, name: str) -> os.stat_result | None:
+        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not changed:
+            changed.append(True)
+            if change.startswith("mode"):
+                target.chmod(0o600 if change == "mode-below" else 0o644)
+            else:
+                with open(target, "ab") as handle:
+                    if change == "shorter":
+                        handle.truncate(5)
+                    else:
+                        handle.write(b"+")
+        return real(folder, name)
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_after_a_change)
+    with pytest.raises(WriteFailedError, match="its size or mode is not what patchkit just wrote"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert changed
+
+
+def test_a_link_swapped_in_right_before_the_read_back_is_not_followed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after the check's lstat (which saw the file written), a link to a copy of it is put at its name: the
+    read-back's open does not follow it ("it cannot be read back (Too many levels of symbolic links)"), the commit
+    fails.
+
+    Kills patchkit/workspace/commit.py:660:core/ReplaceBinaryOperator_BitOr_BitAnd#24 (the read-back's
+    O_NOFOLLOW dropped, the full run of 2026-12-06): the link was followed to the copy, caught later by its
+    identity and named as another file."""
+    from patchkit.workspace import commit as commit_module
+
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    copy = tmp_path.parent / f"{tmp_path.name}-copy"
+    real = commit_module.lstat_at
+    swapped: list[bool] = []
+
+    def lstat_then_a_link(folder: int, name: str) -> os.stat_result | None:
+        st = real(folder, name)
+        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not swapped:
+            swapped.append(True)
+            copy.write_bytes(target.read_bytes())
+            target.unlink()
+            target.symlink_to(copy)
+        return st
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_a_link)
+    with pytest.raises(WriteFailedError, match=r"it cannot be read back \(Too many levels of symbolic links\)"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert swapped
 
