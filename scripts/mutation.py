@@ -58,6 +58,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import difflib
 import hashlib
 import json
 import multiprocessing
@@ -113,17 +114,17 @@ _DIFF = ("tests/test_diffs.py", "tests/test_manifest.py", "tests/test_globs.py",
 # test file here (or a test to one of these files).
 MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/treestate.py": (*_JUDGE, "tests/test_untrusted_state.py", "tests/test_startup.py",
-                                    "tests/test_mutation_kills.py"),
-    "patchkit/judge/verdicts.py": (*_JUDGE, "tests/test_mutation_kills.py"),
+                                    "tests/test_judge_kills.py"),
+    "patchkit/judge/verdicts.py": (*_JUDGE, "tests/test_judge_kills.py"),
     # git's places for a ported image's hunks, out of their line order, rewritten in file order (1 s)
-    "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_mutation_kills.py",
+    "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_judge_kills.py",
                                   "tests/test_ported.py::test_a_hunk_git_places_above_the_one_before_it_on_a_"
                                   "fingerprinted_image"),
     "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py"),
     # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
     "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py",
                                 "tests/test_lookalikes.py", "tests/test_matching_reference.py",
-                                "tests/test_mutation_kills.py"),
+                                "tests/test_judge_kills.py"),
     "patchkit/workspace/trust.py": ("tests/test_state_trust.py", "tests/test_untrusted_state.py",
                                     "tests/test_workspace.py", "tests/test_mutation_kills.py"),
     # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment
@@ -165,7 +166,9 @@ MODULES: dict[str, tuple[str, ...]] = {
                                      "say_so",
                                      # ensure_gitignore's failure, before the transaction (1 s)
                                      "tests/test_hostile_fs.py::test_a_state_gitignore_that_cannot_be_written_is_"
-                                     "a_clear_error_before_any_change"),
+                                     "a_clear_error_before_any_change",
+                                     # stale bytecode caches removed unread, and put back (2 s)
+                                     "tests/test_bytecode.py"),
     "patchkit/diff/filtering.py": (*_DIFF, "tests/test_mutation_kills.py"),
     # --root-from-package in process (test_provenance) and through --python given as a relative path (test_messages)
     "patchkit/input/environment.py": ("tests/test_python_env.py", "tests/test_untrusted_env.py",
@@ -243,6 +246,73 @@ def stale_equivalents(equivalents: dict[str, str]) -> list[str]:
         found = {m.id for m in find_mutants(module)[0]} if Path(module).exists() else set()
         stale += [ident for ident in equivalents if ident.split(":")[0] == module and ident not in found]
     return stale
+
+
+def _places(module: str, text: str | None = None) -> dict[str, tuple[str, tuple[int, int], tuple[int, int]]]:
+    """id -> (operator, start, end) of `module`'s mutants, as in the worktree or (`text`) as in another version."""
+    if text is None:
+        mutants, items = find_mutants(module)
+    else:
+        home = Path.cwd()
+        with tempfile.TemporaryDirectory(prefix="patchkit-follow-") as scratch:
+            (Path(scratch) / module).parent.mkdir(parents=True)
+            (Path(scratch) / module).write_text(text, encoding="utf-8")
+            os.chdir(scratch)
+            try:
+                mutants, items = find_mutants(module)
+            finally:
+                os.chdir(home)
+    places = {}
+    for mutant in mutants:
+        (spec,) = items[mutant.id].mutations  # type: ignore[attr-defined]
+        places[mutant.id] = (mutant.operator, tuple(spec.start_pos), tuple(spec.end_pos))
+    return places  # type: ignore[return-value]
+
+
+def _occurrence(ident: str) -> int:
+    return int(ident.rpartition("#")[2])
+
+
+def follow_equivalents(rev: str, equivalents: dict[str, str]) -> tuple[dict[str, str], list[str]]:
+    """Where each listed equivalent of a module changed since git revision `rev` is now: (old id -> new id for
+    those that moved, the ids whose own lines changed, or whose mutant is gone, to triage anew).
+
+    A mutant follows its lines when they are unchanged between `rev` and the worktree (difflib's matching
+    blocks): the same operator at the same columns of the lines they moved to. Its occurrence number is taken from
+    today's code, so an operator's places added or removed above it are followed too."""
+    moved: dict[str, str] = {}
+    lost: list[str] = []
+    for module in sorted({ident.split(":")[0] for ident in equivalents}):
+        shown = subprocess.run(["git", "show", f"{rev}:{module}"], cwd=REPO, capture_output=True, text=True)
+        if shown.returncode != 0 or not Path(module).exists():
+            continue
+        old_text, new_text = shown.stdout, Path(module).read_text(encoding="utf-8")
+        if old_text == new_text:
+            continue
+        old_places, new_places = _places(module, old_text), _places(module)
+        here: dict[tuple[str, tuple[int, int], tuple[int, int]], list[str]] = {}  # several a place: NumberReplacer
+        for ident, place in new_places.items():  # +1 and -1 of one number
+            here.setdefault(place, []).append(ident)
+        before: dict[tuple[str, tuple[int, int], tuple[int, int]], list[str]] = {}
+        for ident, place in old_places.items():
+            before.setdefault(place, []).append(ident)
+        lines: dict[int, int] = {}
+        matcher = difflib.SequenceMatcher(None, old_text.splitlines(), new_text.splitlines(), autojunk=False)
+        for block in matcher.get_matching_blocks():
+            lines.update((block.a + k + 1, block.b + k + 1) for k in range(block.size))
+        for ident in (i for i in equivalents if i.split(":")[0] == module and i in old_places):
+            operator, start, end = old_places[ident]
+            first, last = lines.get(start[0]), lines.get(end[0])
+            found = None
+            if first is not None and last is not None and last - first == end[0] - start[0]:
+                siblings = here.get((operator, (first, start[1]), (last, end[1])), [])
+                rank = sorted(before[operator, start, end], key=_occurrence).index(ident)
+                found = sorted(siblings, key=_occurrence)[rank] if rank < len(siblings) else None
+            if found is None:
+                lost.append(ident)
+            elif found != ident:
+                moved[ident] = found
+    return moved, lost
 
 
 class Record:
@@ -1249,6 +1319,9 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
                              "FILE already holds for this version of a module from it instead of running them: a "
                              "stopped run picks up where it was")
     parser.add_argument("--list", action="store_true", help="print the modules and their tests, and exit")
+    parser.add_argument("--follow", metavar="REV",
+                        help="move the equivalents file's ids of the modules changed since git revision REV to "
+                             "where their mutants are now (their lines unchanged), and list those whose lines changed")
     parser.add_argument("--stale", action="store_true",
                         help="print the equivalents file's ids that name no mutant of today's code (exit 1 if any)")
     args = parser.parse_args(argv)
@@ -1269,6 +1342,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{module}: {' '.join(tests)}")
         return 0
     equivalents = load_equivalents()
+    if args.follow:
+        moved, lost = follow_equivalents(args.follow, equivalents)
+        text = EQUIVALENTS.read_text(encoding="utf-8")
+        text = re.sub(r'^"([^"]+)"', lambda m: f'"{moved.get(m.group(1), m.group(1))}"', text, flags=re.MULTILINE)
+        EQUIVALENTS.write_text(text, encoding="utf-8")
+        for old, new in moved.items():
+            print(f"moved: {old} -> {new}")
+        for ident in lost:
+            print(f"its lines changed (triage it anew): {ident}")
+        print(f"{len(moved)} moved, {len(lost)} to triage anew")
+        return 1 if lost else 0
     if args.stale:
         stale = stale_equivalents(equivalents)
         print("\n".join(stale) if stale else f"no stale id in {EQUIVALENTS.name}")

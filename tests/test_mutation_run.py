@@ -343,3 +343,27 @@ def test_a_listed_equivalent_is_run_again_only_when_its_code_changed(tmp_path: P
     changed, changed_log, _ = run(tmp_path)
     assert outcome(changed) == ("equivalent", "both branches return None")
     assert changed_log.count("spare") >= 2
+
+
+def test_follow_moves_a_listed_equivalent_to_where_its_mutant_is_now(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    project = tmp_path / "project"
+    (project / MODULE).write_text(SPARE, encoding="utf-8")
+    spare = f"{MODULE}:20:core/AddNot#5"
+    listed = f'[equivalent]\n"{spare}" = "both branches return None"\n"{MODULE}:2:core/AddNot#0" = "a wrong listing"\n'
+    (project / "scripts/mutation_equivalent.toml").write_text(listed, encoding="utf-8")
+    subprocess.run(["git", "add", "-A"], cwd=project, check=True)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t.invalid", "commit", "-qm", "spare"],
+                   cwd=project, check=True)
+    # two lines above spare(), one with an `if` of its own (AddNot's places after it are counted one further), and
+    # pick()'s first `if` edited
+    edited = SPARE.replace("    if first:\n", "    if first or False:\n").replace(
+        "\n\ndef spare(flag):", "\n\nEXTRA = 1 if True else 2\n\n\ndef spare(flag):")
+    (project / MODULE).write_text(edited, encoding="utf-8")
+    done = subprocess.run([sys.executable, "scripts/mutation.py", "--follow", "HEAD"], cwd=project,
+                          env=environment(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert f"moved: {spare} -> {MODULE}:23:core/AddNot#6" in done.stdout, done.stdout
+    assert f"its lines changed (triage it anew): {MODULE}:2:core/AddNot#0" in done.stdout, done.stdout
+    assert (project / "scripts/mutation_equivalent.toml").read_text(encoding="utf-8") == listed.replace(
+        spare, f"{MODULE}:23:core/AddNot#6")

@@ -449,6 +449,54 @@ def test_the_inode_check_keeps_a_margin_of_16_inodes(tmp_path: Path, monkeypatch
     assert image(tmp_path) != start
 
 
+def test_the_inode_margin_is_added_to_a_write_of_16_to_31_inodes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """20 files created beside each other need 21 inodes (the journal's too), a count with the 16 bit set: with
+    21 + 15 free the commit is refused, with 21 + 16 it lands.
+
+    Kills patchkit/workspace/commit.py:316's `inodes | INODE_MARGIN` and `inodes ^ INODE_MARGIN` (the same as +
+    below 16 inodes, where the other tests stay; the full run of 2026-12-06)."""
+    (tmp_path / "pkg").mkdir()
+    changes = [FileChange(f"pkg/f{n}.py", Snapshot(f"pkg/f{n}.py", None, None), Snapshot(f"pkg/f{n}.py", b"x\n", 0o644))
+               for n in range(20)]
+    real = os.fstatvfs
+    free = [0]
+
+    def counted(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, 1 << 20, free[0],
+                                  free[0], v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", counted)
+    free[0] = 21 + 15
+    with pytest.raises(WriteFailedError, match=r"this write needs [0-9]+ bytes and 21 inodes"):
+        commit_changes(tmp_path, changes)
+    free[0] = 21 + 16
+    commit_changes(tmp_path, changes)
+    assert len(list((tmp_path / "pkg").iterdir())) == 20
+
+
+def test_a_filesystem_without_an_inode_limit_is_not_held_to_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A filesystem that counts no inodes (btrfs: f_files 0, f_ffree 0) has no inode limit: the commit lands.
+
+    Kills patchkit/workspace/commit.py:316's `vfs.f_files > -1` and `>= 0` (NumberReplacer#45, Gt_GtE#2, the full
+    run of 2026-12-06), under which every commit on such a filesystem was refused for want of inodes."""
+    start = make_tree(tmp_path)
+    real = os.fstatvfs
+
+    def btrfs(fd: int) -> os.statvfs_result:
+        v = real(fd)
+        return os.statvfs_result((v.f_bsize, v.f_frsize, v.f_blocks, v.f_bfree, v.f_bavail, 0, 0, 0, v.f_flag,
+                                  v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", btrfs)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    assert image(tmp_path) != start
+
+
 def test_a_transaction_in_300_folders_holds_256_folder_descriptors_and_walks_to_the_rest(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -478,6 +526,38 @@ def test_a_transaction_in_300_folders_holds_256_folder_descriptors_and_walks_to_
     commit_changes(tmp_path, changes)
     assert seen == [256]
     assert {(tmp_path / f"d{index:03}" / "f.py").read_bytes() for index in range(300)} == {b"x = 2\n"}
+
+
+def test_the_space_margin_is_added_to_a_write_of_over_a_mebibyte(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit that needs more than 1 MiB (here a file of 1 MiB and a byte: 257 blocks, the 2**20 bit of the
+    total set) and a filesystem with that plus the 1 MiB margin, less a byte, free: refused; with exactly that
+    free: it lands.
+
+    Kills patchkit/workspace/commit.py:315's `size | SPACE_MARGIN`, `size ^ SPACE_MARGIN` (the same as + below
+    1 MiB, where every other test stays) and `>= free` (the full run of 2026-12-06)."""
+    (tmp_path / "big.bin").write_bytes(b"")
+    change = FileChange("big.bin", read_snapshot(tmp_path, "big.bin"), Snapshot("big.bin", b"x" * (1 << 20 | 1), 0o644))
+    real = os.fstatvfs
+    free = [4096]
+
+    def counted(fd: int) -> os.statvfs_result:
+        v = real(fd)  # 1-byte fragments, so the free bytes are exactly the free blocks
+        return os.statvfs_result((v.f_bsize, 1, v.f_blocks, free[0], free[0], v.f_files, v.f_ffree, v.f_favail,
+                                  v.f_flag, v.f_namemax))
+
+    monkeypatch.setattr(os, "fstatvfs", counted)
+    with pytest.raises(WriteFailedError) as refused:
+        commit_changes(tmp_path, [change])
+    needed = int(str(refused.value).split("this write needs ", 1)[1].split(" bytes", 1)[0])
+    assert needed & (1 << 20), needed
+    free[0] = needed + (1 << 20) - 1
+    with pytest.raises(WriteFailedError, match="not enough room"):
+        commit_changes(tmp_path, [change])
+    free[0] = needed + (1 << 20)
+    commit_changes(tmp_path, [change])
+    assert (tmp_path / "big.bin").stat().st_size == 1 << 20 | 1
 
 
 def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -515,6 +595,59 @@ def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, mon
         signal.alarm(0)
         signal.signal(signal.SIGALRM, previous)
     assert swapped
+
+
+@pytest.mark.parametrize("swapped_in", ["fifo", "link"])
+def test_what_is_swapped_in_before_the_original_is_opened_for_its_attributes_is_never_followed_or_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, swapped_in: str
+) -> None:
+    """Right after the judged-bytes check, before the write opens the original to copy its attributes to the new
+    file, another process puts a FIFO, or a link to a file elsewhere, at its name: the open neither blocks on the
+    FIFO nor follows the link (it refuses it: "Too many levels of symbolic links"); the commit fails, the tree
+    restored, the link's target untouched.
+
+    Kills patchkit/workspace/commit.py:579's mutants of that open's flags that drop O_NONBLOCK (the commit hung on
+    the FIFO) or O_NOFOLLOW (the link followed) (BitAnd#17, #18, the full run of 2026-12-06)."""
+    from patchkit.workspace import commit as commit_module
+
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    elsewhere = tmp_path.parent / f"{tmp_path.name}-elsewhere"
+    elsewhere.write_bytes(b"not in the tree\n")
+    real = commit_module._judged_bytes
+    swapped: list[bool] = []
+
+    def judged_then_swap(parent: int, entry: object) -> int | None:
+        ctime = real(parent, entry)  # type: ignore[arg-type]
+        if not swapped and getattr(entry, "path", "") == "pkg/a.py":
+            swapped.append(True)
+            if swapped_in == "fifo":
+                os.mkfifo(tmp_path / "fifo", 0o640)
+                os.rename(tmp_path / "fifo", target)
+            else:
+                target.unlink()
+                target.symlink_to(elsewhere)
+        return ctime
+
+    class Hung(BaseException):  # not an OSError (TimeoutError is one), which the commit turns into a failed write
+        pass
+
+    def hung(signum: int, frame: object) -> None:
+        raise Hung("the open blocked on the FIFO")
+
+    monkeypatch.setattr(commit_module, "_judged_bytes", judged_then_swap)
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(10)
+    try:
+        with pytest.raises(WriteFailedError) as refused:
+            commit_changes(tmp_path, changes_for(tmp_path))
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert swapped
+    if swapped_in == "link":
+        assert "Too many levels of symbolic links" in str(refused.value), refused.value
+    assert elsewhere.read_bytes() == b"not in the tree\n"
 
 
 def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(

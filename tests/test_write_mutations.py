@@ -122,3 +122,29 @@ def test_the_same_hooks_without_a_change_still_succeed(case: Case, user: tuple[i
         run = run_forked(case.args("apply", root), before=at_operation(op, lambda a: True, lambda: None))
         assert run.code == 0, (op, run.err)
         assert image(root) == case.patched
+
+
+def test_a_file_created_again_is_found_past_a_deletion_whose_folder_went_away(user: tuple[int, int]) -> None:
+    """Two deletions: the first empties its folder (removed at the end), the second leaves its folder; the second
+    file is created again while patchkit finishes: the check of what the change deleted passes over the first
+    (its folder gone) and finds the second (exit 7, their file kept).
+
+    Kills patchkit/workspace/commit.py:505:core/ReplaceContinueWithBreak#2 (the full run of 2026-12-06), under
+    which the check stopped at the first deletion whose folder was gone, and the run ended exit 0."""
+    before = {"engine/aaa/first.py": (b"first = 1\n", 0o644), "engine/legacy/gone.py": (b"gone = 1\n", 0o644),
+              "engine/legacy/keep.py": (b"keep = 1\n", 0o644)}
+    after = {"engine/aaa/first.py": None, "engine/legacy/gone.py": None}
+    with shared_case(before, after) as case:
+        root = tree_of_user(case, "two-deleted", user)
+        gone = root / "engine/legacy/gone.py"
+
+        def recreate() -> None:
+            gone.write_bytes(b"mine = 1\n")
+
+        run = run_forked(case.args("apply", root), before=at_operation(
+            "rmdir", lambda a: True, lambda: as_user(*user, recreate)))
+        assert gone.read_bytes() == b"mine = 1\n", "the hook did not run, or their file was not kept"
+        assert run.code == 7, (run.code, run.out, run.err)
+        assert "the write completed, but engine/legacy/gone.py, which this change deletes, was created again" \
+            in run.err, run.err
+        assert not (root / "engine/aaa").exists()

@@ -1,0 +1,178 @@
+"""Tests written to kill the survivors of the mutation run in the judge (patchkit/judge/: state.py, treestate.py,
+rewrite.py; scripts/mutation.py, docs/testing.md), kept apart from the workspace's (test_mutation_kills.py) so that
+a judge module's test selection runs these, not the workspace's slower ones (locks held, kill campaigns).
+
+Each test names the mutant it was written against (its id in the run's output); each was seen failing with that
+mutant applied to a copy of the module, and passing without it.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import Registry, cli, git_diff, write_tree
+
+BEFORE = {
+    "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
+    "engine/b.py": b"".join(b"b line %d\n" % i for i in range(1, 9)),
+}
+AFTER = {
+    "engine/a.py": BEFORE["engine/a.py"].replace(b"a line 4\n", b"a line 4 patched\n"),
+    "engine/b.py": BEFORE["engine/b.py"].replace(b"b line 4\n", b"b line 4 patched\n"),
+}
+
+
+def test_a_refusal_names_the_conflicting_file_not_the_clean_one_before_it(tmp_path: Path, registry: Registry) -> None:
+    """The first file is clean (not yet applied), the second one drifted: the refusal names the second one's hunk.
+
+    Kills patchkit/judge/treestate.py:43:core/AddNot#2 (`if not verdict.state in (AMBIGUOUS, CONFLICT)`), which
+    blamed the first file that is *not* undecided, with its own detail."""
+    registry.add("two-files", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    write_tree(root, {"engine/b.py": BEFORE["engine/b.py"].replace(b"b line 4\n", b"someone else\n")})
+    res = cli("apply", "two-files", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 1
+    reason = res.json()["reason"]
+    assert reason.endswith(" (engine/b.py hunk 1 @@ -1,7 +1,7 @@: at line 4 the diff expects 'b line 4' (or its "
+                           "post-image), the file has 'someone else')"), reason
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+
+
+def test_an_ambiguous_reading_at_the_first_line_is_named_line_1(tmp_path: Path, registry: Registry) -> None:
+    """Both images of the one hunk start at line 1 (its added block repeats its own context): the detail names
+    line 1 both ways, not line 2.
+
+    Kills patchkit/judge/state.py's `(pos or 0) + 1` -> `(pos or 1) + 1` in `_tie` (cosmic-ray
+    core/NumberReplacer, seed 5 on the merged judge), which counted a reading at the file's first line as line 2."""
+    from tests import test_lookalikes as lookalikes
+
+    base = b"a = 1\n\n" + lookalikes.MID + b"z = 1\n" + lookalikes.TAIL
+    patched = b"a = 1\nt = 0\n\na = 1\n\n" + lookalikes.MID + b"z = 1\n" + lookalikes.TAIL
+    registry.add("p", git_diff(tmp_path, {lookalikes.PATH: base}, {lookalikes.PATH: patched}, context=1))
+    root = tmp_path / "engine-root"
+    write_tree(root, {lookalikes.PATH: patched + b"# local\n"})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.out, res.err)
+    (hunk,) = res.json()["files"][0]["hunks"]
+    assert hunk["state"] == "ambiguous"
+    assert hunk["detail"].startswith("read as unapplied, its pre-image is at line 1; read as applied, its "
+                                     "post-image is at line 1; each reading"), hunk["detail"]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o077, 0], ids=["umask 022", "umask 077", "umask 0"])
+def test_created_files_get_exactly_the_diffs_modes_and_a_mode_change_gives_execute_to_readers(
+    tmp_path: Path, registry: Registry, umask: int
+) -> None:
+    """A created file is 0644 or 0755, exactly the diff's 100644 / 100755, whatever the umask (git apply's own
+    result, its oracle, agrees under umask 022). A 100644 -> 100755 change on a file that is 0654 (group may
+    execute, its owner may not: not executable as git counts it) gives execute to exactly those who may read:
+    0755, as git apply makes it.
+
+    Kills patchkit/judge/rewrite.py:105:core/NumberReplacer#22 to #25 (`new_file_mode` giving 0756, 0754, 0645,
+    0643) and :99:core/ReplaceBinaryOperator_BitOr_BitXor#2 and _BitOr_Add#2 (the exec bits added by `^` or `+`:
+    0745 or 0765 from 0654)."""
+    before = {"engine/run.sh": (b"#!/bin/sh\n", False)}
+    after = {"engine/run.sh": (b"#!/bin/sh\n", True), "engine/new.py": b"new = 1\n",
+             "engine/tool.sh": (b"#!/bin/sh\necho tool\n", True)}
+    diff = git_diff(tmp_path, before, after)
+    registry.add("p", diff)
+    root, oracle = tmp_path / "engine-root", tmp_path / "oracle"
+    for tree in (root, oracle):
+        write_tree(tree, before)
+        os.chmod(tree / "engine/run.sh", 0o654)
+    (tmp_path / "p.diff").write_bytes(diff)
+    old = os.umask(0o022)
+    try:
+        subprocess.run(["git", "apply", str(tmp_path / "p.diff")], cwd=oracle, check=True)
+    finally:
+        os.umask(old)
+    want = {"engine/run.sh": 0o755, "engine/new.py": 0o644, "engine/tool.sh": 0o755}
+    assert {rel: stat.S_IMODE((oracle / rel).stat().st_mode) for rel in want} == want, "git's own answer"
+    old = os.umask(umask)
+    try:
+        res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    finally:
+        os.umask(old)
+    assert res.code == 0, res.err
+    assert {rel: stat.S_IMODE((root / rel).stat().st_mode) for rel in want} == want
+
+
+def test_a_copy_of_a_hunk_in_the_unchanged_lines_between_two_hunks_is_excluded_by_the_gaps(
+        tmp_path: Path, registry: Registry) -> None:
+    """Five hunks (-U1); hunk 4's pre-image also occurs among the unchanged lines between hunks 3 and 4, and the
+    file has one line added at its top (so the diff's blob ids prove nothing). Hunks 3 and 5 are certain and
+    the gaps between them are exactly the diff's, so the copy cannot be hunk 4: apply applies it.
+
+    Kills patchkit/judge/state.py:624:core/ReplaceBinaryOperator_Sub_RShift#7 (`hunks[i >> 1].old_len`: the gap
+    above hunk 4 was counted from the end of hunk 2's length, 3 lines, not hunk 3's, 4, so it read as not exact
+    and the copy made hunk 4 ambiguous: apply refused)."""
+    lines = [b"u%d\n" % i for i in range(40)]
+    lines[22:25] = lines[30:33] = [b"x\n", b"y\n", b"z\n"]
+    old = b"".join(lines)
+    new = lines.copy()
+    for i in (3, 8, 13, 14, 36):
+        new[i] = b"changed %d\n" % i
+    new[31] = b"Y\n"
+    before, after = {"engine/a.py": old}, {"engine/a.py": b"".join(new)}
+    diff = git_diff(tmp_path, before, after, context=1)
+    assert diff.count(b"\n@@ ") == 5 and b"@@ -13,4 +13,4 @@" in diff, diff
+    registry.add("gaps", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + old})
+    res = cli("apply", "gaps", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res
+    assert (root / "engine/a.py").read_bytes() == b"top\n" + after["engine/a.py"]
+
+
+def test_the_line_git_would_use_instead_is_named_one_based(tmp_path: Path, registry: Registry, engine: Path) -> None:
+    """test_state.py's last line without a newline: git would patch the copy of the block that does end in one,
+    which starts at line 11 (ten lines above it); the hunk is ambiguous, naming that line, and `status -v` names
+    where patchkit read it (line 21, the hunk's own place: ten lines below where the diff expects it).
+
+    Kills patchkit/judge/state.py:745:core/NumberReplacer#159 (`theirs + 0`: the message named line 10, one
+    above the copy) and :782:core/ReplaceComparisonOperator_IsNot_Is#21 (`(loc.pos,) if loc.pos is None else
+    ()`: the doubted hunk kept no candidate, and the table lost its "matches at 21")."""
+    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
+    before = b"".join(lines[:19]) + b"value_19 = compute(19)"
+    after = before.replace(lines[17], b"changed = 17\n")
+    registry.add("p", git_diff(tmp_path, {"f.py": before}, {"f.py": after}))
+    tree = b"".join(lines[:10]) + b"".join(lines[14:20]) + b"".join(lines[10:19]) + b"value_19 = compute(19)"
+    write_tree(engine, {"f.py": tree})
+    status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
+    assert status.code == 5, status.out
+    detail = status.json()["files"][0]["hunks"][0]["detail"]
+    assert "`git apply` would use the match at line 11;" in detail, detail
+    table = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
+    assert "hunk 1 @@ -15,6 +15,6 @@: ambiguous (expected line 15, matches at 21)" in table.out, table.out
+
+
+def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
+        tmp_path: Path, registry: Registry, engine: Path) -> None:
+    """A hand-edited hunk whose added block repeats its own last line, at the end of the file (one line of
+    trailing context, the section's other hunk three): applied, its pre- and post-image both start at line 19,
+    and only the post-image ends where the diff saw the file end. That reading is kept (_edges): the hunk is
+    ambiguous for the pre-image inside it, read as applied, not a tie of two readings.
+
+    Kills patchkit/judge/state.py:731:core/NumberReplacer#154 (`len(fitting) == 2`: the one fitting reading was
+    dropped, both readings kept, and the detail became the tie's "each reading of the whole file holds")."""
+    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
+    before = b"".join(lines) + b"\nx = 1\n"
+    after = before.replace(lines[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
+    diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
+    diff = b"\n".join(line for line in diff.split(b"\n") if not line.startswith(b"index "))
+    diff = diff[:diff.index(b"@@ -20,3")] + (b"@@ -19,4 +19,6 @@\n value_18 = compute(18)\n value_19 = compute(19)\n"
+                                             b" \n+x = 1\n+\n x = 1\n")
+    registry.add("p", diff)
+    write_tree(engine, {"f.py": after})
+    status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
+    assert status.code == 5, status.out
+    hunks = status.json()["files"][0]["hunks"]
+    assert hunks[0]["state"] == "applied" and hunks[1]["state"] == "ambiguous", hunks
+    assert hunks[1]["detail"].startswith("read as applied, its post-image is at line 19, but its pre-image is also "
+                                         "at line 19;"), hunks[1]["detail"]
