@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from patchkit.display import shown_label
 from patchkit.errors import (
+    LockFailedError,
     LockTimeoutError,
     LockUnsupportedError,
     PatchkitError,
@@ -384,7 +385,13 @@ def _lock_folder(fd: int, path: Path, wait: LockWait, shared: bool, *, blocking:
         pass
     except OSError as exc:
         if exc.errno != errno.EBADF and exc.errno not in _NO_LOCKS:
-            raise
+            raise _lock_failed(path.parent.parent, exc) from None
+
+
+def _lock_failed(where: Path, exc: OSError) -> LockFailedError:
+    """flock's own failure on the lock file or the root folder (`where`), said as such: exit 6, nothing written."""
+    return LockFailedError(f"cannot lock it: {exc.strerror}; nothing was written", where=str(where),
+                           hint="check the filesystem holding the root (its log, its health), then rerun")
 
 
 def _write_holder(fd: int) -> bool:
@@ -433,7 +440,7 @@ def _try_flock(fd: int, flags: int, path: Path) -> bool:
         return False
     except OSError as exc:
         if exc.errno not in _NO_LOCKS:
-            raise
+            raise _lock_failed(path, exc) from None
         raise LockUnsupportedError(
             f"the filesystem holding the root refuses file locks ({os.strerror(exc.errno)})",
             where=str(path),
