@@ -2023,16 +2023,18 @@ def test_a_root_folder_that_refuses_flock_is_passed_over_by_a_writer(
     assert (root / "engine/a.py").read_bytes() == AFTER["engine/a.py"]
 
 
-@pytest.mark.parametrize("failing", ["the-lock-file", "the-root-folder"])
+@pytest.mark.parametrize(("failing", "code"), [("the-lock-file", errno.EIO), ("the-root-folder", errno.EIO),
+                                            ("the-root-folder", errno.ENOMEM)])
 def test_a_flock_that_fails_with_an_io_error_is_exit_6_naming_what_could_not_be_locked(
-    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch, failing: str
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch, failing: str, code: int
 ) -> None:
     """flock fails with EIO (a filesystem's own failure, not "no locks here"): on the lock file, or on the root
     folder that a writer which did not make the lock file locks too: the apply stops before anything is written,
     exit 6, naming what it could not lock and why (it was an internal error, exit 10).
 
     Kills patchkit/workspace/lock.py:382's AddNot#39, NotEq_Eq#4 and NotEq_Gt#4 (EIO on the root folder passed
-    over as if the folder took no locks; the full run of 2026-12-06)."""
+    over as if the folder took no locks) and NotEq_LtE#4 (ENOMEM, above EBADF's number, passed over), the full run
+    of 2026-12-06."""
     import fcntl
 
     root = _applied_and_reverted(tmp_path, registry)
@@ -2042,13 +2044,13 @@ def test_a_flock_that_fails_with_an_io_error_is_exit_6_naming_what_could_not_be_
 
     def failing_flock(fd: int, operation: int) -> None:
         if os.fstat(fd).st_ino == inode and operation & (fcntl.LOCK_SH | fcntl.LOCK_EX):
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
+            raise OSError(code, os.strerror(code))
         real(fd, operation)
 
     monkeypatch.setattr(fcntl, "flock", failing_flock)
     res = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert res.code == 6, (res.code, res.out, res.err)
     where = lock if failing == "the-lock-file" else root
-    assert res.err.startswith(f"patchkit: error: {where}: cannot lock it: Input/output error; nothing was written"), \
+    assert res.err.startswith(f"patchkit: error: {where}: cannot lock it: {os.strerror(code)}; nothing was written"), \
         res.err
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
