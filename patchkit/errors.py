@@ -109,6 +109,11 @@ class LockUnsupportedError(LockTimeoutError):
     """The filesystem under the root refuses flock (some NFSv3 mounts without lockd, FUSE, 9p): no lock, no write."""
 
 
+class LockFailedError(LockTimeoutError):
+    """flock failed on the root's lock file or folder with an error of the filesystem's own (EIO, ...): no lock,
+    no write."""
+
+
 class WriteFailedError(PatchkitError):
     """Writing the engine tree failed; the transaction was rolled back."""
 

@@ -1311,7 +1311,7 @@ def test_a_status_refuses_a_lock_that_is_a_link_and_does_not_fall_back_to_the_fo
     lock.symlink_to("elsewhere")
     res = cli("status", "p", "--root", root, "--patches", registry.path)
     assert res.code == 7, (res.code, res.out, res.err)
-    assert f"{lock}: cannot create the lock file: Too many levels of symbolic links" in res.err, res.err
+    assert f"{lock}: cannot open the lock file: Too many levels of symbolic links" in res.err, res.err
     assert res.out == ""
 
 
@@ -1875,7 +1875,7 @@ def test_a_readers_read_only_fallback_open_of_the_lock_does_not_follow_a_link(
     monkeypatch.setattr(os, "open", writing_refused)
     res = cli("status", "p", "--root", root, "--patches", registry.path)
     assert res.code == 7, (res.code, res.out, res.err)
-    assert f"{lock}: cannot create the lock file: Too many levels of symbolic links" in res.err, res.err
+    assert f"{lock}: cannot open the lock file: Too many levels of symbolic links" in res.err, res.err
 
 
 def test_an_older_patchkits_0644_lock_is_made_private_by_a_writer_not_by_a_reader(
@@ -1920,6 +1920,43 @@ def test_a_users_own_0644_lock_is_made_private_by_its_apply(user: tuple[int, int
                 raise AssertionError(f"apply as the user: exit {code}, lock mode {lock.stat().st_mode:o}")
 
         as_user(*user, apply)
+
+
+@needs_root
+def test_a_user_may_not_apply_on_roots_tree_even_through_an_older_0644_lock(user: tuple[int, int]) -> None:
+    """root's tree with an older patchkit's 0644 lock (which anyone may open for reading): a user's apply is
+    refused at the lock, as on any tree it may not write (exit 2, "this user may not write"), instead of taking
+    the exclusive lock through a read-only descriptor and failing later; nothing is changed, the lock included."""
+    with shared_case() as case:
+        root = case.fresh("roots-tree", patched=True)
+        assert run_here(case.args("revert", root)) == 0
+        lock = root / ".patchkit" / "lock"
+        lock.chmod(0o644)
+        (root / "engine").chmod(0o755)  # readable by the user: only the lock stops it
+        start = image(root)
+
+        def apply() -> None:
+            os.chdir(case.workdir)  # not the checkout, which may be 0700
+            err = io.StringIO()
+            with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+                code = run(case.args("apply", root))
+            said = err.getvalue()
+            if code != 2 or f"hint: this user may not write {root}/.patchkit" not in said:
+                raise AssertionError(f"apply as the user: exit {code}: {said}")
+
+        as_user(*user, apply)
+        assert image(root) == start
+
+
+def test_a_journal_label_is_cut_short_in_doctors_line(tmp_path: Path, registry: Registry) -> None:
+    """A journal whose label is 5,000 characters (a damaged file): doctor's line gives its first 200 and "..."."""
+    root = _applied_and_reverted(tmp_path, registry)
+    journal = root / ".patchkit" / "journal.json"
+    journal.write_bytes(json.dumps({"label": "apply of " + "p" * 5000}).encode() + b"\n")
+    journal.chmod(0o600)
+    res = cli("doctor", "--root", root, "--patches", registry.path)
+    state = next(line for line in res.out.splitlines() if line.startswith("state"))
+    assert state.endswith("; an interrupted apply of " + "p" * 191 + "... left a journal"), state
 
 
 def test_a_reader_still_waits_for_a_writer_through_the_root_folder_when_the_lock_file_is_gone(
@@ -2043,3 +2080,36 @@ def test_a_user_is_held_to_the_blocks_any_user_may_take(user: tuple[int, int], m
 
         as_user(*user, apply)
         assert image(root) == case.original
+
+
+@pytest.mark.parametrize(("failing", "code"), [("the-lock-file", errno.EIO), ("the-root-folder", errno.EIO),
+                                            ("the-root-folder", errno.ENOMEM)])
+def test_a_flock_that_fails_with_an_io_error_is_exit_6_naming_what_could_not_be_locked(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch, failing: str, code: int
+) -> None:
+    """flock fails with EIO (a filesystem's own failure, not "no locks here"): on the lock file, or on the root
+    folder that a writer which did not make the lock file locks too: the apply stops before anything is written,
+    exit 6, naming what it could not lock and why (it was an internal error, exit 10).
+
+    Kills patchkit/workspace/lock.py:382's AddNot#39, NotEq_Eq#4 and NotEq_Gt#4 (EIO on the root folder passed
+    over as if the folder took no locks) and NotEq_LtE#4 (ENOMEM, above EBADF's number, passed over), the full run
+    of 2026-12-06."""
+    import fcntl
+
+    root = _applied_and_reverted(tmp_path, registry)
+    lock = root / ".patchkit" / "lock"
+    inode = (lock if failing == "the-lock-file" else root).stat().st_ino
+    real = fcntl.flock
+
+    def failing_flock(fd: int, operation: int) -> None:
+        if os.fstat(fd).st_ino == inode and operation & (fcntl.LOCK_SH | fcntl.LOCK_EX):
+            raise OSError(code, os.strerror(code))
+        real(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", failing_flock)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 6, (res.code, res.out, res.err)
+    where = lock if failing == "the-lock-file" else root
+    assert res.err.startswith(f"patchkit: error: {where}: cannot lock it: {os.strerror(code)}; nothing was written"), \
+        res.err
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]

@@ -34,7 +34,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
+from patchkit.display import shown_label
 from patchkit.errors import (
+    LockFailedError,
     LockTimeoutError,
     LockUnsupportedError,
     PatchkitError,
@@ -110,7 +112,8 @@ def locked(
         if exc.errno in _NOT_WRITABLE and not shared:
             raise not_writable(root, exc) from None
         if not (shared and exc.errno in _NOT_WRITABLE):
-            raise WriteFailedError(f"cannot create the lock file: {exc.strerror}", where=str(path)) from None
+            done = "open" if shared else "create"  # a reader never creates it
+            raise WriteFailedError(f"cannot {done} the lock file: {exc.strerror}", where=str(path)) from None
         fd = None
     wrote_holder = False
     # A reader that finds no lock file it may open (nothing created for it) locks the root folder itself,
@@ -198,7 +201,7 @@ def pending_label(root: Root) -> str:
         label = json.loads(data.partition(b"\n")[0]).get("label")
     except (OSError, ValueError, AttributeError, PatchkitError):
         label = None
-    return label if isinstance(label, str) and label.isprintable() else "transaction"
+    return shown_label(label) if isinstance(label, str) and label.isprintable() else "transaction"
 
 
 def read_holder(fd: int, path: Path) -> LockHolder | None:
@@ -326,6 +329,8 @@ def _open_lock_file(state_fd: int, path: Path, create: bool) -> tuple[int | None
                 raise
             return None, False
         except PermissionError:  # a reader of another user: a read-only descriptor flocks just as well
+            if create:
+                raise  # a writer must write its holder line, and the tree: this user may not (locked() says so)
             fd = os.open(LOCK_NAME, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=state_fd)
     st = os.fstat(fd)
     if not stat.S_ISREG(st.st_mode):
@@ -380,7 +385,13 @@ def _lock_folder(fd: int, path: Path, wait: LockWait, shared: bool, *, blocking:
         pass
     except OSError as exc:
         if exc.errno != errno.EBADF and exc.errno not in _NO_LOCKS:
-            raise
+            raise _lock_failed(path.parent.parent, exc) from None
+
+
+def _lock_failed(where: Path, exc: OSError) -> LockFailedError:
+    """flock's own failure on the lock file or the root folder (`where`), said as such: exit 6, nothing written."""
+    return LockFailedError(f"cannot lock it: {exc.strerror}; nothing was written", where=str(where),
+                           hint="check the filesystem holding the root (its log, its health), then rerun")
 
 
 def _write_holder(fd: int) -> bool:
@@ -429,7 +440,7 @@ def _try_flock(fd: int, flags: int, path: Path) -> bool:
         return False
     except OSError as exc:
         if exc.errno not in _NO_LOCKS:
-            raise
+            raise _lock_failed(path, exc) from None
         raise LockUnsupportedError(
             f"the filesystem holding the root refuses file locks ({os.strerror(exc.errno)})",
             where=str(path),
