@@ -203,3 +203,32 @@ def test_a_file_touched_three_times_with_its_first_two_sections_applied_reads_pa
     assert res.code == 4, (res.code, res.out, res.err)
     assert cli("apply", "p", "--complete", "--root", root, "--patches", registry.path).code == 0
     assert (root / "engine/f.py").read_bytes() == step3
+
+
+def test_a_file_touched_three_times_with_its_last_section_drifted_names_that_section(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A diff that touches one file three times (line 5 x -> y, then y -> z on top of it, then line 10), on a tree
+    where the first two are not applied and line 10 was edited by someone else: no "first j applied" reading
+    holds, so the chain is read forward (each unapplied section applied before the next is read): the third
+    conflicts, and it is the one named ("section 3 is conflict"); the state is conflict.
+
+    Kills patchkit/judge/state.py:216-217's mutants of that forward reading (an unapplied section not applied, or
+    reverted, before the next: the second then conflicted and was named instead), :258's of the section's
+    number and :261's AddNot#23 (the undecided section made ambiguous and the others kept), the full run of
+    2026-12-06."""
+    lines = [b"line %d\n" % i for i in range(1, 15)]
+    base = b"".join(lines)
+    step1 = base.replace(b"line 5\n", b"line 5 y\n")
+    step2 = step1.replace(b"line 5 y\n", b"line 5 z\n")
+    step3 = step2.replace(b"line 10\n", b"line 10 w\n")
+    diff = b"".join(git_diff(tmp_path, {"engine/f.py": a}, {"engine/f.py": b})
+                    for a, b in ((base, step1), (step1, step2), (step2, step3)))
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base.replace(b"line 10\n", b"line 10 someone else\n")})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    data = res.json()
+    assert data["state"] == "conflict", data
+    assert "3 sections of the diff touch this file, and section 3 is conflict" in res.out, res.out
