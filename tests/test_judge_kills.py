@@ -8,6 +8,7 @@ mutant applied to a copy of the module, and passing without it.
 
 from __future__ import annotations
 
+import itertools
 import os
 import stat
 import subprocess
@@ -205,25 +206,29 @@ def test_a_file_touched_three_times_with_its_first_two_sections_applied_reads_pa
     assert (root / "engine/f.py").read_bytes() == step3
 
 
-def test_a_file_touched_three_times_with_its_last_section_drifted_names_that_section(
-    tmp_path: Path, registry: Registry
+@pytest.mark.parametrize("drifted", [3, 2])
+def test_a_file_touched_three_times_with_one_section_drifted_names_that_section(
+    tmp_path: Path, registry: Registry, drifted: int
 ) -> None:
-    """A diff that touches one file three times (line 5 x -> y, then y -> z on top of it, then line 10), on a tree
-    where the first two are not applied and line 10 was edited by someone else: no "first j applied" reading
-    holds, so the chain is read forward (each unapplied section applied before the next is read): the third
-    conflicts, and it is the one named ("section 3 is conflict"); the state is conflict.
+    """A diff that touches one file three times: line 5 x -> y, and y -> z on top of it, as sections 1 and 2 or 1
+    and 3, and line 10 as the remaining one. On a tree where none is applied and line 10 was edited by someone
+    else, no "first j applied" reading holds, so the chain is read forward (each unapplied section applied
+    before the next is read): the line-10 section conflicts, and it is the one named ("section 3 is conflict",
+    "section 2 is conflict"); the state is conflict.
 
     Kills patchkit/judge/state.py:216-217's mutants of that forward reading (an unapplied section not applied, or
-    reverted, before the next: the second then conflicted and was named instead), :258's of the section's
-    number and :261's AddNot#23 (the undecided section made ambiguous and the others kept), the full run of
-    2026-12-06."""
+    reverted, before the next: the section on top of it then conflicted and was named instead), :258's of the
+    section's number (section 2 tells `bad + 1` from `bad | 1` and `bad ^ 1`) and :261's AddNot#23 (the undecided
+    section made ambiguous and the others kept), the full run of 2026-12-06."""
     lines = [b"line %d\n" % i for i in range(1, 15)]
     base = b"".join(lines)
-    step1 = base.replace(b"line 5\n", b"line 5 y\n")
-    step2 = step1.replace(b"line 5 y\n", b"line 5 z\n")
-    step3 = step2.replace(b"line 10\n", b"line 10 w\n")
+    edits = {"y": (b"line 5\n", b"line 5 y\n"), "z": (b"line 5 y\n", b"line 5 z\n"),
+             "w": (b"line 10\n", b"line 10 w\n")}
+    contents = [base]
+    for name in ("y", "z", "w") if drifted == 3 else ("y", "w", "z"):
+        contents.append(contents[-1].replace(*edits[name]))
     diff = b"".join(git_diff(tmp_path, {"engine/f.py": a}, {"engine/f.py": b})
-                    for a, b in ((base, step1), (step1, step2), (step2, step3)))
+                    for a, b in itertools.pairwise(contents))
     registry.add("p", diff)
     root = tmp_path / "engine-root"
     write_tree(root, {"engine/f.py": base.replace(b"line 10\n", b"line 10 someone else\n")})
@@ -231,4 +236,4 @@ def test_a_file_touched_three_times_with_its_last_section_drifted_names_that_sec
     assert res.code == 5, (res.code, res.out, res.err)
     data = res.json()
     assert data["state"] == "conflict", data
-    assert "3 sections of the diff touch this file, and section 3 is conflict" in res.out, res.out
+    assert f"3 sections of the diff touch this file, and section {drifted} is conflict" in res.out, res.out
