@@ -237,3 +237,29 @@ def test_a_file_touched_three_times_with_one_section_drifted_names_that_section(
     data = res.json()
     assert data["state"] == "conflict", data
     assert f"3 sections of the diff touch this file, and section {drifted} is conflict" in res.out, res.out
+
+
+def test_a_diff_that_makes_a_change_and_takes_it_back_reads_ambiguous(tmp_path: Path, registry: Registry) -> None:
+    """A diff that touches one file twice, the second section taking the first back (line 5 x -> y, then y -> x:
+    a commit and its revert in one series): on the tree (line 5 is x) both readings hold, the search takes
+    "both applied", and its round trip in memory fails: reverted, the chain reads applied again. The file is
+    ambiguous, saying why; nothing is written by an apply.
+
+    Kills patchkit/judge/state.py's mutants of the chain's round trip that let it pass or name another section
+    (:273 and :279 ZeroIterationForLoop, :299-:302's test of the goal and the section's number; the full run of
+    2026-12-06): no other test's chain failed its round trip."""
+    lines = [b"line %d\n" % i for i in range(1, 12)]
+    base = b"".join(lines)
+    changed = base.replace(b"line 5\n", b"line 5 y\n")
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": changed}) + git_diff(
+        tmp_path, {"engine/f.py": changed}, {"engine/f.py": base})
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    assert res.json()["state"] == "ambiguous", res.out
+    assert ("2 sections of the diff touch this file; after reverting it in memory, section 1 of the sections "
+            "touching it reads applied, not unapplied") in res.out, res.out
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
+    assert (root / "engine/f.py").read_bytes() == base
