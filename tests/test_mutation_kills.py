@@ -13,6 +13,7 @@ import io
 import itertools
 import json
 import os
+import signal
 import stat
 import subprocess
 import sys
@@ -1570,7 +1571,9 @@ def test_a_waiter_only_asks_whether_the_named_writer_is_alive(tmp_path: Path, re
     2026-12-06."""
     root = _applied_and_reverted(tmp_path, registry)
     lock = root / ".patchkit" / "lock"
-    bystander = subprocess.Popen(["sleep", "60"])
+    # every signal at its default action (a run under nohup would have it ignore SIGHUP): any signal ends it
+    bystander = subprocess.Popen(["sleep", "60"], preexec_fn=lambda: [
+        signal.signal(number, signal.SIG_DFL) for number in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)])
     try:
         with _lock_holders(lock, "LOCK_EX") as (holder,):
             lock.write_bytes(b"pid=%d since=2026-01-01T00:00:00Z\n" % bystander.pid)
