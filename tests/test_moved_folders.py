@@ -314,27 +314,35 @@ def test_a_root_moved_or_replaced_during_the_write_is_reported_and_restored_wher
     assert strays(moved) == [] and not (moved / STATE / "journal.json").exists()
 
 
-def test_a_folder_swapped_for_an_older_one_during_the_write_is_named_moved_or_replaced(case: Case) -> None:
-    """Right before the last replace, the folder being written in is moved out and an older folder (a lower
-    inode number) is moved in at its name: the check after the write says the folder was moved or replaced
-    (exit 7, everything put back), not merely that the file is not the one written.
+@pytest.mark.parametrize("side", ["below", "above"])
+def test_a_folder_swapped_for_another_during_the_write_is_named_moved_or_replaced(case: Case, side: str) -> None:
+    """Right before the last replace, the folder being written in is moved out and another folder (of a lower,
+    or a higher, inode number) is moved in at its name: the check after the write says the folder was moved or
+    replaced (exit 7, everything put back), not merely that the file is not the one written.
 
-    Kills patchkit/workspace/commit.py:648:core/ReplaceComparisonOperator_NotEq_Gt#1 (`identity > land.folder`,
-    the full run of 2026-12-06): a folder of a higher inode was caught either way."""
-    older = case.workdir / "swapped-older-in"  # made before the tree: on tmpfs, ext4 and most, a lower inode
-    shutil.rmtree(older, ignore_errors=True)
-    older.mkdir()
-    root = case.fresh("swapped-older")
+    Kills patchkit/workspace/commit.py:648's comparisons of the folder's identity (`>` with a lower inode, `<`
+    with a higher one; the full run of 2026-12-06): as (device, inode) tuples, either order must be caught."""
+    def made(when: str) -> list[Path]:
+        folders = [case.workdir / f"swap-in-{side}-{when}-{n}" for n in range(20)]
+        for f in folders:
+            f.mkdir(exist_ok=True)
+        return folders
+
+    earlier = made("before")  # on tmpfs, ext4 and most: lower inode numbers than the tree's, the later ones higher
+    root = case.fresh(f"swapped-{side}")
     folder = root / Path(HOOKED).parent
-    if older.stat().st_ino > folder.stat().st_ino:
-        pytest.skip("this filesystem gave the folder made first the higher inode number")
-    outside = case.workdir / "swapped-older-out"
+    inode = folder.stat().st_ino
+    candidates = [f for f in [*earlier, *made("after")] if (f.stat().st_ino < inode) == (side == "below")]
+    if not candidates:
+        pytest.skip(f"no folder with an inode number {side} {inode} here")
+    other = candidates[0]
+    outside = case.workdir / f"swapped-{side}-out"
     shutil.rmtree(outside, ignore_errors=True)
     outside.mkdir()
 
     def swap() -> None:
         os.rename(folder, outside / "tools")
-        os.rename(older, folder)
+        os.rename(other, folder)
 
     run = run_forked(case.args("apply", root), before=move_before_replace(Path(HOOKED).name, swap))
     assert (outside / "tools").is_dir(), "the hook did not run"
