@@ -124,7 +124,10 @@ MODULES: dict[str, tuple[str, ...]] = {
     # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
     "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py",
                                 "tests/test_lookalikes.py", "tests/test_matching_reference.py",
-                                "tests/test_judge_kills.py"),
+                                "tests/test_judge_kills.py",
+                                # the chains' union-find when a rename joins a lower group to a higher one (3 s)
+                                "tests/test_series.py::test_a_rename_over_a_file_deleted_earlier_in_the_chain_"
+                                "matches_git_am"),
     "patchkit/workspace/trust.py": ("tests/test_state_trust.py", "tests/test_untrusted_state.py",
                                     "tests/test_workspace.py", "tests/test_mutation_kills.py"),
     # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment

@@ -8,6 +8,7 @@ mutant applied to a copy of the module, and passing without it.
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import os
 import stat
@@ -263,3 +264,31 @@ def test_a_diff_that_makes_a_change_and_takes_it_back_reads_ambiguous(tmp_path: 
             "touching it reads applied, not unapplied") in res.out, res.out
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
     assert (root / "engine/f.py").read_bytes() == base
+
+
+def test_a_chain_whose_second_section_fails_the_move_is_named_by_its_number(tmp_path: Path, registry: Registry) -> None:
+    """Three sections touch one file of repeated lines (b b b b; a line put between the middle two; another
+    after the first and the fourth made `a`; the first made `u30`), the tree has the first two applied: the
+    search reads it partial, and applying the chain in memory leaves the second section reading conflict. The
+    file is ambiguous, the message naming section 2; nothing is written by an apply. (Found by a random search
+    of 6,000 chains of repeated lines, with difflib's diffs of one line of context: the only case there whose round
+    trip fails at a section other than the first.)
+
+    Kills patchkit/judge/state.py:302's `bad | 1` and `bad ^ 1` (section 1 or 0 named; the full run of
+    2026-12-06): every other failing round trip failed at section 1, where `+`, `|` and `^` agree."""
+    versions = [b"b\nb\nb\nb\n", b"b\nb\nu30\nb\nb\n", b"b\nu9\nb\nu30\nb\na\n", b"u30\nu9\nb\nu30\nb\na\n"]
+    diff = "".join(  # git places the inserted lines elsewhere among the b's: these are difflib's sections
+        line for old, new in itertools.pairwise(versions)
+        for line in difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
+                                         "a/engine/f.py", "b/engine/f.py", n=1)
+    ).encode()
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": versions[2]})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    assert res.json()["state"] == "ambiguous", res.out
+    assert ("3 sections of the diff touch this file; after applying it in memory, section 2 of the sections "
+            "touching it reads conflict, not applied") in res.out, res.out
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
+    assert (root / "engine/f.py").read_bytes() == versions[2]
