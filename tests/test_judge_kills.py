@@ -247,7 +247,7 @@ def test_a_diff_that_makes_a_change_and_takes_it_back_reads_ambiguous(tmp_path: 
     ambiguous, saying why; nothing is written by an apply.
 
     Kills patchkit/judge/state.py's mutants of the chain's round trip that let it pass or name another section
-    (:273 and :279 ZeroIterationForLoop, :299-:302's test of the goal and the section's number; the full run of
+    (:273 ZeroIterationForLoop, :299-:302's test of the goal and the section's number; the full run of
     2026-12-06): no other test's chain failed its round trip."""
     lines = [b"line %d\n" % i for i in range(1, 12)]
     base = b"".join(lines)
@@ -320,3 +320,29 @@ def test_a_rename_with_neither_or_both_of_its_paths_there_is_a_conflict_saying_w
     before = read_tree(root)
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
     assert read_tree(root) == before
+
+
+@pytest.mark.parametrize("tree", ["unapplied", "applied"])
+def test_a_file_whose_hunks_and_mode_read_cleanly_carries_no_detail(tmp_path: Path, registry: Registry,
+                                                                    tree: str) -> None:
+    """A section that changes one line and the exec bit, on a tree where both read unapplied (or both applied):
+    the file's verdict has no detail (a detail is the reason a file is undecided), in JSON and in the text.
+
+    Kills patchkit/judge/state.py:391:core/AddNot#43 (every file then said "file mode is 644, neither the old nor
+    the new mode of the diff"; the full run of 2026-12-06). The branch it negates is dead: _judge_mode reads the
+    exec bit as the old or the new one, never a conflict (left for the run after this one: state.py's record
+    is keyed by its code)."""
+    before = b"".join(b"tool line %d\n" % i for i in range(1, 8))
+    after = before.replace(b"line 4", b"line four")
+    diff = git_diff(tmp_path, {"engine/tool.sh": (before, False)}, {"engine/tool.sh": (after, True)})
+    assert b"new mode 100755" in diff, diff
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/tool.sh": (before, False) if tree == "unapplied" else (after, True)})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == (3 if tree == "unapplied" else 0), (res.code, res.out, res.err)
+    (file,) = res.json()["files"]
+    assert file["state"] == tree and file["detail"] is None, file
+    text = cli("status", "p", "--root", root, "--patches", registry.path, "-v")
+    assert text.code == res.code and "tool.sh" in text.out, (text.code, text.out, text.err)
+    assert "file mode" not in text.out + text.err, text.out
