@@ -120,7 +120,7 @@ MODULES: dict[str, tuple[str, ...]] = {
     "patchkit/judge/rewrite.py": (*_JUDGE, "tests/test_judge_kills.py",
                                   "tests/test_ported.py::test_a_hunk_git_places_above_the_one_before_it_on_a_"
                                   "fingerprinted_image"),
-    "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py"),
+    "patchkit/judge/matching.py": (*_JUDGE, "tests/test_matching_reference.py", "tests/test_judge_kills.py"),
     # [base] / [base_applied] of a ported image: vendor --base-tree writes them, status reads them (10 s)
     "patchkit/judge/state.py": (*_JUDGE, "tests/test_stacked_base.py", "tests/test_ported.py",
                                 "tests/test_lookalikes.py", "tests/test_matching_reference.py",

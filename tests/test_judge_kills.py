@@ -346,3 +346,35 @@ def test_a_file_whose_hunks_and_mode_read_cleanly_carries_no_detail(tmp_path: Pa
     text = cli("status", "p", "--root", root, "--patches", registry.path, "-v")
     assert text.code == res.code and "tool.sh" in text.out, (text.code, text.out, text.err)
     assert "file mode" not in text.out + text.err, text.out
+
+
+def test_a_whole_file_rewrite_of_300_lines_and_a_search_past_300_copies_of_a_line_are_judged(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Two files past 256 lines, where Python's cached small ints end: one rewritten whole (every line changed:
+    one hunk pinned to both ends, its image of 300 lines the whole file), one of 300 identical lines with a
+    drifted hunk whose image starts with that line (git's search walks past the last of its 300 places). The
+    first reads unapplied (then applied after an apply), the second a conflict naming its hunk; no internal
+    error (exit 10).
+
+    Kills patchkit/judge/matching.py:102:core/ReplaceComparisonOperator_NotEq_IsNot#0 (`n is not m`: the whole
+    file's image never found past 256 lines) and :90's `down is not count` (the search read past its last
+    position: an IndexError); the full run of 2026-12-06."""
+    whole = b"".join(b"w %d\n" % i for i in range(300))
+    rewritten = b"".join(b"W %d\n" % i for i in range(300))
+    same = b"x\n" * 300 + b"a\nb\nc\nd\ne\nf\n"
+    changed = same.replace(b"b\nc\n", b"b\nC\n")
+    diff = git_diff(tmp_path, {"engine/whole.py": whole, "engine/same.py": same},
+                    {"engine/whole.py": rewritten, "engine/same.py": changed})
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/whole.py": whole, "engine/same.py": same.replace(b"a\n", b"A\n")})  # same.py drifted
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    by_path = {f["path"]: f for f in res.json()["files"]}
+    assert by_path["engine/whole.py"]["state"] == "unapplied", by_path
+    assert by_path["engine/same.py"]["state"] == "conflict", by_path
+    write_tree(root, {"engine/same.py": same})
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert (root / "engine/whole.py").read_bytes() == rewritten
+    assert (root / "engine/same.py").read_bytes() == changed
