@@ -1,13 +1,16 @@
-"""Search random chains (one file touched two or three times in one diff) for judgements a state.py mutant changes.
+"""Search random diffs for a judgement that a mutant of patchkit/judge/state.py changes.
 
-The full mutation run's triage (docs/testing.md) asks of a surviving mutant of the chains' code whether any input
-tells it apart. This generates them the way the world makes them: a small file of repeated lines, edited two or
-three times (a line replaced, put in, taken out; now and then an edit taken back), each step diffed by difflib
-with 0 to 3 lines of context and the steps concatenated; each version and two drifted copies are the trees. Every
-tree is judged by patchkit.judge.state as it is and with the chain's round trip cut short (no way back), and
-the script counts the judgements that differ, and the round-trip failures by the section they name.
+The full mutation run's triage (docs/testing.md) asks of a surviving mutant whether any input tells it apart.
+This generates inputs the way the world makes them: a small file of repeated lines, edited two or three times (a
+line replaced, put in, taken out; now and then an edit taken back), each step diffed by difflib with 0 to 3
+lines of context; the steps concatenated make a chain (one file touched two or three times in one diff), or
+`--single` diffs the first version against the last (one section, its hunks near each other). Each version and
+two drifted copies are the trees. Every tree is judged by patchkit.judge.state, and by a copy of it with one line
+changed (`--replace LINE OLD NEW`, the mutant as the run's diff shows it); the script counts the judgements
+that differ, and the round trips that fail by the section they name.
 
-    .venv/bin/python scripts/chain_search.py --seed 7 --count 20000   # progress every 500 chains
+    .venv/bin/python scripts/chain_search.py --seed 7 --count 20000   # the way back cut (state.py:279)
+    .venv/bin/python scripts/chain_search.py --single --replace 455 continue break   # progress every 500
 
 A triage tool, not a test: it imports the code it searches (a test's oracle must not).
 """
@@ -20,26 +23,30 @@ import itertools
 import random
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
 
 import patchkit.judge.state as state
 from patchkit.diff.diffs import parse_diff
 from patchkit.diff.hunks import FilePatch
 from patchkit.errors import PatchkitError
 from patchkit.input.reads import Snapshot
-from patchkit.judge.verdicts import FileVerdict
 from patchkit.outcome import PatchState
 
+WAY_BACK = ("279", "in ends.items():", "in []:")  # state._chain_round_trip's way back, cut
 
-def no_way_back(chain: Sequence[FilePatch], snapshots: Mapping[str, Snapshot], verdicts: Sequence[FileVerdict],
-                st: PatchState) -> str | None:
-    """state._chain_round_trip without its way back (state.py:279's ZeroIterationForLoop)."""
-    directions = {PatchState.UNAPPLIED: [True], PatchState.APPLIED: [False], PatchState.PARTIAL: [True, False]}[st]
-    for forward in directions:
-        moved = state._move_chain(chain, verdicts, snapshots, forward=forward)
-        if isinstance(moved, str):
-            return moved
-    return None
+
+def mutant(line: int, old: str, new: str) -> ModuleType:
+    """A copy of patchkit.judge.state with `old` replaced by `new` on `line` (which must hold it)."""
+    source = Path(state.__file__).read_text().splitlines(keepends=True)
+    if old not in source[line - 1]:
+        raise SystemExit(f"state.py:{line} does not hold {old!r}: {source[line - 1]!r}")
+    source[line - 1] = source[line - 1].replace(old, new, 1)
+    module = ModuleType("patchkit.judge.state_mutant")
+    module.__file__ = state.__file__
+    exec(compile("".join(source), f"{state.__file__} (mutant)", "exec"), module.__dict__)
+    return module
 
 
 def unified(old: list[str], new: list[str], context: int) -> str:
@@ -59,8 +66,8 @@ def edited(lines: list[str], rng: random.Random, pool: list[str]) -> list[str]:
     return out
 
 
-def judged(files: Sequence[FilePatch], tree: str) -> list[tuple[PatchState, str | None]]:
-    verdicts = state.judge_sections(files, {"f.py": Snapshot("f.py", tree.encode(), 0o644)})
+def judged(judge: ModuleType, files: Sequence[FilePatch], tree: str) -> list[tuple[PatchState, str | None]]:
+    verdicts = judge.judge_sections(files, {"f.py": Snapshot("f.py", tree.encode(), 0o644)})
     return [(v.state, v.detail) for v in verdicts]
 
 
@@ -69,7 +76,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--longest", type=int, default=15, help="lines of the first version, at most")
+    parser.add_argument("--single", action="store_true", help="one section: the first version to the last")
+    parser.add_argument("--replace", nargs=3, metavar=("LINE", "OLD", "NEW"), default=WAY_BACK,
+                        help="the mutant: OLD replaced by NEW on state.py's LINE (default: the way back cut)")
     args = parser.parse_args()
+    changed = mutant(int(args.replace[0]), args.replace[1], args.replace[2])
     rng = random.Random(args.seed)
     failures: Counter[str] = Counter()
     trees = differ = 0
@@ -84,7 +95,8 @@ def main() -> None:
                 step = list(versions[-2])  # a change taken back
             versions.append(step)
         context = rng.choice([0, 1, 2, 3])
-        steps = [unified(a, b, context) for a, b in itertools.pairwise(versions)]
+        pairs = [(versions[0], versions[-1])] if args.single else list(itertools.pairwise(versions))
+        steps = [unified(a, b, context) for a, b in pairs]
         if not all(steps):
             continue
         try:
@@ -93,21 +105,16 @@ def main() -> None:
             continue
         for lines in [*versions, edited(rng.choice(versions), rng, pool), edited(rng.choice(versions), rng, pool)]:
             tree = "".join(lines)
-            whole = judged(files, tree)
-            full_round_trip = state._chain_round_trip
-            state._chain_round_trip = no_way_back  # type: ignore[assignment]
-            try:
-                cut = judged(files, tree)
-            finally:
-                state._chain_round_trip = full_round_trip
+            whole = judged(state, files, tree)
+            cut = judged(changed, files, tree)
             trees += 1
             details = " ".join(d for _, d in whole if d)
             failures.update(re.findall(r"after \w+ it in memory, section \d+|in memory stops|there and back", details))
             if whole != cut:
                 differ += 1
-                print(f"DIFFERS without the way back: {steps!r} on {tree!r}: {whole} / {cut}")
+                print(f"DIFFERS: {steps!r} on {tree!r}: {whole} / {cut}")
         if n % 500 == 0 or n == args.count:
-            print(f"{n} chains, {trees} trees: {differ} judged otherwise without the way back; "
+            print(f"{n} chains, {trees} trees: {differ} judged otherwise by the mutant; "
                   f"round trips failed: {dict(failures)}", flush=True)
 
 

@@ -19,7 +19,7 @@ def test_the_search_runs_reports_and_finds_no_chain_that_needs_the_way_back() ->
                          capture_output=True, text=True, timeout=600)
     assert run.returncode == 0, run.stderr
     last = run.stdout.strip().splitlines()[-1]
-    found = re.fullmatch(r"300 chains, (\d+) trees: (\d+) judged otherwise without the way back; "
+    found = re.fullmatch(r"300 chains, (\d+) trees: (\d+) judged otherwise by the mutant; "
                          r"round trips failed: \{(.*)\}", last)
     assert found, run.stdout
     trees, differ, failed = int(found[1]), int(found[2]), found[3]

@@ -9,6 +9,7 @@ mutant applied to a copy of the module, and passing without it.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import itertools
 import os
 import stat
@@ -378,3 +379,27 @@ def test_a_whole_file_rewrite_of_300_lines_and_a_search_past_300_copies_of_a_lin
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
     assert (root / "engine/whole.py").read_bytes() == rewritten
     assert (root / "engine/same.py").read_bytes() == changed
+
+
+def test_a_tree_the_diffs_blob_ids_prove_stays_proved_when_the_manifests_fingerprint_is_of_another_image(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The file is exactly the diff's base (its `index` line's blob id proves every hunk unapplied), with a copy
+    of the hunk's pre-image further down (by position alone, ambiguous); the manifest's `[base]` fingerprints
+    another image (the older engine the patch was also ported to). The blob ids decide: unapplied, and apply
+    patches the hunk's own place, not the copy.
+
+    Kills patchkit/judge/state.py:435:core/ReplaceAndWithOr#5 (the fingerprint asked even when the blob ids
+    proved a reading, and its None then discarding their proof; the full run of 2026-12-06)."""
+    block = b"".join(b"def helper_%d():\n    return %d\n" % (i, i) for i in range(4))
+    base = b"# head\n" + block + b"".join(b"filler %d\n" % i for i in range(30)) + block + b"# tail\n"
+    changed = base.replace(b"    return 1\n", b"    return 100\n", 1)
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": changed})
+    other_image = hashlib.sha256(b"# the older engine's file\n").hexdigest()
+    registry.add("p", diff, extra=f'[base]\n"engine/f.py" = "{other_image}"\n')
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert (root / "engine/f.py").read_bytes() == changed
