@@ -403,3 +403,35 @@ def test_a_tree_the_diffs_blob_ids_prove_stays_proved_when_the_manifests_fingerp
     assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
     assert (root / "engine/f.py").read_bytes() == changed
+
+
+def test_a_file_no_reading_completes_is_reported_by_its_first_reading(tmp_path: Path, registry: Registry) -> None:
+    """Two hunks (-U1); on the tree, hunk 1's own place is rewritten, its post-image sits three lines above it
+    and its pre-image three lines below (a tie: two readings, unapplied first), and hunk 2 is drifted (a
+    conflict in both). No reading is complete: the file is a conflict, reported by the first reading, the same
+    on every run (hunk 1 unapplied, its pre-image at line 12), never by another one.
+
+    Kills patchkit/judge/state.py:471:core/NumberReplacer#45 (`readings[-1]`: hunk 1 reported applied, at line
+    6; the full run of 2026-12-06)."""
+    lines = [b"l%d\n" % i for i in range(1, 31)]
+    lines[9], lines[24] = b"alpha\n", b"gamma\n"
+    base = b"".join(lines)
+    changed = base.replace(b"alpha\n", b"beta\n").replace(b"gamma\n", b"delta\n")
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": changed}, context=1)
+    assert diff.count(b"\n@@ ") == 2, diff
+    tree = list(lines)
+    tree[5:8] = [b"l9\n", b"beta\n", b"l11\n"]  # the post-image, 3 lines above the hunk's place (line 9)
+    tree[8:11] = [b"z1\n", b"z2\n", b"z3\n"]
+    tree[11:14] = [b"l9\n", b"alpha\n", b"l11\n"]  # the pre-image, 3 lines below
+    tree[24] = b"epsilon\n"
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": b"".join(tree)})
+    for _ in range(2):
+        res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+        assert res.code == 5, (res.code, res.out, res.err)
+        (file,) = res.json()["files"]
+        assert file["state"] == "conflict", file
+        first, second = file["hunks"]
+        assert (first["state"], second["state"]) == ("unapplied", "conflict"), file["hunks"]
+        assert first["found_line"] == 12, first
