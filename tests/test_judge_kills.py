@@ -435,3 +435,27 @@ def test_a_file_no_reading_completes_is_reported_by_its_first_reading(tmp_path: 
         first, second = file["hunks"]
         assert (first["state"], second["state"]) == ("unapplied", "conflict"), file["hunks"]
         assert first["found_line"] == 12, first
+
+
+def test_a_reading_left_incomplete_does_not_hide_a_complete_one_after_it(tmp_path: Path, registry: Registry) -> None:
+    """A two-hunk section of a file of repeated lines (a a u a x to a u a: difflib's -U1 diff, each hunk taking
+    one line out) on the tree `a a`: the first reading position gives is incomplete (hunk 2 finds nothing after
+    hunk 1's place), a later one is complete (read as applied) and is judged: its round trip fails, so the file
+    is ambiguous, saying so, and not a conflict about the end of the file.
+
+    Kills patchkit/judge/state.py:455:core/ReplaceContinueWithBreak#0 (the readings after an incomplete one
+    dropped; found by scripts/chain_search.py --single --replace 455 continue break, seed 21: 2 cases in
+    77,968 trees; the full run of 2026-12-06)."""
+    old, new = ["a\n", "a\n", "u\n", "a\n", "x\n"], ["a\n", "u\n", "a\n"]
+    diff = "".join(difflib.unified_diff(old, new, "a/engine/f.py", "b/engine/f.py", n=1)).encode()
+    assert diff.count(b"@@ -") == 2, diff
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": b"a\na\n"})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    (file,) = res.json()["files"]
+    assert file["state"] == "ambiguous", file
+    assert "read as applied, the file does not survive a round trip" in res.out, res.out
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
+    assert (root / "engine/f.py").read_bytes() == b"a\na\n"
