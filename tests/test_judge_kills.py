@@ -459,3 +459,30 @@ def test_a_reading_left_incomplete_does_not_hide_a_complete_one_after_it(tmp_pat
     assert "read as applied, the file does not survive a round trip" in res.out, res.out
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
     assert (root / "engine/f.py").read_bytes() == b"a\na\n"
+
+
+def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Two hunks of one file, the second excluded by the manifest: the filtered section makes another file than
+    the diff's new one, so only the old blob id is kept. The tree is exactly the diff's base, with a copy of hunk
+    1's pre-image further down (by position alone, ambiguous): the old blob id proves hunk 1 unapplied, and
+    apply patches its own place, not the copy, and leaves hunk 2's lines alone.
+
+    Kills patchkit/judge/state.py:484's `not old_blob or not new_blob` and `old_blob and not new_blob` (a proof
+    with only the old id given up; the full run of 2026-12-06)."""
+    block = b"".join(b"def helper_%d():\n    return %d\n" % (i, i) for i in range(4))
+    tail = b"".join(b"tail %d\n" % i for i in range(12))
+    base = b"# head\n" + block + b"".join(b"filler %d\n" % i for i in range(30)) + block + tail
+    changed = base.replace(b"    return 1\n", b"    return 100\n", 1).replace(b"tail 9\n", b"tail nine\n")
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": changed})
+    assert diff.count(b"\n@@ ") == 2, diff
+    folder = registry.add("p", diff)
+    with (folder / "manifest.toml").open("a", encoding="utf-8") as manifest:  # [exclude] is its last table
+        manifest.write('"engine/f.py" = { hunks = [2], reason = "not ours" }\n')
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert (root / "engine/f.py").read_bytes() == base.replace(b"    return 1\n", b"    return 100\n", 1)
