@@ -76,6 +76,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--count", type=int, default=2000)
     parser.add_argument("--longest", type=int, default=15, help="lines of the first version, at most")
+    parser.add_argument("--edits", type=int, default=3, help="edit steps after the first version, at most (2 at least)")
     parser.add_argument("--single", action="store_true", help="one section: the first version to the last")
     parser.add_argument("--replace", nargs=3, metavar=("LINE", "OLD", "NEW"), default=WAY_BACK,
                         help="the mutant: OLD replaced by NEW on state.py's LINE (default: the way back cut)")
@@ -87,7 +88,7 @@ def main() -> None:
     for n in range(1, args.count + 1):
         pool = ["a\n", "b\n", "c\n", "x\n"] + [f"u{rng.randrange(50)}\n" for _ in range(3)]
         versions = [[rng.choice(pool) for _ in range(rng.randrange(3, args.longest + 1))]]
-        for _ in range(rng.randrange(2, 4)):
+        for _ in range(rng.randrange(2, max(args.edits, 2) + 1)):
             step = edited(versions[-1], rng, pool)
             if rng.random() < 0.3:
                 step = edited(step, rng, pool)
