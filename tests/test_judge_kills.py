@@ -486,3 +486,31 @@ def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id
     assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
     assert (root / "engine/f.py").read_bytes() == base.replace(b"    return 1\n", b"    return 100\n", 1)
+
+
+def test_a_proof_by_blob_id_reads_every_branch_of_a_file_of_one_repeated_line(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A file of 40 identical lines and a diff (hand-written, -U1, with real git's blob ids) that puts one more
+    such line in at eight places: every hunk reads both ways where its header puts it, 256 readings, and only
+    one of them (all unapplied) gives a blob id of the diff. The proof walks them all, eight branches waiting
+    when it finds that one, and proves the file unapplied; apply writes the diff's new file.
+
+    Kills patchkit/judge/state.py:491:core/ReplaceBinaryOperator_Add_LShift#4 (the walk's bound as
+    `len(found) << len(stack)`: 1 << 8 stopped it with branches left, and position then read the file
+    ambiguous; the full run of 2026-12-06)."""
+    line = b"x = 0\n"
+    places = [3 + 5 * k for k in range(8)]  # the 1-based line each hunk's context starts at
+    base, new = line * 40, line * 48
+    blob = {name: subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+            .stdout.decode().strip() for name, data in (("old", base), ("new", new))}
+    hunks = b"".join(b"@@ -%d,2 +%d,3 @@\n x = 0\n+x = 0\n x = 0\n" % (at, at + k) for k, at in enumerate(places))
+    diff = (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
+            % (blob["old"][:12].encode(), blob["new"][:12].encode())) + hunks
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert (root / "engine/f.py").read_bytes() == new
