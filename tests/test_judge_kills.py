@@ -514,3 +514,32 @@ def test_a_proof_by_blob_id_reads_every_branch_of_a_file_of_one_repeated_line(
     assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
     assert (root / "engine/f.py").read_bytes() == new
+
+
+@pytest.mark.parametrize("tree", ["unapplied", "applied"])
+def test_a_proof_by_blob_id_holds_with_a_hunk_pinned_to_the_end_past_line_256(
+    tmp_path: Path, registry: Registry, tree: str
+) -> None:
+    """A file of 300 identical lines and a last line; the diff (hand-written, -U1, real git's blob ids) puts
+    one more identical line in at two places and changes the last line (a hunk pinned to the end, where git
+    looks at the file's length less the image's: a number computed, past 256). The blob ids prove the file
+    unapplied on the base and applied on the patched file (position alone does not: its round trip fails).
+
+    Kills patchkit/judge/state.py:499:core/ReplaceComparisonOperator_Eq_Is#2 (`locate(...) is pos`: the end
+    pin's line is another int object than the header's past 256, and the proof of the post-image was lost;
+    the full run of 2026-12-06). :500's, the pre-image's, is not: on the base, position reads the file
+    unapplied by the pinned hunk's distance."""
+    line = b"x = 0\n"
+    base, new = line * 300 + b"end = 1\n", line * 302 + b"end = 2\n"
+    blob = {name: subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+            .stdout.decode().strip() for name, data in (("old", base), ("new", new))}
+    hunks = (b"@@ -10,2 +10,3 @@\n x = 0\n+x = 0\n x = 0\n@@ -100,2 +101,3 @@\n x = 0\n+x = 0\n x = 0\n"
+             b"@@ -300,2 +302,2 @@\n x = 0\n-end = 1\n+end = 2\n")
+    diff = (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
+            % (blob["old"][:12].encode(), blob["new"][:12].encode())) + hunks
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base if tree == "unapplied" else new})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == (3 if tree == "unapplied" else 0), (res.code, res.out, res.err)
+    assert res.json()["state"] == tree, res.out
