@@ -527,8 +527,10 @@ def test_a_proof_by_blob_id_holds_with_a_hunk_pinned_to_the_end_past_line_256(
 
     Kills patchkit/judge/state.py:499:core/ReplaceComparisonOperator_Eq_Is#2 (`locate(...) is pos`: the end
     pin's line is another int object than the header's past 256, and the proof of the post-image was lost;
-    the full run of 2026-12-06). :500's, the pre-image's, is not: on the base, position reads the file
-    unapplied by the pinned hunk's distance."""
+    the full run of 2026-12-06), and :503's `growth | grows` and `growth ^ grows` (a branch read applied on top
+    of another applied one carried the wrong growth, and the pinned hunk was looked for a line off). :500's
+    `is pos`, the pre-image's, is not: on the base, position reads the file unapplied by the pinned hunk's
+    distance."""
     line = b"x = 0\n"
     base, new = line * 300 + b"end = 1\n", line * 302 + b"end = 2\n"
     blob = {name: subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
