@@ -498,7 +498,8 @@ def test_a_proof_by_blob_id_reads_every_branch_of_a_file_of_one_repeated_line(
 
     Kills patchkit/judge/state.py:491:core/ReplaceBinaryOperator_Add_LShift#4 (the walk's bound as
     `len(found) << len(stack)`: 1 << 8 stopped it with branches left, and position then read the file
-    ambiguous; the full run of 2026-12-06)."""
+    ambiguous) and :504's push guard as `len(found) << len(stack) + 1` (None at the next push); the full run
+    of 2026-12-06."""
     line = b"x = 0\n"
     places = [3 + 5 * k for k in range(8)]  # the 1-based line each hunk's context starts at
     base, new = line * 40, line * 48
