@@ -546,3 +546,49 @@ def test_a_proof_by_blob_id_holds_with_a_hunk_pinned_to_the_end_past_line_256(
     res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
     assert res.code == (3 if tree == "unapplied" else 0), (res.code, res.out, res.err)
     assert res.json()["state"] == tree, res.out
+
+
+def _one_line_file_diff(base: bytes, new: bytes, hunks: bytes) -> bytes:
+    """A hand-written diff of engine/f.py with real git's blob ids of `base` and `new` on its index line."""
+    blob = [subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+            .stdout.decode().strip()[:12].encode() for data in (base, new)]
+    return (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
+            % (blob[0], blob[1])) + hunks
+
+
+def test_a_tree_two_readings_prove_with_different_states_is_not_proved(tmp_path: Path, registry: Registry) -> None:
+    """A file of 40 identical lines and a diff (hand-written, -U1, real git's blob ids) that puts one more such
+    line in at two places; the tree has 41: applying either hunk alone gives the diff's new file, so two readings
+    (hunk 1 applied, hunk 2 not; and the other way) each give its blob id. Two proofs that disagree prove
+    nothing: position reads the file, and it cannot tell them apart either (ambiguous), never partial with one
+    of them picked.
+
+    Kills patchkit/judge/state.py:518:core/NumberReplacer#60 (the proof refused only for three or more
+    different readings; the full run of 2026-12-06)."""
+    line = b"x = 0\n"
+    hunks = b"@@ -10,2 +10,3 @@\n x = 0\n+x = 0\n x = 0\n@@ -30,2 +31,3 @@\n x = 0\n+x = 0\n x = 0\n"
+    registry.add("p", _one_line_file_diff(line * 40, line * 42, hunks))
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": line * 41})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5 and res.json()["state"] == "ambiguous", (res.code, res.out, res.err)
+
+
+def test_a_proved_reading_reports_each_hunks_expected_line(tmp_path: Path, registry: Registry) -> None:
+    """The diff's own base (its blob id proves it unapplied) with hunks at line 1 and further down: the report
+    gives each hunk's expected line as the header has it, line 1 for the first.
+
+    Kills patchkit/judge/state.py:517's expected lines of a proved reading (`pos or 1`, `pos or -1`, `pos and
+    0`; the full run of 2026-12-06)."""
+    base = b"".join(b"line %d\n" % i for i in range(1, 31))
+    new = base.replace(b"line 1\n", b"line one\n").replace(b"line 20\n", b"line twenty\n")
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": new})
+    assert b"@@ -1,4 +1,4 @@" in diff and b"@@ -17,7 +17,7 @@" in diff, diff
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": base})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 3, (res.code, res.out, res.err)
+    (file,) = res.json()["files"]
+    assert [(h["state"], h["expected_line"], h["found_line"]) for h in file["hunks"]] == [
+        ("unapplied", 1, 1), ("unapplied", 17, 17)], file["hunks"]
