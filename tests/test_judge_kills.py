@@ -488,6 +488,14 @@ def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id
     assert (root / "engine/f.py").read_bytes() == base.replace(b"    return 1\n", b"    return 100\n", 1)
 
 
+def _one_line_file_diff(base: bytes, new: bytes, hunks: bytes) -> bytes:
+    """A hand-written diff of engine/f.py with real git's blob ids of `base` and `new` on its index line."""
+    blob = [subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
+            .stdout.decode().strip()[:12].encode() for data in (base, new)]
+    return (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
+            % (blob[0], blob[1])) + hunks
+
+
 def test_a_proof_by_blob_id_reads_every_branch_of_a_file_of_one_repeated_line(
     tmp_path: Path, registry: Registry
 ) -> None:
@@ -503,12 +511,8 @@ def test_a_proof_by_blob_id_reads_every_branch_of_a_file_of_one_repeated_line(
     line = b"x = 0\n"
     places = [3 + 5 * k for k in range(8)]  # the 1-based line each hunk's context starts at
     base, new = line * 40, line * 48
-    blob = {name: subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
-            .stdout.decode().strip() for name, data in (("old", base), ("new", new))}
     hunks = b"".join(b"@@ -%d,2 +%d,3 @@\n x = 0\n+x = 0\n x = 0\n" % (at, at + k) for k, at in enumerate(places))
-    diff = (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
-            % (blob["old"][:12].encode(), blob["new"][:12].encode())) + hunks
-    registry.add("p", diff)
+    registry.add("p", _one_line_file_diff(base, new, hunks))
     root = tmp_path / "engine-root"
     write_tree(root, {"engine/f.py": base})
     res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
@@ -534,26 +538,14 @@ def test_a_proof_by_blob_id_holds_with_a_hunk_pinned_to_the_end_past_line_256(
     distance."""
     line = b"x = 0\n"
     base, new = line * 300 + b"end = 1\n", line * 302 + b"end = 2\n"
-    blob = {name: subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
-            .stdout.decode().strip() for name, data in (("old", base), ("new", new))}
     hunks = (b"@@ -10,2 +10,3 @@\n x = 0\n+x = 0\n x = 0\n@@ -100,2 +101,3 @@\n x = 0\n+x = 0\n x = 0\n"
              b"@@ -300,2 +302,2 @@\n x = 0\n-end = 1\n+end = 2\n")
-    diff = (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
-            % (blob["old"][:12].encode(), blob["new"][:12].encode())) + hunks
-    registry.add("p", diff)
+    registry.add("p", _one_line_file_diff(base, new, hunks))
     root = tmp_path / "engine-root"
     write_tree(root, {"engine/f.py": base if tree == "unapplied" else new})
     res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
     assert res.code == (3 if tree == "unapplied" else 0), (res.code, res.out, res.err)
     assert res.json()["state"] == tree, res.out
-
-
-def _one_line_file_diff(base: bytes, new: bytes, hunks: bytes) -> bytes:
-    """A hand-written diff of engine/f.py with real git's blob ids of `base` and `new` on its index line."""
-    blob = [subprocess.run(["git", "hash-object", "--stdin"], input=data, capture_output=True, check=True)
-            .stdout.decode().strip()[:12].encode() for data in (base, new)]
-    return (b"diff --git a/engine/f.py b/engine/f.py\nindex %s..%s 100644\n--- a/engine/f.py\n+++ b/engine/f.py\n"
-            % (blob[0], blob[1])) + hunks
 
 
 def test_a_tree_two_readings_prove_with_different_states_is_not_proved(tmp_path: Path, registry: Registry) -> None:
