@@ -470,7 +470,8 @@ def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id
     apply patches its own place, not the copy, and leaves hunk 2's lines alone.
 
     Kills patchkit/judge/state.py:484's `not old_blob or not new_blob` and `old_blob and not new_blob` (a proof
-    with only the old id given up; the full run of 2026-12-06)."""
+    with only the old id given up), :514's `and` of the two ids and the old one asked of the file applied, and
+    :564's `_gives` of no id as True (a drifted file proved); the full run of 2026-12-06."""
     block = b"".join(b"def helper_%d():\n    return %d\n" % (i, i) for i in range(4))
     tail = b"".join(b"tail %d\n" % i for i in range(12))
     base = b"# head\n" + block + b"".join(b"filler %d\n" % i for i in range(30)) + block + tail
@@ -484,6 +485,12 @@ def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id
     write_tree(root, {"engine/f.py": base})
     res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
     assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
+    # Drifted (a line of the head changed): no id proves it, and the copy leaves it ambiguous. No proof may
+    # come from the missing new id (state.py:564's `return True` for it).
+    write_tree(root, {"engine/f.py": base.replace(b"# head\n", b"# head, edited\n")})
+    drifted = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert drifted.code == 5 and drifted.json()["state"] == "ambiguous", (drifted.code, drifted.out)
+    write_tree(root, {"engine/f.py": base})
     assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
     assert (root / "engine/f.py").read_bytes() == base.replace(b"    return 1\n", b"    return 100\n", 1)
 
@@ -579,6 +586,29 @@ def test_a_proved_reading_reports_each_hunks_expected_line(tmp_path: Path, regis
     registry.add("p", diff)
     root = tmp_path / "engine-root"
     write_tree(root, {"engine/f.py": base})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 3, (res.code, res.out, res.err)
+    (file,) = res.json()["files"]
+    assert [(h["state"], h["expected_line"], h["found_line"]) for h in file["hunks"]] == [
+        ("unapplied", 1, 1), ("unapplied", 17, 17)], file["hunks"]
+
+
+def test_a_reading_the_manifests_fingerprint_proves_reports_each_hunks_expected_line(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A tree that is not the diff's base (a line between the hunks edited: the blob ids prove nothing) but is
+    the image the manifest's `[base]` fingerprints: every hunk unapplied where git puts it, each hunk's
+    expected line as its header has it, line 1 for the first.
+
+    Kills patchkit/judge/state.py:544's expected lines of a fingerprinted reading (`pos or 1`, `pos or -1`,
+    `pos and 0`; the full run of 2026-12-06)."""
+    base = b"".join(b"line %d\n" % i for i in range(1, 31))
+    new = base.replace(b"line 1\n", b"line one\n").replace(b"line 20\n", b"line twenty\n")
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": new})
+    ported = base.replace(b"line 10\n", b"line 10, ported\n")
+    registry.add("p", diff, extra=f'[base]\n"engine/f.py" = "{hashlib.sha256(ported).hexdigest()}"\n')
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": ported})
     res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
     assert res.code == 3, (res.code, res.out, res.err)
     (file,) = res.json()["files"]
