@@ -106,25 +106,28 @@ def test_created_files_get_exactly_the_diffs_modes_and_a_mode_change_gives_execu
     assert {rel: stat.S_IMODE((root / rel).stat().st_mode) for rel in want} == want
 
 
+@pytest.mark.parametrize("shift", [0, 300])
 def test_a_copy_of_a_hunk_in_the_unchanged_lines_between_two_hunks_is_excluded_by_the_gaps(
-        tmp_path: Path, registry: Registry) -> None:
+        tmp_path: Path, registry: Registry, shift: int) -> None:
     """Five hunks (-U1); hunk 4's pre-image also occurs among the unchanged lines between hunks 3 and 4, and the
     file has one line added at its top (so the diff's blob ids prove nothing). Hunks 3 and 5 are certain and
-    the gaps between them are exactly the diff's, so the copy cannot be hunk 4: apply applies it.
+    the gaps between them are exactly the diff's, so the copy cannot be hunk 4: apply applies it. Also with 300
+    lines above it all, past Python's cached small ints.
 
     Kills patchkit/judge/state.py:624:core/ReplaceBinaryOperator_Sub_RShift#7 (`hunks[i >> 1].old_len`: the gap
     above hunk 4 was counted from the end of hunk 2's length, 3 lines, not hunk 3's, 4, so it read as not exact
-    and the copy made hunk 4 ambiguous: apply refused)."""
-    lines = [b"u%d\n" % i for i in range(40)]
-    lines[22:25] = lines[30:33] = [b"x\n", b"y\n", b"z\n"]
+    and the copy made hunk 4 ambiguous: apply refused); with the shift, :630's `loc.pos is end + gaps[i]` (no
+    gap past line 256 read exact; the full run of 2026-12-06)."""
+    lines = [b"p%d\n" % i for i in range(shift)] + [b"u%d\n" % i for i in range(40)]
+    lines[shift + 22:shift + 25] = lines[shift + 30:shift + 33] = [b"x\n", b"y\n", b"z\n"]
     old = b"".join(lines)
     new = lines.copy()
     for i in (3, 8, 13, 14, 36):
-        new[i] = b"changed %d\n" % i
-    new[31] = b"Y\n"
+        new[shift + i] = b"changed %d\n" % i
+    new[shift + 31] = b"Y\n"
     before, after = {"engine/a.py": old}, {"engine/a.py": b"".join(new)}
     diff = git_diff(tmp_path, before, after, context=1)
-    assert diff.count(b"\n@@ ") == 5 and b"@@ -13,4 +13,4 @@" in diff, diff
+    assert diff.count(b"\n@@ ") == 5 and b"@@ -%d,4 +%d,4 @@" % (shift + 13, shift + 13) in diff, diff
     registry.add("gaps", diff)
     root = tmp_path / "engine-root"
     write_tree(root, {"engine/a.py": b"top\n" + old})
@@ -614,3 +617,39 @@ def test_a_reading_the_manifests_fingerprint_proves_reports_each_hunks_expected_
     (file,) = res.json()["files"]
     assert [(h["state"], h["expected_line"], h["found_line"]) for h in file["hunks"]] == [
         ("unapplied", 1, 1), ("unapplied", 17, 17)], file["hunks"]
+
+
+@pytest.mark.parametrize("shift", [0, 300])
+def test_a_copy_of_the_last_hunk_is_excluded_by_where_the_diff_saw_the_file_end(
+    tmp_path: Path, registry: Registry, shift: int
+) -> None:
+    """Two hunks (-U3); the last one's trailing context is cut short by the end of the file (two lines of
+    three), and its pre-image also occurs between the hunks; the file has one line added at its top (so the
+    diff's blob ids prove nothing). Hunk 1 is certain, and the last hunk ends exactly where the file ends, as the
+    diff saw: the copy cannot be it, and apply patches the real place. Also with 300 lines above it all.
+
+    Kills patchkit/judge/state.py:634's end anchor read from the first hunk's trailing context (`hunks[-0]`),
+    or only from a hunk without any (`trailing > size`), or taken as reached (`end <= len(...)`, below), and,
+    past line 256, `end is len(content.lines)` (the full run of 2026-12-06)."""
+    lines = [b"p%d\n" % i for i in range(shift)] + [b"u%d\n" % i for i in range(40)]
+    region = [b"a\n", b"b\n", b"c\n", b"y\n", b"d\n", b"e\n"]
+    lines[shift + 15:shift + 21] = lines[shift + 34:shift + 40] = region
+    old = b"".join(lines)
+    new = lines.copy()
+    new[shift + 8] = b"changed 8\n"
+    new[shift + 37] = b"Y\n"
+    diff = git_diff(tmp_path, {"engine/a.py": old}, {"engine/a.py": b"".join(new)})
+    assert diff.count(b"\n@@ ") == 2 and diff.endswith(b" d\n e\n"), diff
+    registry.add("end", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + old})
+    res = cli("apply", "end", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res
+    assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
+    # A line added below it all: the last hunk no longer ends where the file does, nothing excludes the copy
+    # (:634's `end <= len(...)` took the end as reached), and apply refuses, writing nothing.
+    drifted = b"top\n" + old + b"bottom\n"
+    write_tree(root, {"engine/a.py": drifted})
+    res = cli("apply", "end", "--root", root, "--patches", registry.path)
+    assert res.code == 1 and "ambiguous" in res.out, res
+    assert (root / "engine/a.py").read_bytes() == drifted
