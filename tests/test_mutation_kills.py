@@ -638,6 +638,42 @@ def test_the_room_a_write_needs_is_counted_in_whole_4_kib_blocks(
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
 
 
+def test_a_file_changed_in_place_after_the_write_is_read_back_as_not_written(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after the check after the write has looked at b.py (its lstat: the inode and size written), another
+    writer changes its first byte in place (same inode, same size, bytes that sort lower). The read-back
+    compares the bytes and the run fails, every file put back.
+
+    Kills patchkit/workspace/commit.py:676:core/ReplaceComparisonOperator_Eq_LtE#3 (`found <= data`: bytes
+    that sort lower than the ones written passed as written; the full run of 2026-12-06)."""
+    from patchkit.workspace import commit as commit_module
+
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real = commit_module.lstat_at
+    changed: list[bool] = []
+
+    def lstat_then_change(folder: int, name: str) -> os.stat_result | None:
+        st = real(folder, name)
+        if name == "b.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not changed:
+            changed.append(True)
+            fd = os.open(root / "engine/b.py", os.O_WRONLY)
+            try:
+                os.pwrite(fd, b"\0", 0)
+            finally:
+                os.close(fd)
+        return st
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_change)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert changed, "the hook did not run"
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert "did not land in the tree: its content is not what patchkit just wrote" in res.err, res.err
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
 def test_an_empty_file_written_is_read_back_too(
     tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:

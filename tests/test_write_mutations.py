@@ -4,7 +4,7 @@ unprivileged user owns (the user's steps run as that user, in the forked child, 
 - a same-size edit in place that puts the mtime back, before the original's kept link is made: refused (exit 7),
   their edit kept (it was overwritten with exit 0: size, inode and mtime all matched);
 - a same-size edit in place right before the replace, after the last check: their edit is renamed back and the
-  run fails (exit 7; it was lost with exit 0);
+  run fails (exit 7; it was lost with exit 0), also when it puts the mtime back (caught by the bytes);
 - a file the patch deletes, created again while patchkit finishes (after its check of every path): exit 7 saying
   so, their file kept (it was exit 0 on a tree that reads conflict).
 
@@ -86,10 +86,17 @@ def test_an_edit_in_place_that_puts_the_mtime_back_is_seen(case: Case, user: tup
     assert strays(root) == [] and not (root / ".patchkit" / "journal.json").exists()
 
 
-def test_an_edit_in_place_right_before_the_replace_is_kept_not_overwritten(case: Case, user: tuple[int, int]) -> None:
-    root = tree_of_user(case, "edit-before-replace", user)
+@pytest.mark.parametrize("keep_mtime", [False, True])
+def test_an_edit_in_place_right_before_the_replace_is_kept_not_overwritten(
+    case: Case, user: tuple[int, int], keep_mtime: bool
+) -> None:
+    """With the mtime put back, the edit is caught too: by the original's bytes, read again by its kept link
+    after the replace (its size and mtime are the judged ones, and the replace itself moves its ctime). Before
+    the fix, that edit was overwritten, exit 0 (found writing a test for patchkit/workspace/commit.py:704's
+    ctime comparison, the full run of 2026-12-06: no edit before the replace had kept its mtime)."""
+    root = tree_of_user(case, f"edit-before-replace-{keep_mtime}", user)
     helper = root / HOOKED
-    edit = edit_in_place(helper, keep_mtime=False)
+    edit = edit_in_place(helper, keep_mtime=keep_mtime)
     run = run_forked(case.args("apply", root), before=at_operation(
         "replace", lambda a: a[1] == Path(HOOKED).name and a[0].endswith(".tmp"), lambda: as_user(*user, edit)))
     assert run.code == 7, (run.code, run.out, run.err)

@@ -708,37 +708,46 @@ def _check_unchanged(parent: int, entry: Entry, ctime: int | None = None) -> Non
 def _judged_bytes(parent: int, entry: Entry) -> int:
     """Once the kept link pins the original: it still holds exactly the bytes judged (an edit that put the mtime
     back, made before the link, shows here), and its ctime from before that read, for the later checks."""
+    st = _as_judged(parent, entry.parts[-1], entry)
+    if st is None:
+        raise _Changed(entry.path)
+    return st.st_ctime_ns
+
+
+def _as_judged(parent: int, name: str, entry: Entry) -> os.stat_result | None:
+    """The stat of `name` when it is the original's inode holding exactly the bytes judged; else None (another
+    file or a link at the name, another size, other bytes)."""
     o = entry.original
     assert o is not None and entry.before.data is not None
     try:
-        fd = os.open(entry.parts[-1], os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=parent)
     except OSError as exc:
-        if exc.errno == errno.ELOOP:  # a link put at the name since the check above: another file, not an I/O error
-            raise _Changed(entry.path) from None
+        if exc.errno == errno.ELOOP:  # a link put at the name: another file, not an I/O error
+            return None
         raise
     try:
         st = os.fstat(fd)
         if st.st_ino != o.ino or st.st_size != len(entry.before.data):
-            raise _Changed(entry.path)
+            return None
         found = b""
         while len(found) <= st.st_size and (more := os.pread(fd, st.st_size + 1 - len(found), len(found))):
             found += more
     finally:
         os.close(fd)
-    if found != entry.before.data:
-        raise _Changed(entry.path)
-    return st.st_ctime_ns
+    return st if found == entry.before.data else None
 
 
 def _check_kept(disk: Disk, parent: int, entry: Entry) -> None:
-    """Right after a replace or unlink: the original, still there by its kept link, is as judged (size, mtime):
-    an edit that landed between the last check and the replace is kept by renaming it back, then the run fails."""
+    """Right after a replace or unlink: the original, still there by its kept link, is as judged (its size, its
+    mtime, its bytes: an edit in place that put the mtime back changes only the ctime, which the replace itself
+    moves): an edit that landed between the last check and the replace is kept by renaming it back, then the
+    run fails."""
     o = entry.original
     assert o is not None
     kept = lstat_at(parent, entry.keep)
     if kept is None or kept.st_ino != o.ino:  # no link on this filesystem (or not ours): nothing to look at
         return
-    if (kept.st_size, kept.st_mtime_ns) != (o.size, o.mtime_ns):
+    if (kept.st_size, kept.st_mtime_ns) != (o.size, o.mtime_ns) or _as_judged(parent, entry.keep, entry) is None:
         if entry.after is None and lstat_at(parent, entry.parts[-1]) is not None:
             raise _Changed(entry.path)  # deleted, and a file is back at its name: never overwritten by ours
         disk.replace(parent, entry.keep, entry.parts[-1])
