@@ -653,3 +653,58 @@ def test_a_copy_of_the_last_hunk_is_excluded_by_where_the_diff_saw_the_file_end(
     res = cli("apply", "end", "--root", root, "--patches", registry.path)
     assert res.code == 1 and "ambiguous" in res.out, res
     assert (root / "engine/a.py").read_bytes() == drifted
+
+
+def test_two_copies_each_excluded_by_its_own_certain_neighbours(tmp_path: Path, registry: Registry) -> None:
+    """Six hunks (-U1); hunks 2 and 4 (1-based) each have a copy of their pre-image just above them, past the
+    certain hunk before each; the file has one line added at its top (the blob ids prove nothing). Each copy is
+    excluded by the gaps between its own certain neighbours: apply applies every hunk at its own place.
+
+    Kills patchkit/judge/state.py:648:core/ReplaceBinaryOperator_Sub_RShift#9 (the run's left anchor looked for
+    at `certain[first >> 1]`: for hunk 4 that is hunk 2, which is not certain, so hunk 4's copy was not excluded
+    and it read ambiguous; the full run of 2026-12-06)."""
+    lines = [b"u%d\n" % i for i in range(45)]
+    lines[9:12] = lines[5:8] = [b"a1\n", b"a2\n", b"a3\n"]
+    lines[23:26] = lines[19:22] = [b"b1\n", b"b2\n", b"b3\n"]
+    old = b"".join(lines)
+    new = lines.copy()
+    for i in (3, 17, 31, 38):
+        new[i] = b"changed %d\n" % i
+    new[10], new[24] = b"A2\n", b"B2\n"
+    diff = git_diff(tmp_path, {"engine/a.py": old}, {"engine/a.py": b"".join(new)}, context=1)
+    assert diff.count(b"\n@@ ") == 6, diff
+    registry.add("copies", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + old})
+    res = cli("apply", "copies", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res
+    assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
+
+
+def test_a_file_of_300_hunks_whose_last_has_a_copy_is_read_by_the_gaps_to_its_end(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """300 hunks (-U3) in one file; the last one's trailing context is cut short by the end of the file and its
+    pre-image also occurs above it, past the certain hunk before it; the file has a line added at its top (the
+    blob ids prove nothing). The gaps from the certain hunk to the end exclude the copy: apply applies them all.
+
+    Kills patchkit/judge/state.py:650:core/ReplaceComparisonOperator_Lt_IsNot#1 (the run's right walk as
+    `past is not count`: past the cached small ints, index count of the certain list, an internal error; the
+    full run of 2026-12-06)."""
+    lines = [b"u%d\n" % i for i in range(300 * 8 + 20)]
+    region = [b"r1\n", b"r2\n", b"r3\n", b"r4\n", b"r5\n", b"r6\n"]
+    lines[-6:] = region
+    lines[-14:-8] = region  # the copy, between the 300th hunk's place and the one before
+    old = list(lines)
+    new = list(lines)
+    for k in range(299):
+        new[8 * k + 4] = b"changed %d\n" % k
+    new[-3] = b"R4\n"
+    diff = git_diff(tmp_path, {"engine/a.py": b"".join(old)}, {"engine/a.py": b"".join(new)})
+    assert diff.count(b"\n@@ ") == 300, diff.count(b"\n@@ ")
+    registry.add("many", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + b"".join(old)})
+    res = cli("apply", "many", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res
+    assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
