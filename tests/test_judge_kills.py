@@ -689,8 +689,8 @@ def test_a_file_of_300_hunks_whose_last_has_a_copy_is_read_by_the_gaps_to_its_en
     blob ids prove nothing). The gaps from the certain hunk to the end exclude the copy: apply applies them all.
 
     Kills patchkit/judge/state.py:650:core/ReplaceComparisonOperator_Lt_IsNot#1 (the run's right walk as
-    `past is not count`: past the cached small ints, index count of the certain list, an internal error; the
-    full run of 2026-12-06)."""
+    `past is not count`: past the cached small ints, index count of the certain list, an internal error) and
+    :652's `past is count` (the same index); the full run of 2026-12-06."""
     lines = [b"u%d\n" % i for i in range(300 * 8 + 20)]
     region = [b"r1\n", b"r2\n", b"r3\n", b"r4\n", b"r5\n", b"r6\n"]
     lines[-6:] = region
@@ -708,3 +708,25 @@ def test_a_file_of_300_hunks_whose_last_has_a_copy_is_read_by_the_gaps_to_its_en
     res = cli("apply", "many", "--root", root, "--patches", registry.path)
     assert res.code == 0, res
     assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
+
+
+def test_a_hunk_with_five_copies_names_four_of_them(tmp_path: Path, registry: Registry) -> None:
+    """One hunk whose pre-image occurs five more times in the file (a line added at the top: the blob ids prove
+    nothing, and nothing excludes the copies): ambiguous, its detail naming the first four other places, not
+    more, not fewer.
+
+    Kills patchkit/judge/state.py:658's `others[:5]` and `others[:3]` (the full run of 2026-12-06)."""
+    block = [b"x = 1\n", b"y = 2\n", b"z = 3\n"]
+    lines = [b"u%d\n" % i for i in range(60)]
+    for start in (5, 14, 23, 32, 41, 50):
+        lines[start:start + 3] = block
+    new = lines.copy()
+    new[24] = b"y = 20\n"
+    diff = git_diff(tmp_path, {"engine/a.py": b"".join(lines)}, {"engine/a.py": b"".join(new)}, context=1)
+    registry.add("six", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + b"".join(lines)})
+    res = cli("status", "six", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    (hunk,) = res.json()["files"][0]["hunks"]
+    assert hunk["state"] == "ambiguous" and hunk["detail"].count("is also at line") == 4, hunk
