@@ -155,3 +155,44 @@ def test_a_file_created_again_is_found_past_a_deletion_whose_folder_went_away(us
         assert "the write completed, but engine/legacy/gone.py, which this change deletes, was created again" \
             in run.err, run.err
         assert not (root / "engine/aaa").exists()
+
+
+def test_a_fifo_put_at_the_name_right_after_the_kept_link_does_not_hang_the_check(
+    case: Case, user: tuple[int, int]
+) -> None:
+    """Right after the original's kept link is made, the tree's owner puts a FIFO at the file's name. The check
+    of the judged bytes opens the name without blocking (O_NONBLOCK), sees another file and stops: exit 7,
+    "changed while patchkit was writing it", never a hang waiting for a writer (an alarm in the child ends it
+    otherwise).
+
+    Kills patchkit/workspace/commit.py's `_as_judged` open flags without O_NONBLOCK (`O_NONBLOCK & O_CLOEXEC`,
+    `O_NONBLOCK // O_CLOEXEC`; the full run of 2026-12-06, as :714 BitAnd#30 and FloorDiv#30 before the fix
+    moved them)."""
+    root = tree_of_user(case, "fifo-after-link", user)
+    helper = root / HOOKED
+
+    def swap() -> None:
+        helper.unlink()
+        os.mkfifo(helper)
+
+    def install() -> None:
+        import signal
+
+        from patchkit.workspace.disk import Disk
+
+        signal.alarm(20)  # a blocking open of the FIFO would wait forever
+        real = Disk.link
+        done: list[bool] = []
+
+        def link(self: Disk, dir_fd: int, *args: str) -> None:
+            real(self, dir_fd, *args)
+            if not done and args[0] == helper.name:
+                done.append(True)
+                as_user(*user, swap)
+
+        setattr(Disk, "link", link)
+
+    run = run_forked(case.args("apply", root), before=install)
+    assert run.signal is None, (run.signal, run.out, run.err)
+    assert run.code == 7, (run.code, run.out, run.err)
+    assert f"{HOOKED} changed while patchkit was writing it" in run.err, run.err
