@@ -190,7 +190,7 @@ def test_a_fifo_put_at_the_name_right_after_the_kept_link_does_not_hang_the_chec
                 done.append(True)
                 as_user(*user, swap)
 
-        setattr(Disk, "link", link)
+        Disk.link = link  # type: ignore[method-assign]
 
     run = run_forked(case.args("apply", root), before=install)
     assert run.signal is None, (run.signal, run.out, run.err)
