@@ -674,6 +674,37 @@ def test_a_file_changed_in_place_after_the_write_is_read_back_as_not_written(
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
 
+def test_a_read_error_reading_back_a_file_just_written_is_a_write_that_did_not_land(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The read-back of b.py, right after the write, fails with an I/O error (EIO, injected into the check's
+    pread only): the run says the write did not land, naming the error, exit 7, every file put back; not an
+    internal error.
+
+    Kills patchkit/workspace/commit.py:672:core/ExceptionReplacer#19 (the OSError of the read-back escaping:
+    exit 10; the full run of 2026-12-06)."""
+    import errno
+
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real = os.pread
+    failed: list[bool] = []
+
+    def pread(fd: int, n: int, offset: int) -> bytes:
+        if sys._getframe(1).f_code.co_name == "_landed_here" and not failed:
+            failed.append(True)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return real(fd, n, offset)
+
+    monkeypatch.setattr(os, "pread", pread)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert failed, "the hook did not run"
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert "it cannot be read back (Input/output error)" in res.err, res.err
+    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
 def test_an_empty_file_written_is_read_back_too(
     tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
 ) -> None:
