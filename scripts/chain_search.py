@@ -34,12 +34,19 @@ from patchkit.errors import PatchkitError
 from patchkit.input.reads import Snapshot
 from patchkit.outcome import PatchState
 
-WAY_BACK = ("279", "in ends.items():", "in []:")  # state._chain_round_trip's way back, cut
+# state._chain_round_trip's way back, cut: its loop over the ends reached, found by its text (LINE 0)
+WAY_BACK = ("0", "for forward, (after, again) in ends.items():", "for forward, (after, again) in []:")
 
 
 def mutant(line: int, old: str, new: str) -> ModuleType:
-    """A copy of patchkit.judge.state with `old` replaced by `new` on `line` (which must hold it)."""
+    """A copy of patchkit.judge.state with `old` replaced by `new` on `line` (which must hold it; 0: the one
+    line that holds it)."""
     source = Path(state.__file__).read_text().splitlines(keepends=True)
+    if line == 0:
+        holding = [n for n, text in enumerate(source, 1) if old in text]
+        if len(holding) != 1:
+            raise SystemExit(f"{len(holding)} lines of state.py hold {old!r}: give the line")
+        line = holding[0]
     if old not in source[line - 1]:
         raise SystemExit(f"state.py:{line} does not hold {old!r}: {source[line - 1]!r}")
     source[line - 1] = source[line - 1].replace(old, new, 1)
@@ -79,7 +86,8 @@ def main() -> None:
     parser.add_argument("--edits", type=int, default=3, help="edit steps after the first version, at most (2 at least)")
     parser.add_argument("--single", action="store_true", help="one section: the first version to the last")
     parser.add_argument("--replace", nargs=3, metavar=("LINE", "OLD", "NEW"), default=WAY_BACK,
-                        help="the mutant: OLD replaced by NEW on state.py's LINE (default: the way back cut)")
+                        help="the mutant: OLD replaced by NEW on state.py's LINE, or on the one line that holds it "
+                             "(LINE 0; default: the way back cut)")
     args = parser.parse_args()
     changed = mutant(int(args.replace[0]), args.replace[1], args.replace[2])
     rng = random.Random(args.seed)

@@ -106,6 +106,21 @@ def test_created_files_get_exactly_the_diffs_modes_and_a_mode_change_gives_execu
     assert {rel: stat.S_IMODE((root / rel).stat().st_mode) for rel in want} == want
 
 
+def _applied_below_a_line_added_on_top(tmp_path: Path, registry: Registry, old: bytes, new: bytes, hunks: int,
+                                       context: int = 3) -> Path:
+    """git's diff of engine/a.py from `old` to `new` (`hunks` hunks), applied to `old` with a line added on top
+    (so the diff's blob ids prove nothing and the gaps decide): `apply` writes `new` below that line. The root."""
+    diff = git_diff(tmp_path, {"engine/a.py": old}, {"engine/a.py": new}, context=context)
+    assert diff.count(b"\n@@ ") == hunks, diff
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"top\n" + old})
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert res.code == 0, res
+    assert (root / "engine/a.py").read_bytes() == b"top\n" + new
+    return root
+
+
 @pytest.mark.parametrize("shift", [0, 300])
 def test_a_copy_of_a_hunk_in_the_unchanged_lines_between_two_hunks_is_excluded_by_the_gaps(
         tmp_path: Path, registry: Registry, shift: int) -> None:
@@ -125,15 +140,7 @@ def test_a_copy_of_a_hunk_in_the_unchanged_lines_between_two_hunks_is_excluded_b
     for i in (3, 8, 13, 14, 36):
         new[shift + i] = b"changed %d\n" % i
     new[shift + 31] = b"Y\n"
-    before, after = {"engine/a.py": old}, {"engine/a.py": b"".join(new)}
-    diff = git_diff(tmp_path, before, after, context=1)
-    assert diff.count(b"\n@@ ") == 5 and b"@@ -%d,4 +%d,4 @@" % (shift + 13, shift + 13) in diff, diff
-    registry.add("gaps", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/a.py": b"top\n" + old})
-    res = cli("apply", "gaps", "--root", root, "--patches", registry.path)
-    assert res.code == 0, res
-    assert (root / "engine/a.py").read_bytes() == b"top\n" + after["engine/a.py"]
+    _applied_below_a_line_added_on_top(tmp_path, registry, old, b"".join(new), 5, context=1)
 
 
 def test_the_line_git_would_use_instead_is_named_one_based(tmp_path: Path, registry: Registry, engine: Path) -> None:
@@ -244,6 +251,20 @@ def test_a_file_touched_three_times_with_one_section_drifted_names_that_section(
     assert f"3 sections of the diff touch this file, and section {drifted} is conflict" in res.out, res.out
 
 
+def _ambiguous_and_left_alone(tmp_path: Path, registry: Registry, diff: bytes, tree: bytes, said: str) -> None:
+    """engine/f.py holding `tree`: `status` reads the patch ambiguous, saying `said`; `apply` refuses, writing
+    nothing."""
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": tree})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    assert res.json()["state"] == "ambiguous", res.out
+    assert said in res.out, res.out
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
+    assert (root / "engine/f.py").read_bytes() == tree
+
+
 def test_a_diff_that_makes_a_change_and_takes_it_back_reads_ambiguous(tmp_path: Path, registry: Registry) -> None:
     """A diff that touches one file twice, the second section taking the first back (line 5 x -> y, then y -> x:
     a commit and its revert in one series): on the tree (line 5 is x) both readings hold, the search takes
@@ -258,16 +279,9 @@ def test_a_diff_that_makes_a_change_and_takes_it_back_reads_ambiguous(tmp_path: 
     changed = base.replace(b"line 5\n", b"line 5 y\n")
     diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": changed}) + git_diff(
         tmp_path, {"engine/f.py": changed}, {"engine/f.py": base})
-    registry.add("p", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": base})
-    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
-    assert res.code == 5, (res.code, res.out, res.err)
-    assert res.json()["state"] == "ambiguous", res.out
-    assert ("2 sections of the diff touch this file; after reverting it in memory, section 1 of the sections "
-            "touching it reads applied, not unapplied") in res.out, res.out
-    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
-    assert (root / "engine/f.py").read_bytes() == base
+    said = ("2 sections of the diff touch this file; after reverting it in memory, section 1 of the sections "
+            "touching it reads applied, not unapplied")
+    _ambiguous_and_left_alone(tmp_path, registry, diff, base, said)
 
 
 def test_a_chain_whose_second_section_fails_the_move_is_named_by_its_number(tmp_path: Path, registry: Registry) -> None:
@@ -286,16 +300,9 @@ def test_a_chain_whose_second_section_fails_the_move_is_named_by_its_number(tmp_
         for line in difflib.unified_diff(old.decode().splitlines(keepends=True), new.decode().splitlines(keepends=True),
                                          "a/engine/f.py", "b/engine/f.py", n=1)
     ).encode()
-    registry.add("p", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": versions[2]})
-    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
-    assert res.code == 5, (res.code, res.out, res.err)
-    assert res.json()["state"] == "ambiguous", res.out
-    assert ("3 sections of the diff touch this file; after applying it in memory, section 2 of the sections "
-            "touching it reads conflict, not applied") in res.out, res.out
-    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
-    assert (root / "engine/f.py").read_bytes() == versions[2]
+    said = ("3 sections of the diff touch this file; after applying it in memory, section 2 of the sections "
+            "touching it reads conflict, not applied")
+    _ambiguous_and_left_alone(tmp_path, registry, diff, versions[2], said)
 
 
 @pytest.mark.parametrize("there", ["neither", "both"])
@@ -384,6 +391,18 @@ def test_a_whole_file_rewrite_of_300_lines_and_a_search_past_300_copies_of_a_lin
     assert (root / "engine/same.py").read_bytes() == changed
 
 
+def _unapplied_then_applied(tmp_path: Path, registry: Registry, diff: bytes, tree: bytes, patched: bytes,
+                            extra: str = "") -> None:
+    """engine/f.py holding `tree`: `status` reads the patch unapplied; `apply` writes `patched`."""
+    registry.add("p", diff, extra=extra)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": tree})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
+    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
+    assert (root / "engine/f.py").read_bytes() == patched
+
+
 def test_a_tree_the_diffs_blob_ids_prove_stays_proved_when_the_manifests_fingerprint_is_of_another_image(
     tmp_path: Path, registry: Registry
 ) -> None:
@@ -399,13 +418,7 @@ def test_a_tree_the_diffs_blob_ids_prove_stays_proved_when_the_manifests_fingerp
     changed = base.replace(b"    return 1\n", b"    return 100\n", 1)
     diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": changed})
     other_image = hashlib.sha256(b"# the older engine's file\n").hexdigest()
-    registry.add("p", diff, extra=f'[base]\n"engine/f.py" = "{other_image}"\n')
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": base})
-    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
-    assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
-    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
-    assert (root / "engine/f.py").read_bytes() == changed
+    _unapplied_then_applied(tmp_path, registry, diff, base, changed, extra=f'[base]\n"engine/f.py" = "{other_image}"\n')
 
 
 def test_a_file_no_reading_completes_is_reported_by_its_first_reading(tmp_path: Path, registry: Registry) -> None:
@@ -452,16 +465,8 @@ def test_a_reading_left_incomplete_does_not_hide_a_complete_one_after_it(tmp_pat
     old, new = ["a\n", "a\n", "u\n", "a\n", "x\n"], ["a\n", "u\n", "a\n"]
     diff = "".join(difflib.unified_diff(old, new, "a/engine/f.py", "b/engine/f.py", n=1)).encode()
     assert diff.count(b"@@ -") == 2, diff
-    registry.add("p", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": b"a\na\n"})
-    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
-    assert res.code == 5, (res.code, res.out, res.err)
-    (file,) = res.json()["files"]
-    assert file["state"] == "ambiguous", file
-    assert "read as applied, the file does not survive a round trip" in res.out, res.out
-    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 1
-    assert (root / "engine/f.py").read_bytes() == b"a\na\n"
+    _ambiguous_and_left_alone(tmp_path, registry, diff, b"a\na\n",
+                              "read as applied, the file does not survive a round trip")
 
 
 def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id(
@@ -522,13 +527,7 @@ def test_a_proof_by_blob_id_reads_every_branch_of_a_file_of_one_repeated_line(
     places = [3 + 5 * k for k in range(8)]  # the 1-based line each hunk's context starts at
     base, new = line * 40, line * 48
     hunks = b"".join(b"@@ -%d,2 +%d,3 @@\n x = 0\n+x = 0\n x = 0\n" % (at, at + k) for k, at in enumerate(places))
-    registry.add("p", _one_line_file_diff(base, new, hunks))
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": base})
-    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
-    assert res.code == 3 and res.json()["state"] == "unapplied", (res.code, res.out, res.err)
-    assert cli("apply", "p", "--root", root, "--patches", registry.path).code == 0
-    assert (root / "engine/f.py").read_bytes() == new
+    _unapplied_then_applied(tmp_path, registry, _one_line_file_diff(base, new, hunks), base, new)
 
 
 @pytest.mark.parametrize("tree", ["unapplied", "applied"])
@@ -576,42 +575,23 @@ def test_a_tree_two_readings_prove_with_different_states_is_not_proved(tmp_path:
     assert res.code == 5 and res.json()["state"] == "ambiguous", (res.code, res.out, res.err)
 
 
-def test_a_proved_reading_reports_each_hunks_expected_line(tmp_path: Path, registry: Registry) -> None:
-    """The diff's own base (its blob id proves it unapplied) with hunks at line 1 and further down: the report
-    gives each hunk's expected line as the header has it, line 1 for the first.
+@pytest.mark.parametrize("proof", ["blob ids", "fingerprint"])
+def test_a_proved_reading_reports_each_hunks_expected_line(tmp_path: Path, registry: Registry, proof: str) -> None:
+    """A tree its proof reads (the diff's own base, its blob id; or, a line between the hunks edited so the ids
+    prove nothing, the image the manifest's `[base]` fingerprints): every hunk unapplied where git puts it, each
+    hunk's expected line as its header has it, line 1 for the first.
 
-    Kills patchkit/judge/state.py:517's expected lines of a proved reading (`pos or 1`, `pos or -1`, `pos and
-    0`; the full run of 2026-12-06)."""
+    Kills patchkit/judge/state.py:517's expected lines of a proved reading and :544's of a fingerprinted one
+    (`pos or 1`, `pos or -1`, `pos and 0`; the full run of 2026-12-06)."""
     base = b"".join(b"line %d\n" % i for i in range(1, 31))
     new = base.replace(b"line 1\n", b"line one\n").replace(b"line 20\n", b"line twenty\n")
     diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": new})
     assert b"@@ -1,4 +1,4 @@" in diff and b"@@ -17,7 +17,7 @@" in diff, diff
-    registry.add("p", diff)
+    tree = base if proof == "blob ids" else base.replace(b"line 10\n", b"line 10, ported\n")
+    extra = "" if proof == "blob ids" else f'[base]\n"engine/f.py" = "{hashlib.sha256(tree).hexdigest()}"\n'
+    registry.add("p", diff, extra=extra)
     root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": base})
-    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
-    assert res.code == 3, (res.code, res.out, res.err)
-    (file,) = res.json()["files"]
-    assert [(h["state"], h["expected_line"], h["found_line"]) for h in file["hunks"]] == [
-        ("unapplied", 1, 1), ("unapplied", 17, 17)], file["hunks"]
-
-
-def test_a_reading_the_manifests_fingerprint_proves_reports_each_hunks_expected_line(
-    tmp_path: Path, registry: Registry
-) -> None:
-    """A tree that is not the diff's base (a line between the hunks edited: the blob ids prove nothing) but is
-    the image the manifest's `[base]` fingerprints: every hunk unapplied where git puts it, each hunk's
-    expected line as its header has it, line 1 for the first.
-
-    Kills patchkit/judge/state.py:544's expected lines of a fingerprinted reading (`pos or 1`, `pos or -1`,
-    `pos and 0`; the full run of 2026-12-06)."""
-    base = b"".join(b"line %d\n" % i for i in range(1, 31))
-    new = base.replace(b"line 1\n", b"line one\n").replace(b"line 20\n", b"line twenty\n")
-    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": new})
-    ported = base.replace(b"line 10\n", b"line 10, ported\n")
-    registry.add("p", diff, extra=f'[base]\n"engine/f.py" = "{hashlib.sha256(ported).hexdigest()}"\n')
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/f.py": ported})
+    write_tree(root, {"engine/f.py": tree})
     res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
     assert res.code == 3, (res.code, res.out, res.err)
     (file,) = res.json()["files"]
@@ -638,19 +618,12 @@ def test_a_copy_of_the_last_hunk_is_excluded_by_where_the_diff_saw_the_file_end(
     new = lines.copy()
     new[shift + 8] = b"changed 8\n"
     new[shift + 37] = b"Y\n"
-    diff = git_diff(tmp_path, {"engine/a.py": old}, {"engine/a.py": b"".join(new)})
-    assert diff.count(b"\n@@ ") == 2 and diff.endswith(b" d\n e\n"), diff
-    registry.add("end", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/a.py": b"top\n" + old})
-    res = cli("apply", "end", "--root", root, "--patches", registry.path)
-    assert res.code == 0, res
-    assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
+    root = _applied_below_a_line_added_on_top(tmp_path, registry, old, b"".join(new), 2)  # the last cut: d, e
     # A line added below it all: the last hunk no longer ends where the file does, nothing excludes the copy
     # (:634's `end <= len(...)` took the end as reached), and apply refuses, writing nothing.
     drifted = b"top\n" + old + b"bottom\n"
     write_tree(root, {"engine/a.py": drifted})
-    res = cli("apply", "end", "--root", root, "--patches", registry.path)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert res.code == 1 and "ambiguous" in res.out, res
     assert (root / "engine/a.py").read_bytes() == drifted
 
@@ -671,14 +644,7 @@ def test_two_copies_each_excluded_by_its_own_certain_neighbours(tmp_path: Path, 
     for i in (3, 17, 31, 38):
         new[i] = b"changed %d\n" % i
     new[10], new[24] = b"A2\n", b"B2\n"
-    diff = git_diff(tmp_path, {"engine/a.py": old}, {"engine/a.py": b"".join(new)}, context=1)
-    assert diff.count(b"\n@@ ") == 6, diff
-    registry.add("copies", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/a.py": b"top\n" + old})
-    res = cli("apply", "copies", "--root", root, "--patches", registry.path)
-    assert res.code == 0, res
-    assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
+    _applied_below_a_line_added_on_top(tmp_path, registry, old, b"".join(new), 6, context=1)
 
 
 def test_a_file_of_300_hunks_whose_last_has_a_copy_is_read_by_the_gaps_to_its_end(
@@ -700,14 +666,7 @@ def test_a_file_of_300_hunks_whose_last_has_a_copy_is_read_by_the_gaps_to_its_en
     for k in range(299):
         new[8 * k + 4] = b"changed %d\n" % k
     new[-3] = b"R4\n"
-    diff = git_diff(tmp_path, {"engine/a.py": b"".join(old)}, {"engine/a.py": b"".join(new)})
-    assert diff.count(b"\n@@ ") == 300, diff.count(b"\n@@ ")
-    registry.add("many", diff)
-    root = tmp_path / "engine-root"
-    write_tree(root, {"engine/a.py": b"top\n" + b"".join(old)})
-    res = cli("apply", "many", "--root", root, "--patches", registry.path)
-    assert res.code == 0, res
-    assert (root / "engine/a.py").read_bytes() == b"top\n" + b"".join(new)
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(old), b"".join(new), 300)
 
 
 def test_a_hunk_with_five_copies_names_four_of_them(tmp_path: Path, registry: Registry) -> None:

@@ -638,27 +638,35 @@ def test_the_room_a_write_needs_is_counted_in_whole_4_kib_blocks(
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
 
 
-def test_a_file_changed_in_place_after_the_write_is_read_back_as_not_written(
-    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("what", ["changed in place", "read error"])
+def test_a_file_changed_or_unreadable_right_after_the_write_is_a_write_that_did_not_land(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch, what: str
 ) -> None:
     """Right after the check after the write has looked at b.py (its lstat: the inode and size written), another
-    writer changes its first byte in place (same inode, same size, bytes that sort lower). The read-back
-    compares the bytes and the run fails, every file put back.
+    writer changes its first byte in place (same inode, same size, bytes that sort lower), or its read-back fails
+    with an I/O error (EIO, injected into the check's pread only). The run says the write did not land, why,
+    exit 7, every file put back; never exit 0, never an internal error.
 
-    Kills patchkit/workspace/commit.py:676:core/ReplaceComparisonOperator_Eq_LtE#3 (`found <= data`: bytes
-    that sort lower than the ones written passed as written; the full run of 2026-12-06)."""
+    Kills patchkit/workspace/commit.py:676:core/ReplaceComparisonOperator_Eq_LtE#3 (`found <= data`: bytes that
+    sort lower than the ones written passed as written) and :672:core/ExceptionReplacer#19 (the read-back's
+    OSError escaping: exit 10); the full run of 2026-12-06."""
+    import errno
+
     from patchkit.workspace import commit as commit_module
 
     registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
     root = tmp_path / "engine-root"
     write_tree(root, BEFORE)
-    real = commit_module.lstat_at
-    changed: list[bool] = []
+    real_lstat, real_pread = commit_module.lstat_at, os.pread
+    hooked: list[bool] = []
+
+    def in_the_check(name: str) -> bool:
+        return name == "b.py" and sys._getframe(2).f_code.co_name == "_landed_here" and not hooked
 
     def lstat_then_change(folder: int, name: str) -> os.stat_result | None:
-        st = real(folder, name)
-        if name == "b.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not changed:
-            changed.append(True)
+        st = real_lstat(folder, name)
+        if what == "changed in place" and in_the_check(name):
+            hooked.append(True)
             fd = os.open(root / "engine/b.py", os.O_WRONLY)
             try:
                 os.pwrite(fd, b"\0", 0)
@@ -666,44 +674,23 @@ def test_a_file_changed_in_place_after_the_write_is_read_back_as_not_written(
                 os.close(fd)
         return st
 
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_change)
-    res = cli("apply", "p", "--root", root, "--patches", registry.path)
-    assert changed, "the hook did not run"
-    assert res.code == 7, (res.code, res.out, res.err)
-    assert "did not land in the tree: its content is not what patchkit just wrote" in res.err, res.err
-    assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
-    assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
-
-def test_a_read_error_reading_back_a_file_just_written_is_a_write_that_did_not_land(
-    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The read-back of b.py, right after the write, fails with an I/O error (EIO, injected into the check's
-    pread only): the run says the write did not land, naming the error, exit 7, every file put back; not an
-    internal error.
-
-    Kills patchkit/workspace/commit.py:672:core/ExceptionReplacer#19 (the OSError of the read-back escaping:
-    exit 10; the full run of 2026-12-06)."""
-    import errno
-
-    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
-    root = tmp_path / "engine-root"
-    write_tree(root, BEFORE)
-    real = os.pread
-    failed: list[bool] = []
-
     def pread(fd: int, n: int, offset: int) -> bytes:
-        if sys._getframe(1).f_code.co_name == "_landed_here" and not failed:
-            failed.append(True)
+        if what == "read error" and in_the_check("b.py") and os.fstat(fd).st_size == len(AFTER["engine/b.py"]):
+            hooked.append(True)
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        return real(fd, n, offset)
+        return real_pread(fd, n, offset)
 
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_change)
     monkeypatch.setattr(os, "pread", pread)
     res = cli("apply", "p", "--root", root, "--patches", registry.path)
-    assert failed, "the hook did not run"
+    assert hooked, "the hook did not run"
     assert res.code == 7, (res.code, res.out, res.err)
-    assert "it cannot be read back (Input/output error)" in res.err, res.err
+    why = "its content is not what patchkit just wrote" if what == "changed in place" else (
+        "it cannot be read back (Input/output error)")
+    assert f"did not land in the tree: {why}" in res.err, res.err
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
     assert (root / "engine/b.py").read_bytes() == BEFORE["engine/b.py"]
+
 
 def test_an_empty_file_written_is_read_back_too(
     tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch
