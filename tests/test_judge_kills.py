@@ -689,3 +689,33 @@ def test_a_hunk_with_five_copies_names_four_of_them(tmp_path: Path, registry: Re
     assert res.code == 5, (res.code, res.out, res.err)
     (hunk,) = res.json()["files"][0]["hunks"]
     assert hunk["state"] == "ambiguous" and hunk["detail"].count("is also at line") == 4, hunk
+
+
+@pytest.mark.parametrize("above", [0, 12])
+def test_a_run_of_two_uncertain_hunks_excludes_the_second_ones_copy_by_the_first_ones_earliest_end(
+    tmp_path: Path, registry: Registry, above: int
+) -> None:
+    """Four hunks (-U1): the first and the last certain, the two between each with a copy of its pre-image, the
+    file with a line added on top (the blob ids prove nothing). Hunk 2's copy sits right below hunk 1, too near it
+    for the diff's gap, so hunk 2 can only end at its own place; hunk 3's copy sits right below hunk 2's own
+    place, too near it too (it would fit only if hunk 2 could end at its copy). Both copies are excluded, and
+    apply applies every hunk at its own place.
+
+    Kills patchkit/judge/state.py:683's filter of the places a run's hunk may take on the way from its left
+    anchor (the gap dropped or bent: `low[m] - gaps[m]`, `| gaps[m]`, `^`, `&`, `>>`, `==`, `<=`, `!=`, `is`,
+    `is not`; the ends as `pos - span`, `pos | span`, `pos ^ span`): no test had a run of two uncertain hunks,
+    where the first one's places bound the second one's (the full run of 2026-12-06). With 12 lines and two
+    more certain hunks above it all, the run starts at hunk 4: kills :681's `located[j >> 1]` for the left
+    anchor (hunk 2's end taken for hunk 3's)."""
+    # 0-based, before the line on top: hunk 1's image at 2-4; the copies at 14 and 25, the own places at 18 and
+    # 28; hunk 4's image at 35-37. On the tree (one line lower) the numbers share bits (6 | 13 = 15, 19 | 3 =
+    # 19) so that `|` and `^` for `+` move the bounds too.
+    lines = [b"u%d\n" % i for i in range(45)]
+    lines[14:17] = lines[18:21] = [b"a1\n", b"a2\n", b"a3\n"]
+    lines[25:28] = lines[28:31] = [b"b1\n", b"b2\n", b"b3\n"]
+    new = lines.copy()
+    new[3], new[19], new[29], new[36] = b"H0\n", b"A2\n", b"B2\n", b"H3\n"
+    top = [b"v%d\n" % i for i in range(above)]
+    changed_top = [b"V%d\n" % i if i in (3, 8) else line for i, line in enumerate(top)]
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(top + lines), b"".join(changed_top + new),
+                                       6 if above else 4, context=1)
