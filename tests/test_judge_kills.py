@@ -691,9 +691,9 @@ def test_a_hunk_with_five_copies_names_four_of_them(tmp_path: Path, registry: Re
     assert hunk["state"] == "ambiguous" and hunk["detail"].count("is also at line") == 4, hunk
 
 
-@pytest.mark.parametrize("above", [0, 12])
+@pytest.mark.parametrize(("above", "mirrored"), [(0, False), (12, False), (0, True)])
 def test_a_run_of_two_uncertain_hunks_excludes_the_second_ones_copy_by_the_first_ones_earliest_end(
-    tmp_path: Path, registry: Registry, above: int
+    tmp_path: Path, registry: Registry, above: int, mirrored: bool
 ) -> None:
     """Four hunks (-U1): the first and the last certain, the two between each with a copy of its pre-image, the
     file with a line added on top (the blob ids prove nothing). Hunk 2's copy sits right below hunk 1, too near it
@@ -706,7 +706,8 @@ def test_a_run_of_two_uncertain_hunks_excludes_the_second_ones_copy_by_the_first
     `is not`; the ends as `pos - span`, `pos | span`, `pos ^ span`): no test had a run of two uncertain hunks,
     where the first one's places bound the second one's (the full run of 2026-12-06). With 12 lines and two
     more certain hunks above it all, the run starts at hunk 4: kills :681's `located[j >> 1]` for the left
-    anchor (hunk 2's end taken for hunk 3's)."""
+    anchor (hunk 2's end taken for hunk 3's). Mirrored (the file's lines in reverse order: the copies below
+    their hunks, bounded by the right pass's latest starts): kills :689's `p.pos ^ gaps[m]`."""
     # 0-based, before the line on top: hunk 1's image at 2-4; the copies at 14 and 25, the own places at 18 and
     # 28; hunk 4's image at 35-37. On the tree (one line lower) the numbers share bits (6 | 13 = 15, 19 | 3 =
     # 19) so that `|` and `^` for `+` move the bounds too.
@@ -717,5 +718,24 @@ def test_a_run_of_two_uncertain_hunks_excludes_the_second_ones_copy_by_the_first
     new[3], new[19], new[29], new[36] = b"H0\n", b"A2\n", b"B2\n", b"H3\n"
     top = [b"v%d\n" % i for i in range(above)]
     changed_top = [b"V%d\n" % i if i in (3, 8) else line for i, line in enumerate(top)]
-    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(top + lines), b"".join(changed_top + new),
+    old_lines, new_lines = top + lines, changed_top + new
+    if mirrored:
+        old_lines, new_lines = old_lines[::-1], new_lines[::-1]
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(old_lines), b"".join(new_lines),
                                        6 if above else 4, context=1)
+
+
+def test_a_hunk_whose_images_sit_equally_far_above_and_below_is_a_tie_even_at_line_1(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A one-hunk diff (-U1) expected at line 3; on the tree its pre-image sits at line 1 and its post-image at
+    line 5, two lines from it either way: position cannot tell them apart (ambiguous, the tie's detail), and
+    the image at the file's first line is not nearer for being at line 1.
+
+    Kills patchkit/judge/state.py:701's distances (`pos or 1`, `pos or -1`: a reading at line 1 measured from
+    line 2 or 0; `pos | e`, `pos ^ e` for `pos - e`; the full run of 2026-12-06)."""
+    base = b"a\nb\np\nX\nq\n" + b"".join(b"tail %d\n" % i for i in range(10))
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": base.replace(b"X\n", b"Y\n")}, context=1)
+    assert b"@@ -3,3 +3,3 @@" in diff, diff
+    tree = b"p\nX\nq\nz\np\nY\nq\n" + b"".join(b"tail %d\n" % i for i in range(10))
+    _ambiguous_and_left_alone(tmp_path, registry, diff, tree, "each reading of the whole file holds")
