@@ -143,26 +143,35 @@ def test_a_copy_of_a_hunk_in_the_unchanged_lines_between_two_hunks_is_excluded_b
     _applied_below_a_line_added_on_top(tmp_path, registry, old, b"".join(new), 5, context=1)
 
 
-def test_the_line_git_would_use_instead_is_named_one_based(tmp_path: Path, registry: Registry, engine: Path) -> None:
+@pytest.mark.parametrize("above", [0, 1])
+def test_the_line_git_would_use_instead_is_named_one_based(
+    tmp_path: Path, registry: Registry, engine: Path, above: int
+) -> None:
     """test_state.py's last line without a newline: git would patch the copy of the block that does end in one,
-    which starts at line 11 (ten lines above it); the hunk is ambiguous, naming that line, and `status -v` names
-    where patchkit read it (line 21, the hunk's own place: ten lines below where the diff expects it).
+    which starts at line 11 (ten lines above it); the hunk is ambiguous, naming that line and where patchkit read
+    it (line 21, the hunk's own place: ten lines below where the diff expects it), and `status -v` names that
+    too. With a line above it all, the numbers are odd (0-based), where `| 1` and `^ 1` are not `+ 1`.
 
     Kills patchkit/judge/state.py:745:core/NumberReplacer#159 (`theirs + 0`: the message named line 10, one
-    above the copy) and :782:core/ReplaceComparisonOperator_IsNot_Is#21 (`(loc.pos,) if loc.pos is None else
-    ()`: the doubted hunk kept no candidate, and the table lost its "matches at 21")."""
+    above the copy) and, with the line above, :745's `theirs | 1`, `theirs ^ 1`; :748's line of the hunk's own
+    image (`ours + 2`, `ours - 1`, `ours | 1`, `ours >> 1`, ...: the full run of 2026-12-06); and
+    :782:core/ReplaceComparisonOperator_IsNot_Is#21 (`(loc.pos,) if loc.pos is None else ()`: the doubted hunk
+    kept no candidate, and the table lost its "matches at 21")."""
     lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
-    before = b"".join(lines[:19]) + b"value_19 = compute(19)"
+    top = b"# top\n" * above
+    before = top + b"".join(lines[:19]) + b"value_19 = compute(19)"
     after = before.replace(lines[17], b"changed = 17\n")
     registry.add("p", git_diff(tmp_path, {"f.py": before}, {"f.py": after}))
-    tree = b"".join(lines[:10]) + b"".join(lines[14:20]) + b"".join(lines[10:19]) + b"value_19 = compute(19)"
+    tree = top + b"".join(lines[:10]) + b"".join(lines[14:20]) + b"".join(lines[10:19]) + b"value_19 = compute(19)"
     write_tree(engine, {"f.py": tree})
     status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
     assert status.code == 5, status.out
     detail = status.json()["files"][0]["hunks"][0]["detail"]
-    assert "`git apply` would use the match at line 11;" in detail, detail
+    said = f"its image is at line {21 + above}, but `git apply` would use the match at line {11 + above};"
+    assert said in detail, detail
     table = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
-    assert "hunk 1 @@ -15,6 +15,6 @@: ambiguous (expected line 15, matches at 21)" in table.out, table.out
+    at = 15 + above
+    assert f"hunk 1 @@ -{at},6 +{at},6 @@: ambiguous (expected line {at}, matches at {21 + above})" in table.out, table.out
 
 
 def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
