@@ -171,7 +171,8 @@ def test_the_line_git_would_use_instead_is_named_one_based(
     assert said in detail, detail
     table = cli("status", "p", "--root", engine, "--patches", registry.path, "-v")
     at = 15 + above
-    assert f"hunk 1 @@ -{at},6 +{at},6 @@: ambiguous (expected line {at}, matches at {21 + above})" in table.out, table.out
+    row = f"hunk 1 @@ -{at},6 +{at},6 @@: ambiguous (expected line {at}, matches at {21 + above})"
+    assert row in table.out, table.out
 
 
 def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
