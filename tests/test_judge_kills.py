@@ -735,17 +735,50 @@ def test_a_run_of_two_uncertain_hunks_excludes_the_second_ones_copy_by_the_first
                                        6 if above else 4, context=1)
 
 
+@pytest.mark.parametrize("above", [0, 8])
 def test_a_hunk_whose_images_sit_equally_far_above_and_below_is_a_tie_even_at_line_1(
-    tmp_path: Path, registry: Registry
+    tmp_path: Path, registry: Registry, above: int
 ) -> None:
-    """A one-hunk diff (-U1) expected at line 3; on the tree its pre-image sits at line 1 and its post-image at
-    line 5, two lines from it either way: position cannot tell them apart (ambiguous, the tie's detail), and
-    the image at the file's first line is not nearer for being at line 1.
+    """A hunk (-U1) expected at line 3; on the tree its pre-image sits at line 1 and its post-image at line 5, two
+    lines from it either way: position cannot tell them apart (ambiguous, the tie's detail), and the image at the
+    file's first line is not nearer for being at line 1. With 8 lines and a hunk of their own above (read alike
+    by both readings), the tie is still found past it.
 
     Kills patchkit/judge/state.py:701's distances (`pos or 1`, `pos or -1`: a reading at line 1 measured from
-    line 2 or 0; `pos | e`, `pos ^ e` for `pos - e`; the full run of 2026-12-06)."""
-    base = b"a\nb\np\nX\nq\n" + b"".join(b"tail %d\n" % i for i in range(10))
-    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": base.replace(b"X\n", b"Y\n")}, context=1)
-    assert b"@@ -3,3 +3,3 @@" in diff, diff
-    tree = b"p\nX\nq\nz\np\nY\nq\n" + b"".join(b"tail %d\n" % i for i in range(10))
+    line 2 or 0; `pos | e`, `pos ^ e` for `pos - e`) and, with the hunk above, :761's `break` for `continue` (the
+    hunks after the first one both readings agree on left undoubted); the full run of 2026-12-06."""
+    head = [b"h%d\n" % i for i in range(above)]
+    new_head = [b"H3\n" if i == 3 else line for i, line in enumerate(head)]
+    tail = b"".join(b"tail %d\n" % i for i in range(10))
+    base = b"".join(head) + b"a\nb\np\nX\nq\n" + tail
+    patched = b"".join(new_head) + b"a\nb\np\nY\nq\n" + tail
+    diff = git_diff(tmp_path, {"engine/f.py": base}, {"engine/f.py": patched}, context=1)
+    assert b"@@ -%d,3 +%d,3 @@" % (above + 3, above + 3) in diff, diff
+    tree = b"".join(head) + b"p\nX\nq\nz\np\nY\nq\n" + tail
     _ambiguous_and_left_alone(tmp_path, registry, diff, tree, "each reading of the whole file holds")
+
+
+def test_a_file_of_one_repeated_line_with_more_readings_than_the_bound_is_not_decided(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A file of 40 identical lines, a line on top, and a diff (hand-written, -U1) that puts one more such line in
+    at eight places: with the line on top no blob id proves anything, and by position every hunk reads both ways
+    where its header puts it: 256 readings, cut at the bound (64). The file is ambiguous, never decided: every
+    hunk, on which the kept readings disagree, is ambiguous for the tie, and none gets the cut list's own doubt
+    ("too many look-alikes"), which is for a cut list whose readings all agree.
+
+    Kills patchkit/judge/state.py:771's test of a cut list (`cut or all(...)`: the first hunk doubted as well;
+    the comparisons of the states as `>`, `<`, ...; the full run of 2026-12-06): no test had a list cut short."""
+    line = b"x = 0\n"
+    places = [3 + 5 * k for k in range(8)]
+    hunks = b"".join(b"@@ -%d,2 +%d,3 @@\n x = 0\n+x = 0\n x = 0\n" % (at, at + k) for k, at in enumerate(places))
+    diff = b"diff --git a/engine/f.py b/engine/f.py\n--- a/engine/f.py\n+++ b/engine/f.py\n" + hunks
+    registry.add("p", diff)
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": b"top\n" + line * 40})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5 and res.json()["state"] == "ambiguous", (res.code, res.out, res.err)
+    hunks = res.json()["files"][0]["hunks"]
+    tie = "each reading of the whole file holds"
+    assert all(h["state"] == "ambiguous" and tie in h["detail"] for h in hunks), hunks
+    assert "too many equally near look-alikes" not in res.out, res.out
