@@ -471,12 +471,14 @@ def test_a_reading_left_incomplete_does_not_hide_a_complete_one_after_it(tmp_pat
 
     Kills patchkit/judge/state.py:455:core/ReplaceContinueWithBreak#0 (the readings after an incomplete one
     dropped; found by scripts/chain_search.py --single --replace 455 continue break, seed 21: 2 cases in
-    77,968 trees; the full run of 2026-12-06)."""
+    77,968 trees), and the round trip's message in full: :811's verb swapped, :814's `and` for `or` (a hunk
+    read in the other state at the same line let through); the full run of 2026-12-06."""
     old, new = ["a\n", "a\n", "u\n", "a\n", "x\n"], ["a\n", "u\n", "a\n"]
     diff = "".join(difflib.unified_diff(old, new, "a/engine/f.py", "b/engine/f.py", n=1)).encode()
     assert diff.count(b"@@ -") == 2, diff
-    _ambiguous_and_left_alone(tmp_path, registry, diff, b"a\na\n",
-                              "read as applied, the file does not survive a round trip")
+    said = ("read as applied, the file does not survive a round trip: after reverting in memory this hunk reads "
+            "applied at line 1, not unapplied at line 1")
+    _ambiguous_and_left_alone(tmp_path, registry, diff, b"a\na\n", said)
 
 
 def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id(
