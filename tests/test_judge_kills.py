@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import Registry, cli, git_diff, read_tree, write_tree
+from tests.conftest import FileSpec, Registry, cli, git_diff, read_tree, write_tree
 
 BEFORE = {
     "engine/a.py": b"".join(b"a line %d\n" % i for i in range(1, 9)),
@@ -784,3 +784,47 @@ def test_a_file_of_one_repeated_line_with_more_readings_than_the_bound_is_not_de
     tie = "each reading of the whole file holds"
     assert all(h["state"] == "ambiguous" and tie in h["detail"] for h in hunks), hunks
     assert "too many equally near look-alikes" not in res.out, res.out
+
+
+@pytest.mark.parametrize("case", ["created, as the diff has it", "created, longer", "created, shorter",
+                                  "created, executable", "deleted, as the diff has it", "deleted, other content"])
+def test_a_created_or_deleted_file_is_read_whole_and_reported_where_it_was_found(
+    tmp_path: Path, registry: Registry, case: str
+) -> None:
+    """A diff that creates engine/new.py and deletes engine/old.py, on trees where the file at stake is as the
+    diff has it (found at line 1), longer or shorter than it (a conflict: other content), or with the other exec
+    bit (a conflict naming the modes). The verdict, its detail and the line it was found at, in JSON.
+
+    Kills patchkit/judge/state.py:854's and :858's byte comparisons as `>=`, `<=` and `is not` (a file with the
+    diff's bytes and more, or fewer, read as the diff's; every conflict's detail as the mode one) and :871's line
+    found (`1`, `-1` for line 0, `not snap.exists`, `or`, `== CONFLICT`) and expected (line 1); the full run of
+    2026-12-06."""
+    new = b"".join(b"new line %d\n" % i for i in range(5))
+    old = b"".join(b"old line %d\n" % i for i in range(5))
+    keep = {"engine/keep.py": b"keep = 1\n"}
+    diff = git_diff(tmp_path, {**keep, "engine/old.py": old}, {"engine/old.py": None, "engine/new.py": new})
+    registry.add("p", diff)
+    tree: dict[str, FileSpec] = {**keep, "engine/old.py": old}
+    if case.startswith("created"):
+        tree["engine/new.py"] = {"created, as the diff has it": new, "created, longer": new + b"more\n",
+                                 "created, shorter": new[:-5], "created, executable": (new, True)}[case]
+    elif case == "deleted, other content":
+        tree["engine/old.py"] = old + b"theirs\n"
+    root = tmp_path / "engine-root"
+    write_tree(root, tree)
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    by_path = {f["path"]: f for f in res.json()["files"]}
+    at_stake = by_path["engine/new.py" if case.startswith("created") else "engine/old.py"]
+    (hunk,) = at_stake["hunks"]
+    other = "already exists with content other than the file this diff creates"
+    modes = "exists with the new content but mode 755; the diff creates it 100644"
+    want = {
+        "created, as the diff has it": ("applied", 1, None),
+        "created, longer": ("conflict", None, other),
+        "created, shorter": ("conflict", None, other),
+        "created, executable": ("conflict", None, modes),
+        "deleted, as the diff has it": ("unapplied", 1, None),
+        "deleted, other content": ("conflict", None, "exists with content other than the file this diff deletes"),
+    }[case]
+    assert (at_stake["state"], hunk["found_line"], at_stake["detail"]) == want, (at_stake, res.out)
+    assert hunk["expected_line"] == 1, hunk
