@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -29,7 +30,14 @@ STEM = f"patchkit_engine-{patchkit.__version__}"
 @pytest.fixture(scope="module")
 def dist(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("dist")
-    done = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(REPO)], capture_output=True,
+    # Built from a copy of the checkout: setuptools writes its egg-info and the sdist's staging folder into the
+    # source folder, and two builds at once there (.ci/run's version runs, side by side) removed each other's
+    # files ("No such file or directory: 'patchkit_engine-0.1.0/fixtures/...'", CI of 2026-12-06).
+    source = tmp_path_factory.mktemp("source") / "patchkit"
+    shutil.copytree(REPO, source, symlinks=True, ignore=shutil.ignore_patterns(
+        ".git", ".venv*", "venv*", ".mutation-cache", "__pycache__", "*.egg-info", "build", "dist", ".pytest_cache",
+        ".hypothesis", ".ruff_cache", ".mypy_cache", "patchkit_engine-*"))
+    done = subprocess.run([sys.executable, "-m", "build", "-o", str(out), str(source)], capture_output=True,
                           text=True, check=False)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "would be ignored" not in done.stdout + done.stderr  # setuptools' package-data warning
