@@ -9,7 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,6 +136,25 @@ class CliResult:
 
     def json(self) -> Any:
         return json.loads(self.out)
+
+
+def after_the_landing_check(monkeypatch: pytest.MonkeyPatch, name: str, step: Callable[[], None]) -> list[bool]:
+    """Run `step` once, in this process, right after the check after the write (commit._landed_here) has lstat'ed
+    the file `name` it wrote: another writer's move at the worst moment. The list holds True once it ran."""
+    from patchkit.workspace import commit as commit_module  # the write stage, imported by the tests that hook it
+
+    real = commit_module.lstat_at
+    ran: list[bool] = []
+
+    def lstat_then_step(folder: int, seen: str) -> os.stat_result | None:
+        st = real(folder, seen)
+        if seen == name and sys._getframe(1).f_code.co_name == "_landed_here" and not ran:
+            ran.append(True)
+            step()
+        return st
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_step)
+    return ran
 
 
 def cli(*args: str | Path) -> CliResult:

@@ -27,7 +27,7 @@ import pytest
 from patchkit.cli.main import run
 from patchkit.input.trust import Flaw, Refusal, check_trusted_path
 from tests import test_fastpath as fast
-from tests.conftest import CliResult, Registry, cli, git_diff, needs_root, write_tree
+from tests.conftest import CliResult, Registry, after_the_landing_check, cli, git_diff, needs_root, write_tree
 from tests.rooted import locked
 from tests.safety_helpers import (
     as_user,
@@ -702,24 +702,18 @@ def test_an_empty_file_written_is_read_back_too(
 
     Written against patchkit/workspace/commit.py:647:core/AddNot#60 (`pread ... if not data`), which read an
     empty file back and so was stricter than the code; the code now reads it back (no `if data`)."""
-    from patchkit.workspace import commit as commit_module
 
     after = {**AFTER, "engine/c.py": b""}
     registry.add("p", git_diff(tmp_path, BEFORE, after))
     root = tmp_path / "engine-root"
     write_tree(root, BEFORE)
-    real = commit_module.lstat_at
-    appended: list[bool] = []
 
-    def lstat_then_append(folder: int, name: str) -> os.stat_result | None:
-        st = real(folder, name)
-        if name == "c.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not appended:
-            appended.append(True)
-            with open(root / "engine/c.py", "ab") as out:
-                out.write(b"theirs = 1\n")
-        return st
+    def append_theirs() -> None:
+        with open(root / "engine/c.py", "ab") as out:
+            out.write(b"theirs = 1\n")
 
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_append)
+    appended = after_the_landing_check(monkeypatch, "c.py", append_theirs)
+
     res = cli("apply", "p", "--root", root, "--patches", registry.path)
     assert appended, "the hook did not run"
     assert res.code == 7, (res.code, res.out, res.err)

@@ -26,6 +26,7 @@ from patchkit.plan.plan import FileChange
 from patchkit.workspace.disk import Disk
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 from patchkit.workspace.recovery import Direction, Recovery
+from tests.conftest import after_the_landing_check
 from tests.rooted import commit_changes, locked, read_snapshot, recover
 from tests.safety_helpers import Image, image, report_one_free_block
 
@@ -585,25 +586,19 @@ def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, mon
     Kills patchkit/workspace/commit.py's read-back `os.O_NONBLOCK | os.O_CLOEXEC` -> `os.O_NONBLOCK //
     os.O_CLOEXEC` (cosmic-ray core/ReplaceBinaryOperator_BitOr_FloorDiv, seed 5: both flags dropped), under which
     opening the FIFO for reading waited for a writer forever."""
-    from patchkit.workspace import commit as commit_module
 
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
-    real = commit_module.lstat_at
-    swapped: list[bool] = []
 
-    def lstat_then_swap(folder: int, name: str) -> os.stat_result | None:
-        st = real(folder, name)
-        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not swapped:
-            swapped.append(True)
-            os.mkfifo(tmp_path / "fifo", 0o640)  # made first, so it cannot take the written file's inode number
-            os.rename(tmp_path / "fifo", target)
-        return st
+    def swap_in_a_fifo() -> None:
+        os.mkfifo(tmp_path / "fifo", 0o640)  # made first, so it cannot take the written file's inode number
+        os.rename(tmp_path / "fifo", target)
+
+    swapped = after_the_landing_check(monkeypatch, "a.py", swap_in_a_fifo)
 
     def hung(signum: int, frame: object) -> None:
         raise TimeoutError("the read-back blocked on the FIFO")
 
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_swap)
     previous = signal.signal(signal.SIGALRM, hung)
     signal.alarm(10)
     try:
@@ -756,24 +751,18 @@ def test_a_link_swapped_in_right_before_the_read_back_is_not_followed(
     Kills patchkit/workspace/commit.py:660:core/ReplaceBinaryOperator_BitOr_BitAnd#24 (the read-back's
     O_NOFOLLOW dropped, the full run of 2026-12-06): the link was followed to the copy, caught later by its
     identity and named as another file."""
-    from patchkit.workspace import commit as commit_module
 
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
     copy = tmp_path.parent / f"{tmp_path.name}-copy"
-    real = commit_module.lstat_at
-    swapped: list[bool] = []
 
-    def lstat_then_a_link(folder: int, name: str) -> os.stat_result | None:
-        st = real(folder, name)
-        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not swapped:
-            swapped.append(True)
-            copy.write_bytes(target.read_bytes())
-            target.unlink()
-            target.symlink_to(copy)
-        return st
+    def swap_in_a_link() -> None:
+        copy.write_bytes(target.read_bytes())
+        target.unlink()
+        target.symlink_to(copy)
 
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_a_link)
+    swapped = after_the_landing_check(monkeypatch, "a.py", swap_in_a_link)
+
     with pytest.raises(WriteFailedError, match=r"it cannot be read back \(Too many levels of symbolic links\)"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert swapped
