@@ -388,8 +388,6 @@ def _judge_content(
     units += [u for u in (presence, mode) if u is not None]
     state = combine(units)
     detail = next((v.located.detail for v in verdicts if v.located.detail), None)
-    if mode is HunkState.CONFLICT:
-        detail = detail or f"file mode is {snap.mode:o}, neither the old nor the new mode of the diff"
     return FileVerdict(section, state, tuple(verdicts), presence, mode, detail, _subset(section, snapshots), moved)
 
 
