@@ -481,6 +481,23 @@ def test_a_reading_left_incomplete_does_not_hide_a_complete_one_after_it(tmp_pat
     _ambiguous_and_left_alone(tmp_path, registry, diff, b"a\na\n", said)
 
 
+def test_a_failed_round_trip_names_both_lines_one_based_at_even_lines(tmp_path: Path, registry: Registry) -> None:
+    """A section of a file of repeated lines below three distinct ones (difflib's -U1 diff of p0 p1 p2 u u a a a
+    into p0 p1 p2 u u a) on the tree p0 p1 p2 a: read applied, its round trip fails, and the message names the
+    line the hunk was found at after reverting (6) and the line it was wanted at (4), both one-based from an odd
+    0-based line, where `| 1` and `^ 1` are not `+ 1`.
+
+    Kills patchkit/judge/state.py:815's `loc.pos | 1` and `^ 1`, :818's `(pos or 0) | 1`, `^ 1` and `(pos and
+    0) + 1` (ids of the full run of 2026-12-06; the failing round trip tested before was at line 1, where they
+    agree). Found by a random search of difflib diffs of repeated lines for a failing round trip at even lines."""
+    pre = ["p0\n", "p1\n", "p2\n"]
+    old, new = [*pre, "u\n", "u\n", "a\n", "a\n", "a\n"], [*pre, "u\n", "u\n", "a\n"]
+    diff = "".join(difflib.unified_diff(old, new, "a/engine/f.py", "b/engine/f.py", n=1)).encode()
+    said = ("read as applied, the file does not survive a round trip: after reverting in memory this hunk reads "
+            "applied at line 6, not unapplied at line 4")
+    _ambiguous_and_left_alone(tmp_path, registry, diff, "".join([*pre, "a\n"]).encode(), said)
+
+
 def test_a_section_with_a_hunk_excluded_is_still_proved_by_the_diffs_old_blob_id(
     tmp_path: Path, registry: Registry
 ) -> None:
