@@ -709,9 +709,10 @@ def _nearest(readings: Sequence[Reading]) -> list[Reading]:
 def _edges(content: FileLines, hunks: Sequence[Hunk], readings: Sequence[Reading]) -> list[Reading]:
     """Among readings position cannot separate, the one that agrees with where the diff saw the file end.
 
-    A hunk with less context than the section's other hunks (its context size) was cut short by the start or
-    the end of the file. git does not pin such a hunk (patchkit neither), so this is only a preference, and
-    only when it leaves exactly one reading.
+    A hunk with less trailing context than the section's context size was cut short by the end of the file.
+    git pins it there only without any trailing context (`Hunk.at_end`; patchkit neither), so this is only a
+    preference, and only when it leaves exactly one reading. The start needs none: a hunk cut short by the
+    start begins at line 1, and git (and `_pinned`) pins both its images to line 0 in every reading.
     """
     size = max((max(h.leading, h.trailing) for h in hunks), default=0)
     n = len(content.lines)
@@ -720,8 +721,6 @@ def _edges(content: FileLines, hunks: Sequence[Hunk], readings: Sequence[Reading
         for hunk, loc in zip(hunks, reading.located, strict=True):
             assert loc.pos is not None
             if hunk.trailing < size and loc.pos + loc.span != n:
-                return False
-            if hunk.leading < size and loc.pos != 0:
                 return False
         return True
 
