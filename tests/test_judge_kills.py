@@ -15,6 +15,7 @@ import os
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,30 +176,56 @@ def test_the_line_git_would_use_instead_is_named_one_based(
     assert row in table.out, table.out
 
 
-def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
-        tmp_path: Path, registry: Registry, engine: Path) -> None:
+def _cut_short_by_the_end(tmp_path: Path, registry: Registry, engine: Path, shift: int, tail: bytes) -> list[Any]:
     """A hand-edited hunk whose added block repeats its own last line, at the end of the file (one line of
-    trailing context, the section's other hunk three): applied, its pre- and post-image both start at line 19,
-    and only the post-image ends where the diff saw the file end. That reading is kept (_edges): the hunk is
-    ambiguous for the pre-image inside it, read as applied, not a tie of two readings.
-
-    Kills patchkit/judge/state.py:731:core/NumberReplacer#154 (`len(fitting) == 2`: the one fitting reading was
-    dropped, both readings kept, and the detail became the tie's "each reading of the whole file holds")."""
-    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20)]
+    trailing context, the section's other hunk three), `shift` lines further down, on the tree it gives with
+    `tail` after it: `status`'s hunks (exit 5)."""
+    lines = [b"value_%d = compute(%d)\n" % (i, i) for i in range(20 + shift)]
     before = b"".join(lines) + b"\nx = 1\n"
     after = before.replace(lines[3], b"changed = 3\n").replace(b"\nx = 1\n", b"\nx = 1\n\nx = 1\n")
     diff = git_diff(tmp_path, {"f.py": before}, {"f.py": after})
     diff = b"\n".join(line for line in diff.split(b"\n") if not line.startswith(b"index "))
-    diff = diff[:diff.index(b"@@ -20,3")] + (b"@@ -19,4 +19,6 @@\n value_18 = compute(18)\n value_19 = compute(19)\n"
-                                             b" \n+x = 1\n+\n x = 1\n")
+    last = len(lines)  # the 1-based line of the last value_ line
+    diff = diff[:diff.index(b"@@ -%d,3" % last)] + b"".join([
+        b"@@ -%d,4 +%d,6 @@\n" % (last - 1, last - 1),
+        b" value_%d = compute(%d)\n" % (last - 2, last - 2), b" value_%d = compute(%d)\n" % (last - 1, last - 1),
+        b" \n+x = 1\n+\n x = 1\n",
+    ])
     registry.add("p", diff)
-    write_tree(engine, {"f.py": after})
+    write_tree(engine, {"f.py": after + tail})
     status = cli("status", "p", "--root", engine, "--patches", registry.path, "--json")
     assert status.code == 5, status.out
-    hunks = status.json()["files"][0]["hunks"]
+    hunks: list[Any] = status.json()["files"][0]["hunks"]
     assert hunks[0]["state"] == "applied" and hunks[1]["state"] == "ambiguous", hunks
-    assert hunks[1]["detail"].startswith("read as applied, its post-image is at line 19, but its pre-image is also "
-                                         "at line 19;"), hunks[1]["detail"]
+    return hunks
+
+
+@pytest.mark.parametrize("shift", [0, 300])
+def test_a_hunk_cut_short_by_the_end_of_the_file_prefers_the_reading_that_ends_there(
+        tmp_path: Path, registry: Registry, engine: Path, shift: int) -> None:
+    """Applied, the last hunk's pre- and post-image both start at line 19 (or 319), and only the post-image ends
+    where the diff saw the file end (_cut_short_by_the_end). That reading is kept (_edges): the hunk is ambiguous
+    for the pre-image inside it, read as applied, not a tie of two readings.
+
+    Kills patchkit/judge/state.py:731:core/NumberReplacer#154 (`len(fitting) == 2`: the one fitting reading was
+    dropped, both readings kept, and the detail became the tie's "each reading of the whole file holds"), and,
+    past line 256, :724's `loc.pos + loc.span is not n` (no reading fitted; the full run of 2026-12-06)."""
+    hunks = _cut_short_by_the_end(tmp_path, registry, engine, shift, b"")
+    assert hunks[1]["detail"].startswith(f"read as applied, its post-image is at line {19 + shift}, but its "
+                                         f"pre-image is also at line {19 + shift};"), hunks[1]["detail"]
+
+
+def test_a_hunk_cut_short_by_the_end_with_no_reading_ending_there_is_a_tie(
+        tmp_path: Path, registry: Registry, engine: Path) -> None:
+    """The same, with a line after it on the tree: no reading ends where the diff saw the file end, the
+    preference leaves none, and both readings are kept: a tie, saying so, not the first reading.
+
+    Kills patchkit/judge/state.py:731:core/ReplaceComparisonOperator_Eq_LtE#16 (`len(fitting) <= 1`: no reading
+    kept, and the first one read taken; the full run of 2026-12-06)."""
+    hunks = _cut_short_by_the_end(tmp_path, registry, engine, 0, b"z\n")
+    assert hunks[1]["detail"] == ("read as unapplied, its pre-image is at line 19; read as applied, its post-image "
+                                  "is at line 19; each reading of the whole file holds, and position cannot tell "
+                                  "them apart"), hunks[1]["detail"]
 
 
 def test_a_file_touched_three_times_with_its_first_two_sections_applied_reads_partial(
