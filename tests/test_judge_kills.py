@@ -703,6 +703,28 @@ def test_two_copies_each_excluded_by_its_own_certain_neighbours(tmp_path: Path, 
     _applied_below_a_line_added_on_top(tmp_path, registry, old, b"".join(new), 6, context=1)
 
 
+def test_a_copy_is_excluded_by_the_certain_hunk_right_above_it_when_one_further_up_is_not(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Seven hunks (-U1), the file with a line added on top (the blob ids prove nothing). Hunk 6 (1-based) has a
+    copy of its pre-image right below hunk 5, too near it for the diff's gap; hunk 3 one right below hunk 2, so
+    it is not certain either (both places keep the hunks in order), and hunks 4 and 5 are. Hunk 6's run starts
+    at hunk 5, the certain hunk right above it, which excludes the copy; hunk 3's run, between hunks 2 and 4,
+    excludes its own. Apply applies every hunk at its own place.
+
+    Kills patchkit/judge/state.py:646:core/ReplaceBinaryOperator_Sub_RShift#8 (_exact_run's left walk asking
+    `certain[first >> 1]` for `certain[first - 1]`: from hunk 6 it asked hunk 3, walked past hunk 5 and stopped
+    at hunk 4, whose neighbour below, hunk 3, is no anchor: no run, and hunk 6 read ambiguous; ids of the full
+    run of 2026-12-06)."""
+    lines = [b"u%d\n" % i for i in range(56)]
+    lines[33:36] = lines[37:40]  # hunk 6's pre-image, right below hunk 5's (30-32)
+    lines[12:15] = lines[16:19]  # hunk 3's, right below hunk 2's (9-11)
+    new = lines.copy()
+    for i in (3, 10, 17, 24, 31, 38, 45):
+        new[i] = b"changed %d\n" % i
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(lines), b"".join(new), 7, context=1)
+
+
 def test_a_file_of_300_hunks_whose_last_has_a_copy_is_read_by_the_gaps_to_its_end(
     tmp_path: Path, registry: Registry
 ) -> None:
