@@ -803,6 +803,28 @@ def test_a_run_of_two_uncertain_hunks_excludes_the_second_ones_copy_by_the_first
                                        6 if above else 4, context=1)
 
 
+def test_a_run_of_two_uncertain_hunks_is_bounded_by_the_whole_length_of_the_hunk_above_it(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """The run of two uncertain hunks above (12 lines and two certain hunks over it all), with the certain hunk
+    right above the run changing five lines (a 7-line image, the hunks over it 3): the run's left anchor is that
+    hunk's end, 4 lines below where a 3-line image would end, and hunk 4's copy sits just 4 lines above its own
+    place: excluded by the whole length only.
+
+    Kills patchkit/judge/state.py:681:core/ReplaceBinaryOperator_Sub_RShift#11 (the left anchor's span taken from
+    hunk j >> 1, the 3-line hunk 2, for hunk j - 1's; ids of the full run of 2026-12-06)."""
+    lines = [b"u%d\n" % i for i in range(45)]
+    lines[14:17] = lines[18:21] = [b"a1\n", b"a2\n", b"a3\n"]
+    lines[25:28] = lines[28:31] = [b"b1\n", b"b2\n", b"b3\n"]
+    new = lines.copy()
+    new[3:8] = [b"H0 %d\n" % i for i in range(5)]
+    new[19], new[29], new[36] = b"A2\n", b"B2\n", b"H3\n"
+    top = [b"v%d\n" % i for i in range(12)]
+    changed_top = [b"V%d\n" % i if i in (3, 8) else line for i, line in enumerate(top)]
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(top + lines), b"".join(changed_top + new), 6,
+                                       context=1)
+
+
 @pytest.mark.parametrize("above", [0, 8])
 def test_a_hunk_whose_images_sit_equally_far_above_and_below_is_a_tie_even_at_line_1(
     tmp_path: Path, registry: Registry, above: int
