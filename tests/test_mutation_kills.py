@@ -2164,3 +2164,37 @@ def test_a_flock_that_fails_with_an_io_error_is_exit_6_naming_what_could_not_be_
     assert res.err.startswith(f"patchkit: error: {where}: cannot lock it: {os.strerror(code)}; nothing was written"), \
         res.err
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
+
+
+@pytest.mark.parametrize("failure", [errno.EIO, errno.ESTALE])
+@pytest.mark.parametrize("call", [1, 2])
+def test_an_error_opening_the_original_for_its_judged_bytes_is_an_io_failure_not_a_change(
+    tmp_path: Path, registry: Registry, monkeypatch: pytest.MonkeyPatch, failure: int, call: int
+) -> None:
+    """The open that reads the original's bytes again (commit.py `_as_judged`: through the kept link before the
+    replace, call 1, or at its kept name right after it, call 2) fails with an I/O error (EIO), or a stale handle
+    (ESTALE, a number above ELOOP's): the run fails naming that error, every file as it was, and does not call
+    it a file changed by someone else, which only a link at the name (ELOOP) is.
+
+    Kills patchkit/workspace/commit.py:725:core/ReplaceComparisonOperator_Eq_LtE#4 (`errno <= ELOOP`: EIO read
+    as a link) and :725's Eq_GtE#4 (`>=`: ESTALE read as one); the full runs of 2026-12-06, the fix's code."""
+    registry.add("p", git_diff(tmp_path, BEFORE, AFTER))
+    root = tmp_path / "engine-root"
+    write_tree(root, BEFORE)
+    real_open = os.open
+    calls: list[str] = []
+
+    def failing_open(path: Any, flags: int, *args: Any, **kwargs: Any) -> int:
+        if sys._getframe(1).f_code.co_name == "_as_judged":
+            calls.append(str(path))
+            if len(calls) == call:
+                raise OSError(failure, os.strerror(failure))
+        return real_open(path, flags, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", failing_open)
+    res = cli("apply", "p", "--root", root, "--patches", registry.path)
+    assert len(calls) >= call, calls
+    assert res.code == 7, (res.code, res.out, res.err)
+    assert f"engine/a.py: writing failed: {os.strerror(failure)}; the tree was restored" in res.err, res.err
+    assert "changed while patchkit was writing it" not in res.err, res.err
+    assert {path: (root / path).read_bytes() for path in BEFORE} == BEFORE
