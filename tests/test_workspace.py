@@ -801,6 +801,58 @@ def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
     assert swapped and target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
 
 
+def _spare_with_an_inode(tmp_path: Path, inode: str) -> tuple[Path, int]:
+    """make_tree, with empty spare files made before and after it; the one whose inode number is lower (or
+    higher) than pkg/a.py's, and a.py's inode number."""
+    spares = [tmp_path / f"spare-{i}" for i in range(64)]
+    for spare in spares[:32]:
+        spare.write_bytes(b"")
+    make_tree(tmp_path)
+    for spare in spares[32:]:
+        spare.write_bytes(b"")
+    original = (tmp_path / "pkg" / "a.py").stat().st_ino
+    copy = (min if inode == "lower" else max)(spares, key=lambda path: path.stat().st_ino)
+    if (copy.stat().st_ino < original) != (inode == "lower"):
+        pytest.skip(f"no spare file got an inode number {inode} than the original's on this filesystem")
+    return copy, original
+
+
+@pytest.mark.parametrize("inode", ["lower", "higher"])
+def test_a_copy_of_the_original_swapped_in_for_its_kept_link_is_another_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inode: str
+) -> None:
+    """Right after the replace, between the check's look at the kept original (its link: the original's inode,
+    size and mtime) and its read of the bytes, the tree's owner renames over the kept link a copy with the very
+    same bytes: another inode, so another file. The commit is refused as a file changed by another writer, and
+    their copy is put back at the file's name, whether its inode number is lower or higher than the original's.
+
+    Kills patchkit/workspace/commit.py:730's `st.st_ino > o.ino`, `< o.ino` and `is o.ino` in `_as_judged` (the
+    inode compared by order or by identity: their copy, with the bytes judged, was taken for the original, the
+    commit went on and their file at the kept name was removed with it; the full run of 2026-12-06 on the fix's
+    code). Before the replace the same swap is caught by the name's own inode (`_check_unchanged`)."""
+    from patchkit.workspace import commit as commit_module
+
+    copy, original = _spare_with_an_inode(tmp_path, inode)
+    target = tmp_path / "pkg" / "a.py"
+    copy.write_bytes(target.read_bytes())
+    real = commit_module.lstat_at
+    swapped: list[int] = []
+
+    def lstat_then_swap(parent: int, name: str) -> os.stat_result | None:
+        st = real(parent, name)
+        if sys._getframe(1).f_code.co_name == "_check_kept" and name != "a.py" and not swapped:
+            assert st is not None and st.st_ino == original
+            swapped.append(copy.stat().st_ino)
+            os.rename(copy, name, dst_dir_fd=parent)
+        return st
+
+    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_swap)
+    with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert swapped and target.stat().st_ino == swapped[0]
+    assert target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
+
+
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
 
