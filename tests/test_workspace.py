@@ -802,19 +802,18 @@ def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
 
 
 def _spare_with_an_inode(tmp_path: Path, inode: str) -> tuple[Path, int]:
-    """make_tree, with empty spare files made before and after it; the one whose inode number is lower (or
-    higher) than pkg/a.py's, and a.py's inode number."""
-    spares = [tmp_path / f"spare-{i}" for i in range(64)]
-    for spare in spares[:32]:
-        spare.write_bytes(b"")
+    """make_tree, with pkg/a.py made again in the middle one of three spare files by inode number; the spare
+    whose inode number is lower (or higher) than a.py's, and a.py's."""
     make_tree(tmp_path)
-    for spare in spares[32:]:
+    target = tmp_path / "pkg" / "a.py"
+    spares = [tmp_path / f"spare-{i}" for i in range(3)]
+    for spare in spares:
         spare.write_bytes(b"")
-    original = (tmp_path / "pkg" / "a.py").stat().st_ino
-    copy = (min if inode == "lower" else max)(spares, key=lambda path: path.stat().st_ino)
-    if (copy.stat().st_ino < original) != (inode == "lower"):
-        pytest.skip(f"no spare file got an inode number {inode} than the original's on this filesystem")
-    return copy, original
+    lower, middle, higher = sorted(spares, key=lambda path: path.stat().st_ino)
+    middle.write_bytes(target.read_bytes())
+    middle.chmod(0o640)
+    os.rename(middle, target)
+    return (lower if inode == "lower" else higher), target.stat().st_ino
 
 
 @pytest.mark.parametrize("inode", ["lower", "higher"])
