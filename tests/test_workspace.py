@@ -852,6 +852,38 @@ def test_a_copy_of_the_original_swapped_in_for_its_kept_link_is_another_file(
     assert target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
 
 
+def test_a_kept_original_that_grows_while_its_bytes_are_read_is_another_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after the replace, while the check reads the kept original's bytes (after it has taken their size),
+    the tree's owner appends to it: the read asks for one byte more than the size, sees it, and the commit is
+    refused as a file changed by another writer, their grown file put back at the name.
+
+    Kills patchkit/workspace/commit.py:733's read of `st.st_size + 0`, `// 1`, `* 1` bytes for `+ 1` (the bytes
+    up to the old size matched, and the commit went on with their appended line left on an inode no name
+    holds; the full run of 2026-12-06 on the fix's code). Before the replace the name's own size check
+    (`_check_unchanged`) catches the same growth."""
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    before = target.read_bytes()
+    real = os.fstat
+    grown: list[str] = []
+
+    def fstat_then_grow(fd: int) -> os.stat_result:
+        st = real(fd)
+        caller = sys._getframe(1)
+        if caller.f_code.co_name == "_as_judged" and caller.f_locals["name"] != "a.py" and not grown:
+            grown.append(caller.f_locals["name"])
+            with open(tmp_path / "pkg" / grown[0], "ab") as kept:
+                kept.write(b"theirs = 1\n")
+        return st
+
+    monkeypatch.setattr(os, "fstat", fstat_then_grow)
+    with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert grown and target.read_bytes() == before + b"theirs = 1\n"
+
+
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
 
