@@ -138,23 +138,38 @@ class CliResult:
         return json.loads(self.out)
 
 
-def after_the_landing_check(monkeypatch: pytest.MonkeyPatch, name: str, step: Callable[[], None]) -> list[bool]:
-    """Run `step` once, in this process, right after the check after the write (commit._landed_here) has lstat'ed
-    the file `name` it wrote: another writer's move at the worst moment. The list holds True once it ran."""
+def at_an_lstat(
+    monkeypatch: pytest.MonkeyPatch, function: str, name: str | Callable[[str], bool],
+    step: Callable[[int, str], None], *, before: bool = False,
+) -> list[bool]:
+    """Run `step(folder, name)` once, in this process, right after (or right `before`) the write stage's
+    function `function` (in workspace/commit.py) lstats a file `name` (a name, or a test of the name): another
+    writer's move at the worst moment. The list holds True once it ran."""
     from patchkit.workspace import commit as commit_module  # the write stage, imported by the tests that hook it
 
     real = commit_module.lstat_at
+    matches = name if callable(name) else name.__eq__
     ran: list[bool] = []
 
-    def lstat_then_step(folder: int, seen: str) -> os.stat_result | None:
-        st = real(folder, seen)
-        if seen == name and sys._getframe(1).f_code.co_name == "_landed_here" and not ran:
+    def hooked(folder: int, seen: str) -> os.stat_result | None:
+        now = matches(seen) and sys._getframe(1).f_code.co_name == function and not ran
+        if now and before:
             ran.append(True)
-            step()
+            step(folder, seen)
+        st = real(folder, seen)
+        if now and not before:
+            ran.append(True)
+            step(folder, seen)
         return st
 
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_step)
+    monkeypatch.setattr(commit_module, "lstat_at", hooked)
     return ran
+
+
+def after_the_landing_check(monkeypatch: pytest.MonkeyPatch, name: str, step: Callable[[], None]) -> list[bool]:
+    """Run `step` once right after the check after the write (commit._landed_here) has lstat'ed the file `name`
+    it wrote (at_an_lstat)."""
+    return at_an_lstat(monkeypatch, "_landed_here", name, lambda _folder, _name: step())
 
 
 def cli(*args: str | Path) -> CliResult:

@@ -26,7 +26,7 @@ from patchkit.plan.plan import FileChange
 from patchkit.workspace.disk import Disk
 from patchkit.workspace.names import JOURNAL_NAME, LOCK_NAME, TEMP_NAME
 from patchkit.workspace.recovery import Direction, Recovery
-from tests.conftest import after_the_landing_check
+from tests.conftest import after_the_landing_check, at_an_lstat
 from tests.rooted import commit_changes, locked, read_snapshot, recover
 from tests.safety_helpers import Image, image, report_one_free_block
 
@@ -673,7 +673,6 @@ def test_another_file_swapped_in_after_the_write_is_named_not_the_one_written(
 
     Kills patchkit/workspace/commit.py:653's comparisons of the file's identity (`>`, `<`, `is`, `and`), the full
     run of 2026-12-06: the later read-back caught a swapped file of the same size only."""
-    from patchkit.workspace import commit as commit_module
 
     pool = tmp_path.parent / f"{tmp_path.name}-theirs"
     pool.mkdir()
@@ -682,23 +681,17 @@ def test_another_file_swapped_in_after_the_write_is_named_not_the_one_written(
         path.write_bytes(b"theirs, a size of its own\n")
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
-    real = commit_module.lstat_at
-    swapped: list[bool] = []
+    def swap(_folder: int, _name: str) -> None:
+        written = target.stat().st_ino
+        late = [pool / f"late-{n}" for n in range(20)]
+        for path in late:
+            path.write_bytes(b"theirs, a size of its own\n")
+        side = [p for p in early + late if (p.stat().st_ino < written) == (inode == "lower")]
+        if not side:
+            pytest.skip(f"no file of a {inode} inode number than the written one here")
+        os.rename(side[0], target)
 
-    def lstat_after_a_swap(folder: int, name: str) -> os.stat_result | None:
-        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not swapped:
-            written = target.stat().st_ino
-            late = [pool / f"late-{n}" for n in range(20)]
-            for path in late:
-                path.write_bytes(b"theirs, a size of its own\n")
-            side = [p for p in early + late if (p.stat().st_ino < written) == (inode == "lower")]
-            if not side:
-                pytest.skip(f"no file of a {inode} inode number than the written one here")
-            swapped.append(True)
-            os.rename(side[0], target)
-        return real(folder, name)
-
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_after_a_swap)
+    swapped = at_an_lstat(monkeypatch, "_landed_here", "a.py", swap, before=True)
     with pytest.raises(WriteFailedError, match="the file at its name is not the one patchkit just wrote"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert swapped
@@ -715,27 +708,20 @@ def test_a_written_file_changed_in_place_before_its_check_is_named_by_its_size_o
     Kills patchkit/workspace/commit.py:656's comparisons of the mode and the size (`<`, `>`, `and`; the full run
     of 2026-12-06): a mode changed one way, or alone, was let through; a size changed one way was caught by the
     read-back only, named by its content."""
-    from patchkit.workspace import commit as commit_module
 
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"  # written 0o640, 10 bytes
-    real = commit_module.lstat_at
-    changed: list[bool] = []
+    def change_it(_folder: int, _name: str) -> None:
+        if change.startswith("mode"):
+            target.chmod(0o600 if change == "mode-below" else 0o644)
+        else:
+            with open(target, "ab") as handle:
+                if change == "shorter":
+                    handle.truncate(5)
+                else:
+                    handle.write(b"+")
 
-    def lstat_after_a_change(folder: int, name: str) -> os.stat_result | None:
-        if name == "a.py" and sys._getframe(1).f_code.co_name == "_landed_here" and not changed:
-            changed.append(True)
-            if change.startswith("mode"):
-                target.chmod(0o600 if change == "mode-below" else 0o644)
-            else:
-                with open(target, "ab") as handle:
-                    if change == "shorter":
-                        handle.truncate(5)
-                    else:
-                        handle.write(b"+")
-        return real(folder, name)
-
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_after_a_change)
+    changed = at_an_lstat(monkeypatch, "_landed_here", "a.py", change_it, before=True)
     with pytest.raises(WriteFailedError, match="its size or mode is not what patchkit just wrote"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert changed
@@ -829,26 +815,20 @@ def test_a_copy_of_the_original_swapped_in_for_its_kept_link_is_another_file(
     inode compared by order or by identity: their copy, with the bytes judged, was taken for the original, the
     commit went on and their file at the kept name was removed with it; the full run of 2026-12-06 on the fix's
     code). Before the replace the same swap is caught by the name's own inode (`_check_unchanged`)."""
-    from patchkit.workspace import commit as commit_module
 
     copy, original = _spare_with_an_inode(tmp_path, inode)
     target = tmp_path / "pkg" / "a.py"
     copy.write_bytes(target.read_bytes())
-    real = commit_module.lstat_at
-    swapped: list[int] = []
+    inode_of_theirs = copy.stat().st_ino
 
-    def lstat_then_swap(parent: int, name: str) -> os.stat_result | None:
-        st = real(parent, name)
-        if sys._getframe(1).f_code.co_name == "_check_kept" and name != "a.py" and not swapped:
-            assert st is not None and st.st_ino == original
-            swapped.append(copy.stat().st_ino)
-            os.rename(copy, name, dst_dir_fd=parent)
-        return st
+    def swap(folder: int, name: str) -> None:
+        assert os.lstat(name, dir_fd=folder).st_ino == original  # the check has just seen the original
+        os.rename(copy, name, dst_dir_fd=folder)
 
-    monkeypatch.setattr(commit_module, "lstat_at", lstat_then_swap)
+    swapped = at_an_lstat(monkeypatch, "_check_kept", lambda name: name != "a.py", swap)
     with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
         commit_changes(tmp_path, changes_for(tmp_path))
-    assert swapped and target.stat().st_ino == swapped[0]
+    assert swapped and target.stat().st_ino == inode_of_theirs
     assert target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
 
 
