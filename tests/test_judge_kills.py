@@ -825,6 +825,33 @@ def test_a_run_of_two_uncertain_hunks_is_bounded_by_the_whole_length_of_the_hunk
                                        context=1)
 
 
+def test_a_tie_reports_the_hunks_below_it_as_expected_by_the_first_reading(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """Two hunks (-U1): hunk 1 adds two lines (a 3-line pre-image, a 5-line post-image), hunk 2 changes one. On
+    the tree hunk 1's pre-image sits 2 lines above its expected line and its post-image 2 below (a tie), and hunk
+    2's pre-image 3 lines below where either reading expects it (line 17 after the pre-image, 23 after the
+    post-image): both readings hold equally near, hunk 1 is ambiguous, and hunk 2, read alike, is reported as
+    the first reading (hunk 1 unapplied) expects it: at line 17.
+
+    Kills patchkit/judge/state.py:756:core/NumberReplacer#162 and #163 (`readings[1]`, `readings[-1]` as the
+    tie's template: hunk 2 expected at line 23; ids of the full run of 2026-12-06)."""
+    top = [f"L{i}\n" for i in range(10)]
+    fill, tail = [f"f{i}\n" for i in range(5)], [f"t{i}\n" for i in range(5)]
+    pre1, post1 = ["c1\n", "X\n", "c2\n"], ["c1\n", "Y1\n", "Y2\n", "Y3\n", "c2\n"]
+    pre2, post2 = ["d1\n", "Z\n", "d2\n"], ["d1\n", "W\n", "d2\n"]
+    old, new = top + pre1 + fill + pre2 + tail, top + post1 + fill + post2 + tail
+    tree = top[:8] + pre1 + ["q\n"] + post1 + ["r1\n", "r2\n"] + pre2 + tail
+    registry.add("p", "".join(difflib.unified_diff(old, new, "a/engine/f.py", "b/engine/f.py", n=1)).encode())
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/f.py": "".join(tree).encode()})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    first, second = res.json()["files"][0]["hunks"]
+    assert first["state"] == "ambiguous" and "each reading of the whole file holds" in first["detail"], first
+    assert (second["state"], second["found_line"], second["expected_line"]) == ("unapplied", 20, 17), second
+
+
 @pytest.mark.parametrize("above", [0, 8])
 def test_a_hunk_whose_images_sit_equally_far_above_and_below_is_a_tie_even_at_line_1(
     tmp_path: Path, registry: Registry, above: int
