@@ -832,19 +832,25 @@ def test_a_copy_of_the_original_swapped_in_for_its_kept_link_is_another_file(
     assert target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
 
 
+@pytest.mark.parametrize("empty", [False, True])
 def test_a_kept_original_that_grows_while_its_bytes_are_read_is_another_file(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, empty: bool
 ) -> None:
     """Right after the replace, while the check reads the kept original's bytes (after it has taken their size),
     the tree's owner appends to it: the read asks for one byte more than the size, sees it, and the commit is
-    refused as a file changed by another writer, their grown file put back at the name.
+    refused as a file changed by another writer, their grown file put back at the name. Also when the original
+    was empty.
 
     Kills patchkit/workspace/commit.py:733's read of `st.st_size + 0`, `// 1`, `* 1` bytes for `+ 1` (the bytes
     up to the old size matched, and the commit went on with their appended line left on an inode no name
-    holds; the full run of 2026-12-06 on the fix's code). Before the replace the name's own size check
-    (`_check_unchanged`) catches the same growth."""
+    holds), `found >= data` at :737 (the grown bytes sort after the judged ones), and, with the empty original,
+    `st.st_size + 1 * len(found)` (a first read of no bytes at all) and the loop's `len(found) < size`, `!=`,
+    `is not` (no read at all); the full run of 2026-12-06 on the fix's code. Before the replace the name's own
+    size check (`_check_unchanged`) catches the same growth."""
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
+    if empty:
+        target.write_bytes(b"")
     before = target.read_bytes()
     real = os.fstat
     grown: list[str] = []
