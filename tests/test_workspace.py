@@ -885,6 +885,30 @@ def test_a_kept_original_that_grows_while_its_bytes_are_read_is_another_file(
     assert grown and target.read_bytes() == before + b"theirs = 1\n"
 
 
+@pytest.mark.parametrize("inode", ["lower", "higher"])
+def test_a_foreign_file_at_the_kept_name_never_becomes_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, inode: str
+) -> None:
+    """Right after the replace, just before the check looks at the kept original, the tree's owner renames a file
+    of their own (other bytes, a lower or a higher inode number than the original's) over its kept link: the kept
+    name no longer holds the original, so there is nothing to compare, and their file is never renamed back as
+    if it were the original: the name keeps the bytes written. (The kept name, random and of patchkit's own
+    temporary pattern, is removed at the end with what it holds, as the journal says it is patchkit's.)
+
+    Kills patchkit/workspace/commit.py:748's `kept.st_ino > o.ino`, `< o.ino` and `is o.ino` (their file,
+    compared as the original, was put at the name and the run failed; the full run of 2026-12-06 on the fix's
+    code)."""
+    copy, _ = _spare_with_an_inode(tmp_path, inode)
+    copy.write_bytes(b"theirs = 1\n")
+
+    def put_theirs(folder: int, name: str) -> None:
+        os.rename(copy, name, dst_dir_fd=folder)
+
+    swapped = at_an_lstat(monkeypatch, "_check_kept", lambda name: name != "a.py", put_theirs, before=True)
+    commit_changes(tmp_path, changes_for(tmp_path))
+    assert swapped and (tmp_path / "pkg" / "a.py").read_bytes() == b"a = 2\r\n\xff\xfe\n"
+
+
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
 
