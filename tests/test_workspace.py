@@ -909,6 +909,59 @@ def test_a_foreign_file_at_the_kept_name_never_becomes_the_file(
     assert swapped and (tmp_path / "pkg" / "a.py").read_bytes() == b"a = 2\r\n\xff\xfe\n"
 
 
+@pytest.mark.parametrize("when", ["later", "earlier"])
+def test_a_kept_original_touched_after_the_replace_is_a_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, when: str
+) -> None:
+    """Right after the replace, the tree's owner sets the kept original's mtime (later or earlier; its bytes as
+    judged): another writer was at work, the original is renamed back and the commit refused.
+
+    Kills patchkit/workspace/commit.py:750's `(size, mtime) > (...)`, `<` and `is` (an mtime moved one way, or
+    either, let through with the bytes as judged; the full run of 2026-12-06 on the fix's code)."""
+    make_tree(tmp_path)
+    target = tmp_path / "pkg" / "a.py"
+    before = target.read_bytes()
+
+    def touch(folder: int, name: str) -> None:
+        st = os.stat(name, dir_fd=folder)
+        moved = st.st_mtime_ns + (10**9 if when == "later" else -(10**9))
+        os.utime(name, ns=(st.st_atime_ns, moved), dir_fd=folder)
+
+    touched = at_an_lstat(monkeypatch, "_check_kept", lambda name: name != "a.py", touch, before=True)
+    with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert touched and target.read_bytes() == before
+
+
+def test_a_file_put_back_where_one_was_deleted_is_theirs_when_the_original_changed_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Right after pkg/gone/c.py is deleted, its owner edits the original (still held by its kept link) and puts a
+    new c.py of their own at its name: the commit is refused, and their new file is left at its name, never
+    overwritten by the kept original; the rollback then finds the kept original edited too, puts nothing back
+    and keeps the journal (both of their files stay, the message says what to restore).
+
+    Kills patchkit/workspace/commit.py:751's name looked up as `parts[-2]`, `parts[-0]`, `parts[1]`, `parts[~1]`,
+    `parts[not 1]`, `parts[+1]` (a folder's name, not the file's) and `is None` for `is not None` (their file
+    taken for no file): each renamed the kept original over their new file (the full run of 2026-12-06 on the
+    fix's code)."""
+    make_tree(tmp_path)
+    gone = tmp_path / "pkg" / "gone"
+
+    def edit_and_put_back(folder: int, name: str) -> None:
+        with open(gone / name, "ab") as kept:
+            kept.write(b"edited = 1\n")
+        (gone / "c.py").write_bytes(b"theirs = 1\n")
+
+    edited = at_an_lstat(monkeypatch, "_check_kept", lambda name: name not in ("a.py", "c.py") and gone.exists()
+                         and name in os.listdir(gone), edit_and_put_back, before=True)
+    with pytest.raises(RecoveryFailedError, match=r"writing failed \(pkg/gone/c.py\) and so did restoring the tree"):
+        commit_changes(tmp_path, changes_for(tmp_path))
+    assert edited and (gone / "c.py").read_bytes() == b"theirs = 1\n"
+    (kept,) = [p for p in gone.iterdir() if p.name != "c.py"]
+    assert kept.read_bytes() == b"c = 3\nedited = 1\n"
+
+
 def test_a_commit_leaves_no_descriptor_open(tmp_path: Path) -> None:
     """Every descriptor a commit opens (folders, files, the free-space check's, the lock) is closed by its end.
 
