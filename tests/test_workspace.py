@@ -696,6 +696,7 @@ def test_another_file_swapped_in_after_the_write_is_named_not_the_one_written(
         path.write_bytes(b"theirs, a size of its own\n")
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
+
     def swap(_folder: int, _name: str) -> None:
         written = target.stat().st_ino
         late = [pool / f"late-{n}" for n in range(20)]
