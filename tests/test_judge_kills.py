@@ -684,6 +684,26 @@ def test_a_copy_of_the_last_hunk_is_excluded_by_where_the_diff_saw_the_file_end(
     assert (root / "engine/a.py").read_bytes() == drifted
 
 
+@pytest.mark.parametrize("shift", [0, 300])
+def test_a_copy_of_a_hunk_git_pins_to_the_end_is_not_the_hunk(
+    tmp_path: Path, registry: Registry, shift: int
+) -> None:
+    """Two hunks (-U3); the last one changes the file's last line, so it has no trailing context and git anchors
+    it to the end of the file; its pre-image also occurs between the hunks, and the file has one line added at
+    its top (the blob ids prove nothing). The copy is not at the end, so it cannot be the hunk, and the hunk's
+    own place is: apply patches the end. Also with 300 lines above it all.
+
+    Kills, with the shift, patchkit/judge/matching.py:307:core/ReplaceComparisonOperator_Eq_Is#4 (_at_pin's
+    `pos + len(image) is n`: past line 256 the end-anchored image had no possible place at all, and the hunk
+    read ambiguous; the full run of 2026-12-06)."""
+    lines = [b"p%d\n" % i for i in range(shift)] + [b"u%d\n" % i for i in range(30)]
+    lines[shift + 14:shift + 18] = lines[-4:]  # a copy of the last hunk's pre-image (the file's last 4 lines)
+    new = list(lines)
+    new[shift + 5] = b"changed 5\n"
+    new[-1] = b"LAST\n"
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(lines), b"".join(new), 2)
+
+
 def test_two_copies_each_excluded_by_its_own_certain_neighbours(tmp_path: Path, registry: Registry) -> None:
     """Six hunks (-U1); hunks 2 and 4 (1-based) each have a copy of their pre-image just above them, past the
     certain hunk before each; the file has one line added at its top (the blob ids prove nothing). Each copy is
