@@ -704,6 +704,39 @@ def test_a_copy_of_a_hunk_git_pins_to_the_end_is_not_the_hunk(
     _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(lines), b"".join(new), 2)
 
 
+@pytest.mark.parametrize("shift", [0, 300])
+def test_a_copy_git_would_take_above_the_hunk_before_is_named_as_gits_choice(
+    tmp_path: Path, registry: Registry, shift: int
+) -> None:
+    """Two hunks (-U3) on a tree where hunk 1 is at its own line, 30 lines were added between the hunks, and a
+    copy of hunk 2's pre-image replaced 7 lines above hunk 1: nearer to the line hunk 2's header names than its
+    own place. Hunk 2's header line is where the hunks before it put it, so the reading takes its own place
+    (past hunk 1) and git's own search, which has no such bound, would take the copy: ambiguous, saying that
+    `git apply` would use the match at the copy's line. Also with 300 lines above it all.
+
+    Kills, with the shift, patchkit/judge/matching.py:265:core/ReplaceComparisonOperator_NotEq_IsNot#1
+    (`header is not expected`: past line 256 the two equal lines were taken as different, and the hunk was
+    named ambiguous between the same line twice; the full run of 2026-12-06)."""
+    lines = [b"p%d\n" % i for i in range(shift)] + [b"u%d\n" % i for i in range(40)]
+    block = [b"x%d\n" % i for i in range(1, 8)]
+    lines[shift + 25:shift + 32] = block
+    new = list(lines)
+    new[shift + 12], new[shift + 28] = b"changed 12\n", b"X4\n"
+    registry.add("p", git_diff(tmp_path, {"engine/a.py": b"".join(lines)}, {"engine/a.py": b"".join(new)}))
+    tree = list(lines)
+    tree[shift + 1:shift + 8] = block
+    tree[shift + 25:shift + 25] = [b"added %d\n" % i for i in range(30)]
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"".join(tree)})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    first, second = res.json()["files"][0]["hunks"]
+    assert first["state"] == "unapplied", first
+    assert second["detail"] == (f"read as unapplied, its image is at line {56 + shift}, but `git apply` would use "
+                                f"the match at line {2 + shift}; a look-alike is near, and position cannot tell "
+                                "which one is the hunk"), second
+
+
 def test_two_copies_each_excluded_by_its_own_certain_neighbours(tmp_path: Path, registry: Registry) -> None:
     """Six hunks (-U1); hunks 2 and 4 (1-based) each have a copy of their pre-image just above them, past the
     certain hunk before each; the file has one line added at its top (the blob ids prove nothing). Each copy is
