@@ -737,6 +737,30 @@ def test_a_copy_git_would_take_above_the_hunk_before_is_named_as_gits_choice(
                                 "which one is the hunk"), second
 
 
+@pytest.mark.parametrize("shift", [0, 300])
+def test_a_copy_after_the_hunk_that_follows_is_excluded_by_the_order_from_the_right(
+    tmp_path: Path, registry: Registry, shift: int
+) -> None:
+    """Three hunks (-U1), the file with one line added at its top (the blob ids prove nothing). Hunk 1 has a copy
+    of its pre-image between hunks 2 and 3; hunk 2 has one that ends inside hunk 3's image (hunk 3's first line
+    is hunk 2's last). By order alone, from the right: hunk 2 must end before hunk 3 starts, so its copy is
+    impossible and hunk 2's latest start is its own place, above hunk 1's copy, which is impossible too. Every
+    hunk is certain, and apply applies each at its own place. Also with 300 lines above it all.
+
+    Kills patchkit/judge/matching.py:353's right-to-left bound of possible_places: a place's end as `pos | span`,
+    `pos - span`, `^`, `&`, `//`, ... and the bound taken from `latest[i + 0]`, `[i - 1]`, `[i & 1]`, `[i + 2]`
+    (hunk 2's copy kept, so hunk 1's copy below hunk 2 kept, and hunk 1 read ambiguous; the full run of
+    2026-12-06: no test had a copy that only the right-to-left pass excludes)."""
+    lines = [b"p%d\n" % i for i in range(shift)] + [b"u%d\n" % i for i in range(60)]
+    at = shift
+    lines[at + 30:at + 33] = lines[at + 4:at + 7]  # hunk 1's pre-image again, between hunks 2 and 3
+    lines[at + 39] = lines[at + 16]  # hunk 3's first line is hunk 2's last ...
+    lines[at + 37:at + 40] = lines[at + 14:at + 17]  # ... and a copy of hunk 2's pre-image ends inside hunk 3
+    new = list(lines)
+    new[at + 5], new[at + 15], new[at + 40] = b"changed 5\n", b"changed 15\n", b"changed 40\n"
+    _applied_below_a_line_added_on_top(tmp_path, registry, b"".join(lines), b"".join(new), 3, context=1)
+
+
 def test_two_copies_each_excluded_by_its_own_certain_neighbours(tmp_path: Path, registry: Registry) -> None:
     """Six hunks (-U1); hunks 2 and 4 (1-based) each have a copy of their pre-image just above them, past the
     certain hunk before each; the file has one line added at its top (the blob ids prove nothing). Each copy is
