@@ -48,6 +48,53 @@ def test_a_refusal_names_the_conflicting_file_not_the_clean_one_before_it(tmp_pa
     assert (root / "engine/a.py").read_bytes() == BEFORE["engine/a.py"]
 
 
+def _conflict_detail(tmp_path: Path, registry: Registry, old: list[bytes], new: list[bytes], tree: list[bytes]) -> str:
+    """git's diff of engine/a.py from `old` to `new` on a tree holding `tree`: the one hunk's conflict detail."""
+    registry.add("p", git_diff(tmp_path, {"engine/a.py": b"".join(old)}, {"engine/a.py": b"".join(new)}))
+    root = tmp_path / "engine-root"
+    write_tree(root, {"engine/a.py": b"".join(tree)})
+    res = cli("status", "p", "--root", root, "--patches", registry.path, "--json")
+    assert res.code == 5, (res.code, res.out, res.err)
+    (hunk,) = res.json()["files"][0]["hunks"]
+    assert hunk["state"] == "conflict", hunk
+    return str(hunk["detail"])
+
+
+def test_a_conflict_quotes_a_line_of_60_characters_whole_and_cuts_a_longer_one_there(
+    tmp_path: Path, registry: Registry
+) -> None:
+    """A context line of 60 characters where the tree has one of 61: the conflict's detail quotes the first whole
+    and the second cut at 60 characters, with "...".
+
+    Kills patchkit/judge/matching.py:546's cut at 61 or 59 characters and its `len(text) > 61`, `> 59`, `== 60`,
+    `>= 60` (the full run of 2026-12-06: no test quoted a line near the cut)."""
+    old = [b"line %d\n" % i for i in range(10)]
+    old[3] = b"a" * 60 + b"\n"
+    new = list(old)
+    new[5] = b"changed\n"
+    tree = list(old)
+    tree[3] = b"b" * 61 + b"\n"
+    detail = _conflict_detail(tmp_path, registry, old, new, tree)
+    assert detail == (f"at line 4 the diff expects '{'a' * 60}' (or its post-image), "
+                      f"the file has '{'b' * 60}...'"), detail
+
+
+@pytest.mark.parametrize("shift", [0, 300])
+def test_a_conflict_past_the_end_of_the_file_says_end_of_file(tmp_path: Path, registry: Registry, shift: int) -> None:
+    """A hunk near the end of a file whose last two lines are gone from the tree: the hunk's context runs past
+    the end, and the detail says the file has the end of the file there. Also with 300 lines above it all.
+
+    Kills, with the shift, patchkit/judge/matching.py:517:core/ReplaceComparisonOperator_Lt_IsNot#5 (`pos + i
+    is not len(lines)`: past line 256 the line past the end was read, an IndexError, exit 10; the full run of
+    2026-12-06)."""
+    old = [b"line %d\n" % i for i in range(shift + 20)]
+    new = list(old)
+    new[-3] = b"changed\n"
+    detail = _conflict_detail(tmp_path, registry, old, new, old[:-2])
+    assert detail == (f"at line {shift + 19} the diff expects 'line {shift + 18}' (or its post-image), "
+                      "the file has end of file"), detail
+
+
 def test_an_ambiguous_reading_at_the_first_line_is_named_line_1(tmp_path: Path, registry: Registry) -> None:
     """Both images of the one hunk start at line 1 (its added block repeats its own context): the detail names
     line 1 both ways, not line 2.
