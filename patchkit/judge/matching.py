@@ -129,8 +129,7 @@ def locate(
     if at_start or at_end or not search:
         return None
     expected = min(max(expected, 0), n)
-    if m == 0:
-        return max(expected, low) if max(expected, low) <= n else None
+    # (the image is not empty: an empty one has no trailing context, so git pins it to the end, answered above)
     positions = content.positions(image[0])
     candidates = git_order(positions, expected, bisect.bisect_left(positions, low))
     return next((pos for pos in candidates if content.matches_at(image, pos)), None)
@@ -467,9 +466,8 @@ class _Modified:
                 return first
             if at_start or at_end:
                 return None
+            # (the image is not empty: an empty one is pinned to the end, answered above)
             expected = min(max(expected, 0), n)
-            if m == 0:
-                return expected
             return next((q for q in git_order(self.positions(image[0]), expected) if self.lines_at(q, m) == image),
                         None)
         head, last = image[:-1], image[-1]
