@@ -133,7 +133,9 @@ MODULES: dict[str, tuple[str, ...]] = {
     # the one trust rule: pinned edge by edge (test_trust_rule), and through the state folder and the environment
     "patchkit/input/trust.py": ("tests/test_trust_rule.py", "tests/test_state_trust.py",
                                 "tests/test_untrusted_state.py", "tests/test_untrusted_env.py",
-                                "tests/test_mutation_kills.py"),
+                                "tests/test_mutation_kills.py",
+                                # the restart entry loads it, and must not load pathlib (its import type-only)
+                                "tests/test_startup.py::test_the_program_answers_a_restart_without_click"),
     "patchkit/workspace/names.py": _WORKSPACE,
     "patchkit/workspace/interrupts.py": (*_WORKSPACE,  # SIGTERM / SIGINT mid-write: rolled back, said so (2 s)
                                          "tests/test_hostile_fs.py::test_sigterm_and_sigint_mid_write_roll_back_"

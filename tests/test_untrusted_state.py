@@ -233,6 +233,47 @@ def test_a_journal_moved_in_from_another_tree_is_refused_but_a_moved_tree_recove
     assert image(renamed) == case.original
 
 
+def test_a_journal_of_another_root_is_refused_whichever_inode_number_is_higher(case: Case) -> None:
+    """A journal moved in from another tree, at another path and on a folder of a lower, then a higher, inode
+    number than the one it was written for: refused both times (a journal is replayed only on its own root: the
+    same path, or the same folder moved).
+
+    Kills patchkit/workspace/journal.py:152:core/ReplaceComparisonOperator_NotEq_Lt#3 (`written_ino < root_ino`:
+    a journal of a root whose folder's inode number is higher was replayed here; the full run of 2026-12-06)."""
+    targets = [case.fresh(f"journal-ino-target-{i}") for i in range(4)]  # folders made before the source's
+    source = interrupted_tree(case, "journal-ino-source")
+    written = source.stat().st_ino
+    targets += [case.fresh(f"journal-ino-target-{i}") for i in range(4, 8)]  # and after it
+    lower = [t for t in targets if t.stat().st_ino < written]
+    higher = [t for t in targets if t.stat().st_ino > written]
+    if not lower or not higher:
+        pytest.skip("no target folder on both sides of the source's inode number on this filesystem")
+    for target in (lower[0], higher[0]):
+        shutil.copytree(source / STATE, target / STATE, symlinks=True)  # root's own copy, trusted, another root
+        refused(case, target, "status", "written for another root")
+
+
+def test_a_journal_on_its_own_path_recovers_when_the_root_folder_was_made_again(case: Case) -> None:
+    """The root folder made again at its own path around the same files (every entry renamed into a new folder
+    that then takes the old one's name: another inode, the same path, each file's inode kept): the journal is
+    the root's, and the interrupted apply is recovered.
+
+    Kills patchkit/workspace/journal.py:152:core/ReplaceComparisonOperator_NotEq_IsNot#2 (`written_for is not
+    ...`: the path never matched, and a root whose folder is new was refused; the full run of 2026-12-06)."""
+    root = interrupted_tree(case, "journal-root-made-again")
+    again = root.with_name("journal-root-made-again-new")
+    shutil.rmtree(again, ignore_errors=True)
+    again.mkdir()
+    os.chmod(again, stat.S_IMODE(root.stat().st_mode))
+    for entry in os.listdir(root):
+        os.rename(root / entry, again / entry)
+    root.rmdir()
+    os.rename(again, root)
+    run = run_forked(case.args("status", root))
+    assert run.code == 3 and "recovered an interrupted apply" in run.err, run.err
+    assert image(root) == case.original
+
+
 def test_a_user_who_cannot_reach_the_root_gets_a_clear_error(case: Case, user: tuple[int, int]) -> None:
     root = case.fresh("unreachable")
     hidden = case.workdir / "hidden"
