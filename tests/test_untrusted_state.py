@@ -274,6 +274,27 @@ def test_a_journal_on_its_own_path_recovers_when_the_root_folder_was_made_again(
     assert image(root) == case.original
 
 
+@pytest.mark.parametrize("folder", ["aaa", "zzz"])
+def test_a_journal_whose_folders_do_not_match_a_path_is_unreadable(case: Case, folder: str) -> None:
+    """A journal (root's own, trusted) whose entry for a file two folders deep lists another second folder, one
+    that sorts before the real one or after it: the journal is unreadable, nothing is replayed, and the tree and
+    the journal stay as they were.
+
+    Kills patchkit/workspace/journal.py:175's folders compared with `>`, `<` and `is` (a list of folders that
+    sorts one way, or any list, was taken for the path's own; the full run of 2026-12-06)."""
+    root = interrupted_tree(case, f"journal-folders-{folder}")
+    journal = root / STATE / "journal.json"
+    header, _, body = journal.read_bytes().partition(b"\n")
+    doc = json.loads(header)
+    entry = next(e for e in doc["entries"] if e["path"].count("/") == 2)
+    entry["folders"][1][0] = f"{entry['folders'][0][0]}/{folder}"
+    journal.write_bytes(json.dumps(doc, ensure_ascii=True, sort_keys=True).encode("ascii") + b"\n" + body)
+    before, kept = image(root), journal.read_bytes()
+    run = run_forked(case.args("status", root))
+    assert run.code == 8 and "do not match its path" in run.err and "Traceback" not in run.err, run.err
+    assert image(root) == before and journal.read_bytes() == kept
+
+
 def test_a_user_who_cannot_reach_the_root_gets_a_clear_error(case: Case, user: tuple[int, int]) -> None:
     root = case.fresh("unreachable")
     hidden = case.workdir / "hidden"
