@@ -702,7 +702,6 @@ def test_an_empty_file_written_is_read_back_too(
 
     Written against patchkit/workspace/commit.py:647:core/AddNot#60 (`pread ... if not data`), which read an
     empty file back and so was stricter than the code; the code now reads it back (no `if data`)."""
-
     after = {**AFTER, "engine/c.py": b""}
     registry.add("p", git_diff(tmp_path, BEFORE, after))
     root = tmp_path / "engine-root"

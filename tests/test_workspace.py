@@ -601,7 +601,6 @@ def test_a_fifo_swapped_in_before_the_read_back_never_blocks(tmp_path: Path, mon
     Kills patchkit/workspace/commit.py's read-back `os.O_NONBLOCK | os.O_CLOEXEC` -> `os.O_NONBLOCK //
     os.O_CLOEXEC` (cosmic-ray core/ReplaceBinaryOperator_BitOr_FloorDiv, seed 5: both flags dropped), under which
     opening the FIFO for reading waited for a writer forever."""
-
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
 
@@ -688,7 +687,6 @@ def test_another_file_swapped_in_after_the_write_is_named_not_the_one_written(
 
     Kills patchkit/workspace/commit.py:653's comparisons of the file's identity (`>`, `<`, `is`, `and`), the full
     run of 2026-12-06: the later read-back caught a swapped file of the same size only."""
-
     pool = tmp_path.parent / f"{tmp_path.name}-theirs"
     pool.mkdir()
     early = [pool / f"early-{n}" for n in range(20)]
@@ -724,9 +722,9 @@ def test_a_written_file_changed_in_place_before_its_check_is_named_by_its_size_o
     Kills patchkit/workspace/commit.py:656's comparisons of the mode and the size (`<`, `>`, `and`; the full run
     of 2026-12-06): a mode changed one way, or alone, was let through; a size changed one way was caught by the
     read-back only, named by its content."""
-
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"  # written 0o640, 10 bytes
+
     def change_it(_folder: int, _name: str) -> None:
         if change.startswith("mode"):
             target.chmod(0o600 if change == "mode-below" else 0o644)
@@ -753,7 +751,6 @@ def test_a_link_swapped_in_right_before_the_read_back_is_not_followed(
     Kills patchkit/workspace/commit.py:660:core/ReplaceBinaryOperator_BitOr_BitAnd#24 (the read-back's
     O_NOFOLLOW dropped, the full run of 2026-12-06): the link was followed to the copy, caught later by its
     identity and named as another file."""
-
     make_tree(tmp_path)
     target = tmp_path / "pkg" / "a.py"
     copy = tmp_path.parent / f"{tmp_path.name}-copy"
@@ -803,6 +800,11 @@ def test_a_link_to_the_original_swapped_in_before_the_judged_check_is_kept(
     assert swapped and target.read_bytes() == b"a = 1\r\n\xff\xfe\n"
 
 
+def _is_kept(name: str) -> bool:
+    """A name the write stage keeps an original at (`<temp pattern>.orig`), not the file's own."""
+    return TEMP_NAME.fullmatch(name) is not None and name.endswith(".orig")
+
+
 def _spare_with_an_inode(tmp_path: Path, inode: str) -> tuple[Path, int]:
     """make_tree, with pkg/a.py made again in the middle one of three spare files by inode number; the spare
     whose inode number is lower (or higher) than a.py's, and a.py's."""
@@ -831,7 +833,6 @@ def test_a_copy_of_the_original_swapped_in_for_its_kept_link_is_another_file(
     inode compared by order or by identity: their copy, with the bytes judged, was taken for the original, the
     commit went on and their file at the kept name was removed with it; the full run of 2026-12-06 on the fix's
     code). Before the replace the same swap is caught by the name's own inode (`_check_unchanged`)."""
-
     copy, original = _spare_with_an_inode(tmp_path, inode)
     target = tmp_path / "pkg" / "a.py"
     copy.write_bytes(target.read_bytes())
@@ -841,7 +842,7 @@ def test_a_copy_of_the_original_swapped_in_for_its_kept_link_is_another_file(
         assert os.lstat(name, dir_fd=folder).st_ino == original  # the check has just seen the original
         os.rename(copy, name, dst_dir_fd=folder)
 
-    swapped = at_an_lstat(monkeypatch, "_check_kept", lambda name: name != "a.py", swap)
+    swapped = at_an_lstat(monkeypatch, "_check_kept", _is_kept, swap)
     with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert swapped and target.stat().st_ino == inode_of_theirs
@@ -905,7 +906,7 @@ def test_a_foreign_file_at_the_kept_name_never_becomes_the_file(
     def put_theirs(folder: int, name: str) -> None:
         os.rename(copy, name, dst_dir_fd=folder)
 
-    swapped = at_an_lstat(monkeypatch, "_check_kept", lambda name: name != "a.py", put_theirs, before=True)
+    swapped = at_an_lstat(monkeypatch, "_check_kept", _is_kept, put_theirs, before=True)
     commit_changes(tmp_path, changes_for(tmp_path))
     assert swapped and (tmp_path / "pkg" / "a.py").read_bytes() == b"a = 2\r\n\xff\xfe\n"
 
@@ -928,7 +929,7 @@ def test_a_kept_original_touched_after_the_replace_is_a_change(
         moved = st.st_mtime_ns + (10**9 if when == "later" else -(10**9))
         os.utime(name, ns=(st.st_atime_ns, moved), dir_fd=folder)
 
-    touched = at_an_lstat(monkeypatch, "_check_kept", lambda name: name != "a.py", touch, before=True)
+    touched = at_an_lstat(monkeypatch, "_check_kept", _is_kept, touch, before=True)
     with pytest.raises(WriteFailedError, match="changed while patchkit was writing it"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert touched and target.read_bytes() == before
@@ -954,8 +955,8 @@ def test_a_file_put_back_where_one_was_deleted_is_theirs_when_the_original_chang
             kept.write(b"edited = 1\n")
         (gone / "c.py").write_bytes(b"theirs = 1\n")
 
-    edited = at_an_lstat(monkeypatch, "_check_kept", lambda name: name not in ("a.py", "c.py") and gone.exists()
-                         and name in os.listdir(gone), edit_and_put_back, before=True)
+    edited = at_an_lstat(monkeypatch, "_check_kept", lambda name: _is_kept(name) and (gone / name).exists(),
+                         edit_and_put_back, before=True)
     with pytest.raises(RecoveryFailedError, match=r"writing failed \(pkg/gone/c.py\) and so did restoring the tree"):
         commit_changes(tmp_path, changes_for(tmp_path))
     assert edited and (gone / "c.py").read_bytes() == b"theirs = 1\n"
